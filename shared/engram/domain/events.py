@@ -1,0 +1,204 @@
+"""Event types (R-3): versioned reverse-DNS names, pydantic data models, JSON Schemas, subjects.
+
+Engram's own events are registered here. Domain events from CRM, orders and invoicing keep
+their producer's type; they travel on `engram.ingest.domain.<type>` and their data is mapped
+by the YAML rules in `engram.domain.rules`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from cloudevents.http import CloudEvent
+from pydantic import BaseModel, ConfigDict, Field
+
+from engram.domain.models import FeedbackKind
+from engram.domain.observation import Key, Priority, Scope, Tag, TeamId, TypeName
+
+EXTENSION_NAME = re.compile(r"^[a-z][a-z0-9]{0,19}$")
+TYPE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,254}$")
+REQUIRED_EXTENSIONS = ("tenantid",)
+KNOWN_EXTENSIONS = ("tenantid", "userid", "correlationid", "causationid", "traceparent", "tracestate")
+CORE_ATTRIBUTES = frozenset({"id", "source", "specversion", "type", "datacontenttype", "dataschema", "subject", "time"})
+SCHEMA_BASE = "urn:engram:schema:"
+SOURCE_PREFIX = "/engram/"
+
+
+class InvalidEvent(ValueError):
+    """An event that can never be processed: dead-lettered with this reason, never retried."""
+
+
+def check_extension_names(attributes: dict[str, Any]) -> None:
+    for name in attributes:
+        if name in CORE_ATTRIBUTES or name == "data":
+            continue
+        if not EXTENSION_NAME.match(name):
+            raise InvalidEvent(f"extension attribute {name!r} must match {EXTENSION_NAME.pattern}")
+
+
+# ---- data models of Engram's own events -------------------------------------------------------
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ObservationMarked(_Data):
+    """A user clicked "merken" on a statement (R-5.3)."""
+
+    text: str = Field(min_length=1, max_length=20_000)
+    title: str | None = Field(default=None, max_length=500)
+    type: TypeName = "note"
+    tags: list[Tag] = Field(default_factory=list, max_length=50)
+    scope: Scope = Scope.private
+    team_ids: list[TeamId] = Field(default_factory=list, max_length=64)
+    priority: Priority = Priority.normal
+    key: Key | None = None
+    chat_id: uuid.UUID | None = None
+    chat_message_id: uuid.UUID | None = None
+    session_id: uuid.UUID | None = None
+
+
+class ObservationChanged(_Data):
+    """An observation was created, updated or deleted: the index follows PostgreSQL (R-6.3)."""
+
+    observation_id: uuid.UUID
+    revision: str = Field(description="updated_at of the row when the event was written")
+
+
+class ChatTurnCompleted(_Data):
+    chat_id: uuid.UUID
+    session_id: uuid.UUID | None = None
+    user_message_id: uuid.UUID | None = None
+    assistant_message_id: uuid.UUID | None = None
+    user_message: str = Field(max_length=200_000)
+    assistant_message: str = Field(max_length=200_000)
+    model: str | None = None
+    language: str | None = None
+    session_ended: bool = False
+
+
+class FeedbackRecorded(_Data):
+    kind: FeedbackKind
+    observation_id: uuid.UUID | None = None
+    rating: int | None = Field(default=None, ge=1, le=5)
+    query_id: uuid.UUID | None = None
+    stream_origin: str | None = Field(default=None, max_length=64)
+
+
+class SessionEnded(_Data):
+    session_id: uuid.UUID
+    chat_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True)
+class EventType:
+    type: str
+    subject: str
+    data_model: builtins.type[BaseModel]
+
+    @property
+    def dataschema(self) -> str:
+        return f"{SCHEMA_BASE}{self.type}"
+
+    def json_schema(self) -> dict[str, Any]:
+        schema = self.data_model.model_json_schema()
+        schema["$id"] = self.dataschema
+        schema["title"] = self.type
+        return schema
+
+
+OBSERVATION_MARKED = EventType("io.engram.observation.marked.v1", "engram.ingest.marked", ObservationMarked)
+OBSERVATION_CREATED = EventType("io.engram.observation.created.v1", "engram.observation.created", ObservationChanged)
+OBSERVATION_UPDATED = EventType("io.engram.observation.updated.v1", "engram.observation.updated", ObservationChanged)
+OBSERVATION_DELETED = EventType("io.engram.observation.deleted.v1", "engram.observation.deleted", ObservationChanged)
+CHAT_TURN_COMPLETED = EventType("io.engram.chat.turn.completed.v1", "engram.chat.turn.completed", ChatTurnCompleted)
+SESSION_ENDED = EventType("io.engram.session.ended.v1", "engram.chat.session.ended", SessionEnded)
+FEEDBACK_RECORDED = EventType("io.engram.feedback.recorded.v1", "engram.feedback.recorded", FeedbackRecorded)
+
+REGISTRY: dict[str, EventType] = {
+    t.type: t
+    for t in (
+        OBSERVATION_MARKED,
+        OBSERVATION_CREATED,
+        OBSERVATION_UPDATED,
+        OBSERVATION_DELETED,
+        CHAT_TURN_COMPLETED,
+        SESSION_ENDED,
+        FEEDBACK_RECORDED,
+    )
+}
+
+DOMAIN_SUBJECT_PREFIX = "engram.ingest.domain"
+_SUBJECT_TOKEN = re.compile(r"[^A-Za-z0-9_\-.]")
+
+
+def is_engram_type(event_type: str) -> bool:
+    return event_type.startswith("io.engram.")
+
+
+def subject_for(event_type: str) -> str:
+    """Engram types have fixed subjects; domain events go under `engram.ingest.domain.<type>`."""
+    known = REGISTRY.get(event_type)
+    if known is not None:
+        return known.subject
+    if is_engram_type(event_type):
+        raise InvalidEvent(f"unknown Engram event type {event_type!r}")
+    if not TYPE_NAME.match(event_type) or ".." in event_type or event_type.endswith("."):
+        raise InvalidEvent(f"event type {event_type!r} is not a reverse-DNS name")
+    return f"{DOMAIN_SUBJECT_PREFIX}.{_SUBJECT_TOKEN.sub('_', event_type)}"
+
+
+def parse_data(event_type: str, data: Any) -> BaseModel:
+    known = REGISTRY.get(event_type)
+    if known is None:
+        raise InvalidEvent(f"no data model for {event_type!r}")
+    from pydantic import ValidationError
+
+    try:
+        return known.data_model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'data'}: {e['msg']}" for e in exc.errors())
+        raise InvalidEvent(f"invalid data for {event_type}: {problems}") from exc
+
+
+def new_event(
+    event_type: EventType | str,
+    data: BaseModel | dict[str, Any] | None,
+    *,
+    tenant_id: str,
+    source: str,
+    user_id: str | None = None,
+    subject: str | None = None,
+    event_id: str | None = None,
+    correlation_id: str | None = None,
+    time: str | None = None,
+) -> CloudEvent:
+    """A CloudEvent 1.0 with Engram's extensions; `event_id` makes re-publishing idempotent."""
+    from datetime import UTC, datetime
+
+    type_name = event_type.type if isinstance(event_type, EventType) else event_type
+    attributes: dict[str, Any] = {
+        "id": event_id or str(uuid.uuid4()),
+        "source": source,
+        "type": type_name,
+        "specversion": "1.0",
+        "time": time or datetime.now(UTC).isoformat(),
+        "datacontenttype": "application/json",
+        "tenantid": tenant_id,
+    }
+    known = REGISTRY.get(type_name)
+    if known is not None:
+        attributes["dataschema"] = known.dataschema
+    if user_id:
+        attributes["userid"] = user_id
+    if subject:
+        attributes["subject"] = subject
+    if correlation_id:
+        attributes["correlationid"] = correlation_id
+    payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+    return CloudEvent(attributes, payload)

@@ -1,0 +1,189 @@
+"""The observation: the unit of memory (R-4.1)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from engram.domain.hashing import content_hash
+
+DEFAULT_OBSERVATION_TYPES: frozenset[str] = frozenset(
+    {
+        "fact",
+        "decision",
+        "event",
+        "concept",
+        "preference",
+        "identity",
+        "project",
+        "skill",
+        "mistake",
+        "context",
+        "note",
+    }
+)
+
+
+class Priority(StrEnum):
+    low = "low"
+    normal = "normal"
+    high = "high"
+    critical = "critical"
+
+    @property
+    def rank(self) -> int:
+        return _PRIORITY_RANK[self]
+
+
+_PRIORITY_RANK = {Priority.critical: 3, Priority.high: 2, Priority.normal: 1, Priority.low: 0}
+
+
+class Source(StrEnum):
+    user = "user"
+    agent = "agent"
+    system = "system"
+
+
+class Scope(StrEnum):
+    private = "private"
+    team = "team"
+    public = "public"
+    sensitive = "sensitive"
+
+
+class TriggerSource(StrEnum):
+    chat = "chat"
+    hook = "hook"
+    manual = "manual"
+    consolidation = "consolidation"
+
+
+TypeName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, strip_whitespace=True)]
+Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s].*$")]
+TeamId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+def default_confidence(source: Source) -> float:
+    """1.0 for what a person said, 0.7 for what an agent inferred (R-4.1)."""
+    return 0.7 if source is Source.agent else 1.0
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    session_id: uuid.UUID | None = None
+    chat_message_id: uuid.UUID | None = None
+    source_event_id: str | None = Field(default=None, max_length=512)
+
+
+class ObservationDraft(BaseModel):
+    """What a writer supplies; everything else is derived (hash, timestamps, id)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant_id: str = Field(min_length=1, max_length=128)
+    user_id: str | None = Field(default=None, min_length=1, max_length=128)
+    team_ids: list[TeamId] = Field(default_factory=list, max_length=64)
+    type: TypeName = "note"
+    title: str = Field(min_length=1, max_length=500)
+    narrative: str = Field(default="", max_length=20_000)
+    facts: list[Annotated[str, StringConstraints(max_length=2_000)]] = Field(default_factory=list, max_length=100)
+    concepts: list[Annotated[str, StringConstraints(max_length=200)]] = Field(default_factory=list, max_length=100)
+    tags: list[Tag] = Field(default_factory=list, max_length=50)
+    key: Key | None = None
+    discovery_tokens: list[Annotated[str, StringConstraints(max_length=200)]] = Field(
+        default_factory=list, max_length=100
+    )
+    priority: Priority = Priority.normal
+    source: Source = Source.user
+    verified: bool = False
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    scope: Scope = Scope.private
+    trigger_source: TriggerSource = TriggerSource.manual
+    provenance: Provenance = Field(default_factory=Provenance)
+    valid_from: datetime | None = None
+    expires_at: datetime | None = None
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_case_insensitive(cls, tags: list[str]) -> list[str]:
+        seen: dict[str, None] = {}
+        for tag in tags:
+            seen.setdefault(tag.casefold(), None)
+        return list(seen)
+
+    @field_validator("team_ids", "facts", "concepts", "discovery_tokens")
+    @classmethod
+    def _drop_blank_and_duplicates(cls, values: list[str]) -> list[str]:
+        return list(dict.fromkeys(v for v in values if v.strip()))
+
+    @model_validator(mode="after")
+    def _scope_needs_owner(self) -> ObservationDraft:
+        if self.scope is Scope.private and self.user_id is None:
+            raise ValueError("a private observation needs a user_id (tenant-wide ones are public or team)")
+        if self.scope is Scope.team and not self.team_ids:
+            raise ValueError("a team observation needs at least one team id")
+        if self.valid_from and self.expires_at and self.expires_at <= self.valid_from:
+            raise ValueError("expires_at must be after valid_from")
+        return self
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.type, self.title, self.narrative, self.facts)
+
+
+class Observation(BaseModel):
+    """A stored observation, as read back from the store."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: uuid.UUID
+    tenant_id: str
+    user_id: str | None
+    team_ids: list[str]
+    type: str
+    title: str
+    narrative: str
+    facts: list[str]
+    concepts: list[str]
+    tags: list[str]
+    key: str | None
+    content_hash: str
+    discovery_tokens: list[str]
+    relevance_count: int
+    priority: Priority
+    source: Source
+    verified: bool
+    confidence: float
+    scope: Scope
+    trigger_source: TriggerSource
+    provenance: Provenance
+    valid_from: datetime | None
+    expires_at: datetime | None
+    superseded_by: uuid.UUID | None
+    created_at: datetime
+    updated_at: datetime
+
+    def is_live(self, now: datetime) -> bool:
+        """Recall shows only observations that are in force: not expired, not superseded."""
+        if self.superseded_by is not None:
+            return False
+        if self.expires_at is not None and self.expires_at <= now:
+            return False
+        return self.valid_from is None or self.valid_from <= now
+
+    def searchable_text(self) -> str:
+        """The text an index sees: title, narrative, facts, concepts, tags, discovery tokens."""
+        parts = [self.title, self.narrative, *self.facts, *self.concepts, *self.tags, *self.discovery_tokens]
+        return "\n".join(p for p in parts if p)
+
+
+class WriteOutcome(StrEnum):
+    created = "created"
+    updated = "updated"
+    deduplicated = "deduplicated"

@@ -1,0 +1,281 @@
+"""`make run`: the whole system on one machine.
+
+Starts PostgreSQL (pgvector) and NATS (JetStream) from PyPI wheels unless `DATABASE_URL` /
+`NATS_URL` are set, migrates, declares streams, starts every function as its own process
+under honcho, seeds a demo tenant through the public API, and prints URLs, a demo JWT and
+example calls. Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+from rich.panel import Panel
+
+from engram.devstack import EmbeddedNats, EmbeddedPostgres
+from engram.runtime.auth import issue_jwt
+
+console = Console(highlight=False)
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO_TENANT = "demo"
+DEMO_USER = "alice"
+DEMO_PERMISSIONS = [
+    "read:AiObservation",
+    "create:AiObservation",
+    "update:AiObservation",
+    "delete:AiObservation",
+    "manage:AiObservation",
+    "create:AiObservationFeedback",
+    "create:AiEvent",
+    "read:AiEvent",
+    "view:FE_DevTools",
+]
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    module: str
+    port: int | None  # HTTP functions listen; workers consume
+
+    @property
+    def exists(self) -> bool:
+        return (REPO / "functions" / self.module / "__main__.py").exists()
+
+    @property
+    def url(self) -> str | None:
+        return f"http://127.0.0.1:{self.port}" if self.port else None
+
+
+def functions(port_base: int) -> list[Function]:
+    candidates = [
+        Function("memory-api", "memory_api", port_base + 1),
+        Function("chat-turn", "chat_turn", port_base + 2),
+        Function("telemetry-query", "telemetry_query", port_base + 3),
+        Function("extract-observation", "extract_observation", None),
+        Function("embed-index", "embed_index", None),
+        Function("record-feedback", "record_feedback", None),
+    ]
+    return [f for f in candidates if f.exists]
+
+
+def _secret(data_dir: Path) -> str:
+    if os.environ.get("ENGRAM_JWT_SECRET"):
+        return os.environ["ENGRAM_JWT_SECRET"]
+    path = data_dir / "jwt-secret"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(48))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _wait_ready(url: str, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return True
+        time.sleep(0.3)
+    return False
+
+
+DEMO_EVENTS = [
+    (
+        "demo-customer-1001",
+        "com.example.crm.customer.created.v1",
+        "/crm",
+        {
+            "customer_id": "1001",
+            "name": "Müller Maschinenbau GmbH",
+            "city": "Stuttgart",
+            "industry": "machinery",
+        },
+    ),
+    (
+        "demo-order-5001",
+        "com.example.orders.order.completed.v1",
+        "/orders",
+        {
+            "order_id": "5001",
+            "customer_name": "Müller Maschinenbau GmbH",
+            "total": "12,400.00",
+            "currency": "EUR",
+        },
+    ),
+    (
+        "demo-receipt-7001",
+        "com.example.invoicing.receipt.cancelled.v1",
+        "/invoicing",
+        {
+            "receipt_id": "R-7001",
+            "customer_name": "Müller Maschinenbau GmbH",
+            "reason": "duplicate invoice",
+            "team": "sales",
+        },
+    ),
+]
+
+
+def seed_demo(api: str, token: str) -> int:
+    headers = {"Authorization": f"Bearer {token}"}
+    sent = 0
+    for event_id, etype, source, data in DEMO_EVENTS:
+        r = httpx.post(
+            f"{api}/api/ai/events",
+            headers={
+                **headers,
+                "ce-specversion": "1.0",
+                "ce-id": event_id,
+                "ce-type": etype,
+                "ce-source": source,
+                "Content-Type": "application/json",
+            },
+            content=json.dumps(data),
+            timeout=10,
+        )
+        r.raise_for_status()
+        sent += 1
+    httpx.post(
+        f"{api}/api/ai/memory",
+        headers=headers,
+        json={
+            "type": "preference",
+            "title": "Alice prefers short answers with bullet points",
+            "tags": ["style"],
+            "key": "preference:answer-style",
+        },
+        timeout=10,
+    ).raise_for_status()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        listing = httpx.get(f"{api}/api/ai/memory", headers=headers, timeout=10).json()
+        if listing.get("total", 0) >= len(DEMO_EVENTS) + 1:
+            break
+        time.sleep(0.3)
+    return sent
+
+
+def banner(fns: list[Function], token: str, pg_url: str, nats_url: str) -> None:
+    api = next((f.url for f in fns if f.name == "memory-api"), None)
+    lines = [f"[bold]{f.name}[/bold]  {f.url or 'worker (JetStream)'}" for f in fns]
+    lines += [
+        "",
+        f"PostgreSQL  {pg_url}",
+        f"NATS        {nats_url}",
+        "",
+        f"[bold]Demo JWT[/bold] (tenant {DEMO_TENANT}, user {DEMO_USER}, team sales, 24 h):",
+        token,
+    ]
+    console.print(Panel("\n".join(lines), title="Engram is running", expand=False))
+    console.print("[bold]Try it[/bold] (copy and paste):\n")
+    console.print(f"export TOKEN='{token}'")
+    console.print(
+        f"# 1. list the memories of the demo tenant that alice may see\n"
+        f"curl -s -H \"Authorization: Bearer $TOKEN\" '{api}/api/ai/memory?size=10'\n"
+    )
+    console.print(
+        f"# 2. remember something (a verified, user-sourced observation)\n"
+        f"curl -s -X POST -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' "
+        f'-d \'{{"type": "decision", "title": "We bill Müller quarterly from 2027", '
+        f'"tags": ["billing"], "scope": "team", "team_ids": ["sales"]}}\' \'{api}/api/ai/memory\'\n'
+    )
+    console.print(
+        f"# 3. send a domain CloudEvent (binary mode); it becomes an observation within a second\n"
+        f"curl -s -X POST -H \"Authorization: Bearer $TOKEN\" -H 'ce-specversion: 1.0' "
+        f"-H \"ce-id: $(date +%s%N)\" -H 'ce-type: com.example.crm.customer.created.v1' "
+        f"-H 'ce-source: /crm' -H 'Content-Type: application/json' "
+        f'-d \'{{"customer_id": "1002", "name": "Schmidt Logistik AG", "city": "Hamburg"}}\' '
+        f"'{api}/api/ai/events'\n"
+    )
+    console.print("Ctrl-C stops everything.\n")
+
+
+def run_local_stack(*, seed: bool = True) -> int:
+    from honcho.manager import Manager
+
+    from engram.settings import get_settings
+
+    settings = get_settings()
+    data_dir = (
+        (REPO / settings.engram_data_dir).resolve()
+        if not settings.engram_data_dir.is_absolute()
+        else settings.engram_data_dir
+    )
+    port_base = int(os.environ.get("ENGRAM_PORT_BASE", "8080"))
+    pg: EmbeddedPostgres | None = None
+    nats: EmbeddedNats | None = None
+    try:
+        pg_url = settings.database_url
+        if not pg_url:
+            pg = EmbeddedPostgres(data_dir / "postgres").start()
+            pg_url = pg.url
+        nats_url = settings.nats_url
+        if not nats_url:
+            nats = EmbeddedNats(data_dir / "nats").start()
+            nats_url = nats.url
+
+        from engram.cli import _declare, _migrate
+
+        asyncio.run(_migrate(pg_url))
+        asyncio.run(_declare(nats_url, settings.engram_stream))
+
+        secret = _secret(data_dir)
+        env = {
+            **os.environ,
+            "DATABASE_URL": pg_url,
+            "NATS_URL": nats_url,
+            "ENGRAM_JWT_SECRET": secret,
+            "PYTHONUNBUFFERED": "1",
+        }
+        fns = functions(port_base)
+        manager = Manager()
+        for fn in fns:
+            fn_env = dict(env)
+            if fn.port:
+                fn_env["PORT"] = str(fn.port)
+            manager.add_process(fn.name, f"{sys.executable} -m functions.{fn.module}", env=fn_env, cwd=str(REPO))
+        token = issue_jwt(
+            secret,
+            tenant_id=DEMO_TENANT,
+            user_id=DEMO_USER,
+            teams=["sales"],
+            permissions=DEMO_PERMISSIONS,
+            ttl_seconds=24 * 3600,
+        )
+
+        def after_start() -> None:
+            urls = [f.url for f in fns if f.url]
+            if not all(_wait_ready(u) for u in urls):
+                console.print("[red]a function did not become ready; see its log lines above[/red]")
+                return
+            api = next((f.url for f in fns if f.name == "memory-api"), None)
+            if seed and api:
+                try:
+                    count = seed_demo(api, token)
+                    console.print(f"seeded tenant '{DEMO_TENANT}' with {count} domain events and a preference")
+                except httpx.HTTPError as exc:
+                    console.print(f"[red]seeding failed: {exc}[/red]")
+            banner(fns, token, pg_url or "", nats_url or "")
+
+        threading.Thread(target=after_start, daemon=True).start()
+        manager.loop()
+        return int(manager.returncode or 0)
+    finally:
+        if nats is not None:
+            nats.stop()
+        if pg is not None:
+            pg.stop()
+        console.print("stopped.")

@@ -1,0 +1,1 @@
+"""Process runtimes: the JetStream pull runner and the shared HTTP pieces."""

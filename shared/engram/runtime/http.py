@@ -1,0 +1,195 @@
+"""Shared HTTP pieces for the FastAPI functions: problem+json errors, body limit, auth, health.
+
+Every error leaves as RFC 9457 `application/problem+json` with the field at fault where
+there is one; bad input is a 4xx, never a 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import structlog
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from engram.adapters.postgres import TenantRequired
+from engram.bootstrap import Services, get_services
+from engram.domain.events import InvalidEvent
+from engram.domain.scopes import Principal
+from engram.domain.telemetry import TelemetryError
+from engram.runtime.auth import Unauthorized
+from engram.services.memory import Forbidden, NotFound, Unprocessable
+
+log = structlog.get_logger(__name__)
+
+PROBLEM = "application/problem+json"
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    406: "Not Acceptable",
+    409: "Conflict",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def problem(status: int, detail: str, *, title: str | None = None, **extra: Any) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": f"https://engram.dev/problems/{status}",
+        "title": title or _TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+    }
+    body.update({k: v for k, v in extra.items() if v is not None})
+    headers = {"WWW-Authenticate": 'Bearer realm="engram"'} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        where, rest = parts[0], parts[1:]
+        return f"{where}.{'.'.join(rest)}" if rest else where
+    return ".".join(parts)
+
+
+async def _validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"field": _field(e.get("loc", ())), "message": e.get("msg", "invalid"), "type": e.get("type")}
+        for e in exc.errors()
+    ]
+    first = errors[0] if errors else {"field": None, "message": "invalid request"}
+    return problem(422, f"{first['field']}: {first['message']}", field=first["field"], errors=errors)
+
+
+async def _http(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return problem(exc.status_code, str(exc.detail))
+
+
+async def _mapped(_: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, Unauthorized):
+        return problem(401, str(exc))
+    if isinstance(exc, Forbidden):
+        return problem(403, str(exc))
+    if isinstance(exc, NotFound):
+        return problem(404, str(exc))
+    if isinstance(exc, Unprocessable):
+        return problem(422, str(exc), field=exc.field)
+    if isinstance(exc, InvalidEvent | TelemetryError | TenantRequired):
+        return problem(422, str(exc), field="event")
+    log.exception("http.unhandled", error=str(exc))
+    return problem(500, "an unexpected error occurred; it has been logged")
+
+
+class BodyLimit:
+    """Reject bodies over `limit` bytes with 413 before they are read into memory."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared < 0 or declared > self.limit:
+                    await self._reject(scope, receive, send)
+                    return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge()
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await self._reject(scope, receive, send)
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = problem(413, f"request body exceeds {self.limit} bytes")
+        await response(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def install(app: FastAPI, *, max_body_bytes: int) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    for exc_type in (
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Unprocessable,
+        InvalidEvent,
+        TelemetryError,
+        TenantRequired,
+        Exception,
+    ):
+        app.add_exception_handler(exc_type, _mapped)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+
+
+# ---- dependencies (FastAPI `Annotated` style) ---------------------------------------------------
+
+
+async def _services() -> Services:
+    return await get_services()
+
+
+ServicesDep = Annotated[Services, Depends(_services)]
+
+
+async def _principal(
+    services: ServicesDep,
+    authorization: Annotated[str | None, Header()] = None,
+    x_agent_key: Annotated[str | None, Header()] = None,
+) -> Principal:
+    return await services.auth.authenticate(authorization, x_agent_key)
+
+
+CurrentPrincipal = Annotated[Principal, Depends(_principal)]
+
+
+def health_routes(app: FastAPI, ready_checks: Callable[[], Awaitable[dict[str, bool]]] | None = None) -> None:
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        try:
+            services = await get_services()
+            checks = await (ready_checks() if ready_checks else services.ready())
+        except Exception as exc:
+            return problem(503, f"not ready: {exc}", checks={})
+        if all(checks.values()):
+            return JSONResponse({"status": "ready", "checks": checks})
+        failing = ", ".join(k for k, ok in checks.items() if not ok)
+        return problem(503, f"not ready: {failing}", checks=checks)

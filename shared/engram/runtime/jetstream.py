@@ -1,0 +1,282 @@
+"""A JetStream pull runner around a functions-framework CloudEvent function (R-2.1).
+
+The same function that serves CloudEvents over HTTP is invoked here from a durable pull
+consumer: batch fetch, explicit ack, `nak(delay)` with capped exponential backoff for
+transient failures, dead-letter (reason and original headers) plus `term()` for invalid
+input, `in_progress()` while long work runs, and a clean drain on SIGTERM.
+
+Errors are classified the way the Knative NATS broker reads HTTP status codes, so a function
+maps its errors once: 4xx (except 408 and 429) and `InvalidEvent` are poison; anything else is
+transient and retried until `max_deliver`, after which the message is dead-lettered too:
+nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import signal
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from cloudevents.http import CloudEvent
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from pydantic import ValidationError
+
+from engram.adapters.nats_binding import from_nats
+from engram.domain.events import InvalidEvent
+from engram.topology import ConsumerSpec
+
+log = structlog.get_logger(__name__)
+
+Outcome = BaseException | None
+BatchHandler = Callable[[list[CloudEvent]], Awaitable[Sequence[Outcome]]]
+EventFunction = Callable[[CloudEvent], Awaitable[None]]
+
+
+def is_poison(exc: BaseException) -> bool:
+    """Invalid input that no retry can fix."""
+    if isinstance(exc, InvalidEvent | ValidationError):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and 400 <= status < 500 and status not in (408, 429)
+
+
+def reason_of(exc: BaseException) -> str:
+    detail = getattr(exc, "detail", None)
+    text = str(detail) if detail else (str(exc) or type(exc).__name__)
+    return " ".join(text.split())[:1000]
+
+
+def backoff_delay(num_delivered: int, base: float = 1.0, cap: float = 60.0) -> float:
+    """1 s, 2 s, 4 s, ... capped: a flapping dependency is not hammered."""
+    return float(min(cap, base * (2 ** max(0, num_delivered - 1))))
+
+
+def per_event(function: EventFunction) -> BatchHandler:
+    """Run a single-event CloudEvent function over a batch, one event at a time."""
+
+    async def handle(events: list[CloudEvent]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for event in events:
+            try:
+                await function(event)
+                outcomes.append(None)
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    return handle
+
+
+@dataclass
+class RunnerStats:
+    fetched: int = 0
+    acked: int = 0
+    nakked: int = 0
+    dead_lettered: int = 0
+    batches: int = 0
+    last_batch_ms: float = 0.0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+class PullRunner:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        spec: ConsumerSpec,
+        handler: BatchHandler,
+        *,
+        batch_size: int = 100,
+        fetch_timeout: float = 1.0,
+        nak_base: float = 1.0,
+        nak_cap: float = 60.0,
+        on_dead_letter: Callable[[CloudEvent | None, str], Awaitable[None]] | None = None,
+    ) -> None:
+        self.js = js
+        self.spec = spec
+        self.handler = handler
+        self.batch_size = batch_size
+        self.fetch_timeout = fetch_timeout
+        self.nak_base = nak_base
+        self.nak_cap = nak_cap
+        self.on_dead_letter = on_dead_letter
+        self.stats = RunnerStats()
+        self.consuming = asyncio.Event()
+
+    async def wait_for_consumer(self, stop: asyncio.Event) -> bool:
+        """The durable is declared by `engram declare` (or NACK), never created here."""
+        from nats.js.errors import NotFoundError
+
+        warned = False
+        while not stop.is_set():
+            try:
+                await self.js.consumer_info(self.spec.stream, self.spec.durable)
+                return True
+            except NotFoundError:
+                if not warned:
+                    log.warning("runner.waiting_for_consumer", consumer=self.spec.durable, hint="run `engram declare`")
+                    warned = True
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 1.0)
+        return False
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if not await self.wait_for_consumer(stop):
+            return
+        sub = await self.js.pull_subscribe_bind(durable=self.spec.durable, stream=self.spec.stream)
+        self.consuming.set()
+        log.info("runner.consuming", consumer=self.spec.durable, stream=self.spec.stream)
+        try:
+            while not stop.is_set():
+                try:
+                    msgs = await sub.fetch(self.batch_size, timeout=self.fetch_timeout)
+                except (TimeoutError, NatsTimeoutError):
+                    continue
+                await self.process(msgs)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+            log.info("runner.stopped", consumer=self.spec.durable, **self.stats.__dict__)
+
+    async def process(self, msgs: list[Msg]) -> None:
+        started = time.perf_counter()
+        self.stats.fetched += len(msgs)
+        self.stats.batches += 1
+        ready: list[tuple[Msg, CloudEvent]] = []
+        for msg in msgs:
+            try:
+                ready.append((msg, from_nats(msg.headers, msg.data)))
+            except InvalidEvent as exc:
+                await self.dead_letter(msg, None, f"undecodable message: {reason_of(exc)}")
+        if ready:
+            outcomes = await self._handle([m for m, _ in ready], [e for _, e in ready])
+            for (msg, event), outcome in zip(ready, outcomes, strict=True):
+                await self._settle(msg, event, outcome)
+        self.stats.last_batch_ms = (time.perf_counter() - started) * 1000
+
+    async def _handle(self, msgs: list[Msg], events: list[CloudEvent]) -> Sequence[Outcome]:
+        """Run the handler while telling JetStream the batch is still in progress."""
+        keepalive = asyncio.create_task(self._keep_alive(msgs))
+        try:
+            outcomes = await self.handler(events)
+            if len(outcomes) != len(events):
+                raise RuntimeError(f"handler returned {len(outcomes)} outcomes for {len(events)} events")
+            return outcomes
+        except Exception as exc:  # the whole batch failed: every event shares the error
+            log.warning("runner.batch_failed", consumer=self.spec.durable, error=reason_of(exc))
+            return [exc] * len(events)
+        finally:
+            keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keepalive
+
+    async def _settle(self, msg: Msg, event: CloudEvent, outcome: Outcome) -> None:
+        if outcome is None:
+            await msg.ack()
+            self.stats.acked += 1
+            return
+        reason = reason_of(outcome)
+        if is_poison(outcome):
+            await self.dead_letter(msg, event, reason)
+            return
+        delivered = msg.metadata.num_delivered
+        if delivered >= self.spec.max_deliver:
+            await self.dead_letter(msg, event, f"gave up after {delivered} deliveries: {reason}")
+            return
+        delay = backoff_delay(delivered, self.nak_base, self.nak_cap)
+        log.warning(
+            "runner.retry",
+            consumer=self.spec.durable,
+            event_id=event["id"],
+            delivered=delivered,
+            delay=delay,
+            error=reason,
+        )
+        await msg.nak(delay=delay)
+        self.stats.nakked += 1
+
+    async def dead_letter(self, msg: Msg, event: CloudEvent | None, reason: str) -> None:
+        headers = dict(msg.headers or {})
+        meta = msg.metadata
+        headers.pop("Nats-Msg-Id", None)
+        headers.update(
+            {
+                "Engram-Dlq-Reason": reason.replace("\r", " ").replace("\n", " "),
+                "Engram-Dlq-Consumer": self.spec.durable,
+                "Engram-Dlq-Subject": msg.subject,
+                "Engram-Dlq-Deliveries": str(meta.num_delivered),
+                "Engram-Dlq-Stream-Seq": str(meta.sequence.stream),
+                "Nats-Msg-Id": f"dlq:{self.spec.durable}:{meta.sequence.stream}",
+            }
+        )
+        # the dead letter must be stored before the original is terminated
+        await self.js.publish(self.spec.dlq_subject, msg.data, headers=headers, timeout=10)
+        await msg.term()
+        self.stats.dead_lettered += 1
+        key = reason.split(":")[0][:80]
+        self.stats.reasons[key] = self.stats.reasons.get(key, 0) + 1
+        log.warning("runner.dead_lettered", consumer=self.spec.durable, reason=reason, subject=msg.subject)
+        if self.on_dead_letter is not None:
+            with contextlib.suppress(Exception):
+                await self.on_dead_letter(event, reason)
+
+    async def _keep_alive(self, msgs: list[Msg]) -> None:
+        interval = max(1.0, self.spec.ack_wait_seconds / 3)
+        while True:
+            await asyncio.sleep(interval)
+            for msg in msgs:
+                with contextlib.suppress(Exception):
+                    await msg.in_progress()
+
+
+def load_handler(module_name: str, target: str) -> BatchHandler:
+    """`<target>_batch` if the module has one (batched work), else the CloudEvent function per event."""
+    module = importlib.import_module(module_name)
+    batch = getattr(module, f"{target}_batch", None)
+    if batch is not None:
+        return batch  # type: ignore[no-any-return]
+    function = getattr(module, target)
+    if not inspect.iscoroutinefunction(function):
+        raise TypeError(f"{module_name}.{target} must be an async CloudEvent function")
+    return per_event(function)
+
+
+async def serve(
+    module_name: str,
+    target: str,
+    durable: str,
+    *,
+    batch_size: int = 100,
+    on_start: Callable[[], Awaitable[Any]] | None = None,
+    on_stop: Callable[[], Awaitable[Any]] | None = None,
+) -> None:
+    """Run one worker until SIGTERM/SIGINT, then finish the batch in hand and drain."""
+    from engram.adapters.nats_bus import connect
+    from engram.settings import get_settings
+    from engram.topology import consumer
+
+    settings = get_settings()
+    handler = load_handler(module_name, target)
+    nc = await connect(settings.require_nats_url(), name=durable)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    spec = consumer(durable, settings.engram_stream)
+    runner = PullRunner(nc.jetstream(), spec, handler, batch_size=batch_size)
+    try:
+        if on_start is not None:
+            await on_start()
+        await runner.run(stop)
+    finally:
+        if on_stop is not None:
+            await on_stop()
+        await nc.drain()

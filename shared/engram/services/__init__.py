@@ -1,0 +1,1 @@
+"""Use cases: each takes its collaborators (ports) as parameters."""

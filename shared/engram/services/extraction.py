@@ -1,0 +1,263 @@
+"""extract-observation (R-5): domain events by YAML rules, manual marks, chat turns.
+
+A batch is processed per tenant in one transaction: the inbox (`processed_events`) skips
+events already applied, observations are written with one statement, their change events
+go to the outbox, and one `memory.extraction` row per trigger and outcome is written.
+Re-publishing, redelivery and concurrent workers therefore never create duplicates (R-5.4).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+import structlog
+from cloudevents.http import CloudEvent
+from pydantic import ValidationError
+
+from engram.adapters.postgres import Connection, Database
+from engram.domain.events import (
+    OBSERVATION_MARKED,
+    InvalidEvent,
+    ObservationMarked,
+    is_engram_type,
+    parse_data,
+)
+from engram.domain.observation import (
+    ObservationDraft,
+    Provenance,
+    Source,
+    TriggerSource,
+    WriteOutcome,
+)
+from engram.domain.rules import RuleSet, apply_rule, event_context
+from engram.ports import EventBus
+from engram.services import outbox, telemetry
+from engram.services.memory import marked_draft, write_and_stage
+
+log = structlog.get_logger(__name__)
+
+CONSUMER = "extract-observation"
+SOURCE = "/engram/extract-observation"
+
+Outcome = BaseException | None
+
+
+@dataclass
+class Planned:
+    index: int
+    key: str
+    trigger: TriggerSource
+    drafts: list[ObservationDraft]
+
+
+@dataclass
+class TenantBatch:
+    planned: list[Planned] = field(default_factory=list)
+    unknown: int = 0
+    invalid: list[str] = field(default_factory=list)
+
+
+# A chat-turn extractor returns drafts for one chat event (issue: chat extraction).
+ChatExtractor = Callable[[Connection, CloudEvent], Awaitable[list[ObservationDraft]]]
+
+
+def event_key(event: CloudEvent) -> str:
+    return f"{event['source']}\x1f{event['id']}"
+
+
+def tenant_of(event: CloudEvent) -> str:
+    tenant = event.get("tenantid")
+    if not isinstance(tenant, str) or not tenant.strip():
+        raise InvalidEvent("the 'tenantid' extension is required")
+    return tenant
+
+
+def domain_drafts(rules: RuleSet, event: CloudEvent, tenant_id: str) -> list[ObservationDraft]:
+    data = event.get_data()
+    if not isinstance(data, dict):
+        raise InvalidEvent("domain event data must be a JSON object")
+    context = event_context(event.get_attributes(), data)
+    drafts = []
+    for rule in rules.for_type(event["type"]):
+        rendered = apply_rule(rule, context)
+        try:
+            drafts.append(
+                ObservationDraft(
+                    tenant_id=tenant_id,
+                    source=Source.system,
+                    verified=False,
+                    confidence=1.0,
+                    trigger_source=TriggerSource.hook,
+                    provenance=Provenance(source_event_id=str(event["id"])),
+                    **rendered.model_dump(),
+                )
+            )
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise InvalidEvent(f"rule for {event['type']} produced an invalid observation: {problems}") from exc
+    return drafts
+
+
+class Extraction:
+    def __init__(
+        self,
+        db: Database,
+        bus: EventBus,
+        rules: RuleSet,
+        observation_types: frozenset[str],
+        chat_extractor: ChatExtractor | None = None,
+    ) -> None:
+        self.db = db
+        self.bus = bus
+        self.rules = rules
+        self.observation_types = observation_types
+        self.chat_extractor = chat_extractor
+
+    def _plan(self, index: int, event: CloudEvent, tenant: str, batch: TenantBatch) -> None:
+        etype = event["type"]
+        if etype == OBSERVATION_MARKED.type:
+            data = cast(ObservationMarked, parse_data(etype, event.get_data()))
+            user = event.get("userid")
+            if not user:
+                raise InvalidEvent("a marked observation needs the 'userid' extension")
+            if data.type not in self.observation_types:
+                raise InvalidEvent(f"unknown observation type {data.type!r}")
+            try:
+                draft = marked_draft(tenant, str(user), data, str(event["id"]))
+            except ValidationError as exc:
+                raise InvalidEvent(f"marked statement is not a valid observation: {exc.errors()[0]['msg']}") from exc
+            batch.planned.append(Planned(index, event_key(event), TriggerSource.manual, [draft]))
+        elif is_engram_type(etype):
+            raise InvalidEvent(f"extract-observation does not handle {etype}")
+        elif not self.rules.for_type(etype):
+            batch.unknown += 1  # acknowledged and counted (R-5.1)
+        else:
+            batch.planned.append(
+                Planned(index, event_key(event), TriggerSource.hook, domain_drafts(self.rules, event, tenant))
+            )
+
+    async def handle_batch(self, events: Sequence[CloudEvent]) -> list[Outcome]:
+        outcomes: list[Outcome] = [None] * len(events)
+        tenants: dict[str, TenantBatch] = defaultdict(TenantBatch)
+        chat_events: list[tuple[int, str, CloudEvent]] = []
+        for i, event in enumerate(events):
+            try:
+                tenant = tenant_of(event)
+                if self.chat_extractor is not None and event["type"].startswith("io.engram.chat."):
+                    chat_events.append((i, tenant, event))
+                    continue
+                self._plan(i, event, tenant, tenants[tenant])
+            except InvalidEvent as exc:
+                outcomes[i] = exc
+                tenant_value = event.get("tenantid")
+                if isinstance(tenant_value, str) and tenant_value:
+                    tenants[tenant_value].invalid.append(str(exc))
+        for i, tenant, event in chat_events:
+            try:
+                async with self.db.tenant(tenant) as conn:
+                    drafts = await self.chat_extractor(conn, event)  # type: ignore[misc]
+                tenants[tenant].planned.append(Planned(i, event_key(event), TriggerSource.chat, drafts))
+            except Exception as exc:
+                outcomes[i] = exc
+        for tenant, batch in tenants.items():
+            try:
+                await self._apply(tenant, batch)
+            except Exception as exc:
+                log.warning("extraction.tenant_batch_failed", tenant=tenant, error=str(exc))
+                for p in batch.planned:
+                    outcomes[p.index] = exc
+        return outcomes
+
+    async def _apply(self, tenant: str, batch: TenantBatch) -> None:
+        started = time.perf_counter()
+        records: list[telemetry.TelemetryRecord] = []
+        pending: list[outbox.Pending] = []
+        async with self.db.tenant(tenant) as conn:
+            if batch.planned:
+                keys = [p.key for p in batch.planned]
+                done = {
+                    r["event_key"]
+                    for r in await conn.fetch(
+                        "SELECT event_key FROM processed_events WHERE consumer = $1 AND event_key = ANY($2::text[])",
+                        CONSUMER,
+                        keys,
+                    )
+                }
+                todo = [p for p in batch.planned if p.key not in done]
+                drafts = [d for p in todo for d in p.drafts]
+                written, pending = await write_and_stage(conn, tenant, drafts, SOURCE)
+                stats: dict[TriggerSource, dict[str, int]] = defaultdict(lambda: {"count": 0, "dedup": 0})
+                for p in batch.planned:
+                    if p.key in done:  # redelivered or re-published: already applied
+                        stats[p.trigger]["dedup"] += 1
+                produced: list[str] = []
+                cursor = 0
+                for p in todo:
+                    mine = written[cursor : cursor + len(p.drafts)]
+                    cursor += len(p.drafts)
+                    produced.append(",".join(str(w.observation.id) for w in mine))
+                    for w in mine:
+                        outcome = "dedup" if w.outcome is WriteOutcome.deduplicated else "count"
+                        stats[p.trigger][outcome] += 1
+                if todo:
+                    await conn.execute(
+                        "INSERT INTO processed_events (tenant_id, consumer, event_key, produced)"
+                        " SELECT $1, $2, k, string_to_array(p, ',')::uuid[]"
+                        " FROM unnest($3::text[], $4::text[]) AS x(k, p)"
+                        " ON CONFLICT DO NOTHING",
+                        tenant,
+                        CONSUMER,
+                        [p.key for p in todo],
+                        produced,
+                    )
+                elapsed = int((time.perf_counter() - started) * 1000)
+                for trigger, s in stats.items():
+                    records.append(
+                        telemetry.record(
+                            tenant,
+                            "memory.extraction",
+                            {
+                                "trigger": trigger.value,
+                                "count": s["count"],
+                                "dedup_hits": s["dedup"],
+                                "duration_ms": elapsed,
+                                "status": "ok",
+                            },
+                        )
+                    )
+            if batch.unknown:
+                records.append(
+                    telemetry.record(
+                        tenant,
+                        "memory.extraction",
+                        {
+                            "trigger": "hook",
+                            "count": 0,
+                            "dedup_hits": 0,
+                            "duration_ms": 0,
+                            "status": "skipped",
+                            "error": f"{batch.unknown} event(s) of types without a rule",
+                        },
+                    )
+                )
+            for reason in batch.invalid:
+                records.append(
+                    telemetry.record(
+                        tenant,
+                        "memory.extraction",
+                        {
+                            "trigger": "hook",
+                            "count": 0,
+                            "dedup_hits": 0,
+                            "duration_ms": 0,
+                            "status": "failed",
+                            "error": reason[:2000],
+                        },
+                    )
+                )
+            await telemetry.write(conn, records)
+        await outbox.publish(self.db, self.bus, pending)

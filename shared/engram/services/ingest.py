@@ -1,0 +1,50 @@
+"""Domain CloudEvents arriving over HTTP (R-1.2): validated, stamped with the tenant, published."""
+
+from __future__ import annotations
+
+from cloudevents.http import CloudEvent
+
+from engram.adapters.nats_bus import Published
+from engram.domain.events import (
+    OBSERVATION_MARKED,
+    InvalidEvent,
+    check_extension_names,
+    is_engram_type,
+    parse_data,
+    subject_for,
+)
+from engram.domain.scopes import Permission, Principal
+from engram.ports import EventBus
+from engram.services.memory import Forbidden, require
+
+
+class EventIngest:
+    def __init__(self, bus: EventBus) -> None:
+        self.bus = bus
+
+    async def accept(self, principal: Principal, event: CloudEvent) -> Published:
+        require(principal, Permission.create_event)
+        attributes = event.get_attributes()
+        check_extension_names(dict(attributes))
+        tenant = attributes.get("tenantid")
+        if tenant is None:
+            event["tenantid"] = principal.tenant_id
+        elif tenant != principal.tenant_id:
+            raise Forbidden("the event's 'tenantid' is not the caller's tenant")
+        etype = str(event["type"])
+        if is_engram_type(etype):
+            if etype != OBSERVATION_MARKED.type:
+                raise InvalidEvent(f"{etype} is internal to Engram and cannot be sent from outside")
+            if not principal.is_human or principal.user_id is None:
+                raise Forbidden("marking is a human action")
+            if event.get("userid") not in (None, principal.user_id):
+                raise Forbidden("the event's 'userid' is not the caller")
+            event["userid"] = principal.user_id
+            parse_data(etype, event.get_data())
+        else:
+            subject_for(etype)  # validates the type name
+            if not isinstance(event.get_data(), dict):
+                raise InvalidEvent("domain event data must be a JSON object")
+            if principal.user_id and event.get("userid") is None:
+                event["userid"] = principal.user_id
+        return await self.bus.publish(event)

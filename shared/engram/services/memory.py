@@ -1,0 +1,294 @@
+"""Remember, list and mark (R-1.3, R-5.3): the memory API's use cases."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from cloudevents.http import CloudEvent
+from pydantic import BaseModel, ConfigDict, Field
+
+from engram.adapters.observations import ObservationStore, Written
+from engram.adapters.postgres import Connection, Database
+from engram.domain.events import (
+    OBSERVATION_CREATED,
+    OBSERVATION_MARKED,
+    OBSERVATION_UPDATED,
+    ObservationChanged,
+    ObservationMarked,
+    new_event,
+)
+from engram.domain.observation import (
+    Key,
+    Observation,
+    ObservationDraft,
+    Priority,
+    Provenance,
+    Scope,
+    Source,
+    Tag,
+    TeamId,
+    TriggerSource,
+    TypeName,
+    WriteOutcome,
+    default_confidence,
+)
+from engram.domain.scopes import Permission, Principal, Visibility
+from engram.ports import EventBus
+from engram.services import outbox
+
+SOURCE = "/engram/memory-api"
+
+
+class Forbidden(PermissionError):
+    """The caller is authenticated but may not do this (HTTP 403)."""
+
+
+class NotFound(LookupError):
+    """No such resource in the caller's tenant, or not visible to the caller (HTTP 404)."""
+
+
+class Unprocessable(ValueError):
+    """Well-formed but semantically invalid input (HTTP 422), with the field at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def require(principal: Principal, permission: Permission) -> None:
+    if not principal.has(permission):
+        raise Forbidden(f"permission {permission.value!r} is required")
+
+
+class RememberRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: TypeName = "note"
+    title: str = Field(min_length=1, max_length=500)
+    narrative: str = Field(default="", max_length=20_000)
+    facts: list[str] = Field(default_factory=list, max_length=100)
+    concepts: list[str] = Field(default_factory=list, max_length=100)
+    tags: list[Tag] = Field(default_factory=list, max_length=50)
+    key: Key | None = None
+    priority: Priority = Priority.normal
+    scope: Scope = Scope.private
+    team_ids: list[TeamId] = Field(default_factory=list, max_length=64)
+    owner: Literal["me", "tenant"] = Field(
+        default="me", description="'tenant' stores a tenant-wide observation (user_id NULL)"
+    )
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    discovery_tokens: list[str] = Field(default_factory=list, max_length=100)
+    valid_from: datetime | None = None
+    expires_at: datetime | None = None
+
+
+class MarkRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=20_000)
+    title: str | None = Field(default=None, max_length=500)
+    type: TypeName = "note"
+    tags: list[Tag] = Field(default_factory=list, max_length=50)
+    scope: Scope = Scope.private
+    team_ids: list[TeamId] = Field(default_factory=list, max_length=64)
+    priority: Priority = Priority.normal
+    key: Key | None = None
+    chat_id: uuid.UUID | None = None
+    chat_message_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Observation]
+    total: int
+    page: int
+    size: int
+
+
+def change_events(written: Sequence[Written], source: str) -> list[CloudEvent]:
+    """observation.created / .updated for what a write changed; ids are deterministic per revision."""
+    events: list[CloudEvent] = []
+    seen: set[uuid.UUID] = set()
+    for w in written:
+        if w.outcome is WriteOutcome.deduplicated or w.observation.id in seen:
+            continue
+        seen.add(w.observation.id)
+        obs = w.observation
+        revision = obs.updated_at.isoformat()
+        etype = OBSERVATION_CREATED if w.outcome is WriteOutcome.created else OBSERVATION_UPDATED
+        events.append(
+            new_event(
+                etype,
+                ObservationChanged(observation_id=obs.id, revision=revision),
+                tenant_id=obs.tenant_id,
+                source=source,
+                user_id=obs.user_id,
+                subject=f"observation/{obs.id}",
+                event_id=f"{etype.type}:{obs.id}:{revision}",
+            )
+        )
+    return events
+
+
+async def write_and_stage(
+    conn: Connection, tenant_id: str, drafts: Sequence[ObservationDraft], source: str
+) -> tuple[list[Written], list[outbox.Pending]]:
+    written = await ObservationStore(conn).write_many(drafts)
+    pending = await outbox.stage(conn, tenant_id, change_events(written, source))
+    return written, pending
+
+
+class MemoryService:
+    def __init__(self, db: Database, bus: EventBus, observation_types: frozenset[str]) -> None:
+        self.db = db
+        self.bus = bus
+        self.observation_types = observation_types
+
+    def _check_type(self, obs_type: str) -> None:
+        if obs_type not in self.observation_types:
+            raise Unprocessable(
+                "type",
+                f"unknown observation type {obs_type!r}; allowed: {', '.join(sorted(self.observation_types))}",
+            )
+
+    async def remember(self, principal: Principal, body: RememberRequest) -> Written:
+        require(principal, Permission.create_observation)
+        self._check_type(body.type)
+        if body.owner == "tenant":
+            require(principal, Permission.manage_observation)
+            user_id = None
+        else:
+            if principal.user_id is None:
+                raise Unprocessable("owner", "this agent key acts for no user; use owner='tenant'")
+            user_id = principal.user_id
+        if body.scope is Scope.team:
+            missing = set(body.team_ids) - principal.teams
+            if missing and not principal.has(Permission.manage_observation):
+                raise Forbidden(f"not a member of team(s) {sorted(missing)}")
+        if body.scope is Scope.sensitive and not principal.has(Permission.view_sensitive):
+            raise Forbidden("storing a sensitive observation needs 'view:SensitiveAiMemory'")
+        source = principal.source
+        try:
+            draft = ObservationDraft(
+                tenant_id=principal.tenant_id,
+                user_id=user_id,
+                team_ids=body.team_ids,
+                type=body.type,
+                title=body.title,
+                narrative=body.narrative,
+                facts=body.facts,
+                concepts=body.concepts,
+                tags=body.tags,
+                key=body.key,
+                discovery_tokens=body.discovery_tokens,
+                priority=body.priority,
+                source=source,
+                verified=principal.is_human,
+                confidence=body.confidence if body.confidence is not None else default_confidence(source),
+                scope=body.scope,
+                trigger_source=TriggerSource.manual,
+                valid_from=body.valid_from,
+                expires_at=body.expires_at,
+            )
+        except ValueError as exc:
+            raise Unprocessable("body", str(exc)) from exc
+        async with self.db.tenant(principal.tenant_id) as conn:
+            written, pending = await write_and_stage(conn, principal.tenant_id, [draft], SOURCE)
+        await outbox.publish(self.db, self.bus, pending)
+        return written[0]
+
+    async def list(
+        self,
+        principal: Principal,
+        *,
+        types: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        scope: Scope | None = None,
+        source: str | None = None,
+        verified: bool | None = None,
+        include_expired: bool = False,
+        include_sensitive: bool = False,
+        page: int = 1,
+        size: int = 50,
+    ) -> Page:
+        require(principal, Permission.read_observation)
+        if include_sensitive and not principal.has(Permission.view_sensitive):
+            raise Forbidden("listing sensitive observations needs 'view:SensitiveAiMemory'")
+        visibility = Visibility.for_principal(principal, want_sensitive=include_sensitive)
+        async with self.db.tenant(principal.tenant_id) as conn:
+            items, total = await ObservationStore(conn).list_visible(
+                visibility,
+                types=types,
+                tags=tags,
+                scope=scope.value if scope else None,
+                source=source,
+                verified=verified,
+                include_expired=include_expired,
+                now=datetime.now(UTC),
+                limit=size,
+                offset=(page - 1) * size,
+            )
+        return Page(items=items, total=total, page=page, size=size)
+
+    async def get(self, principal: Principal, observation_id: uuid.UUID, *, want_sensitive: bool = True) -> Observation:
+        """One observation the caller may see; anything else is 404 (existence is not leaked)."""
+        require(principal, Permission.read_observation)
+        async with self.db.tenant(principal.tenant_id) as conn:
+            obs = await ObservationStore(conn).get(observation_id)
+        visibility = Visibility.for_principal(principal, want_sensitive=want_sensitive)
+        if obs is None or not visibility.allows(obs):
+            raise NotFound(f"observation {observation_id} not found")
+        return obs
+
+    async def mark(self, principal: Principal, body: MarkRequest) -> str:
+        """Publish `observation.marked`; extract-observation turns it into a verified observation."""
+        require(principal, Permission.create_observation)
+        self._check_type(body.type)
+        if not principal.is_human:
+            raise Forbidden("marking ('merken') is a human action; agents use POST /api/ai/memory")
+        if principal.user_id is None:
+            raise Forbidden("marking needs a user")
+        if body.scope is Scope.team and not body.team_ids:
+            raise Unprocessable("team_ids", "a team observation needs at least one team id")
+        if body.scope is Scope.sensitive and not principal.has(Permission.view_sensitive):
+            raise Forbidden("marking a sensitive observation needs 'view:SensitiveAiMemory'")
+        data = ObservationMarked(**body.model_dump())
+        event = new_event(
+            OBSERVATION_MARKED,
+            data,
+            tenant_id=principal.tenant_id,
+            source=SOURCE,
+            user_id=principal.user_id,
+            subject=f"chat/{body.chat_id}" if body.chat_id else None,
+        )
+        await self.bus.publish(event)
+        return str(event["id"])
+
+
+def marked_draft(tenant_id: str, user_id: str, data: ObservationMarked, event_id: str) -> ObservationDraft:
+    """A marked statement becomes a user-sourced, verified observation (R-5.3)."""
+    text = " ".join(data.text.split())
+    title = data.title or (text if len(text) <= 120 else text[:117].rsplit(" ", 1)[0] + "...")
+    return ObservationDraft(
+        tenant_id=tenant_id,
+        user_id=user_id,
+        team_ids=data.team_ids,
+        type=data.type,
+        title=title,
+        narrative=data.text,
+        tags=data.tags,
+        key=data.key,
+        priority=data.priority,
+        source=Source.user,
+        verified=True,
+        confidence=1.0,
+        scope=data.scope,
+        trigger_source=TriggerSource.manual,
+        provenance=Provenance(
+            session_id=data.session_id, chat_message_id=data.chat_message_id, source_event_id=event_id
+        ),
+    )

@@ -1,0 +1,102 @@
+"""Transactional outbox: events are written with the rows they describe, published after commit.
+
+A writer stores its events in `outbox` inside its transaction, publishes them right after
+commit and deletes what was published. If it dies in between, the relay (running in every
+worker and API process) publishes leftovers; `Nats-Msg-Id` makes a double publish harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import structlog
+from cloudevents.http import CloudEvent
+
+from engram.adapters.nats_binding import to_nats_binary
+from engram.adapters.postgres import Connection, Database
+from engram.domain.events import subject_for
+from engram.ports import EventBus
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Pending:
+    id: int
+    event_id: str
+    subject: str
+    headers: dict[str, str]
+    body: bytes
+
+
+async def stage(conn: Connection, tenant_id: str, events: Sequence[CloudEvent]) -> list[Pending]:
+    """Store events in the outbox inside the caller's transaction."""
+    if not events:
+        return []
+    encoded = []
+    for event in events:
+        headers, body = to_nats_binary(event)
+        encoded.append((event["id"], subject_for(event["type"]), headers, body))
+    rows = await conn.fetch(
+        "INSERT INTO outbox (tenant_id, event_id, subject, headers, body)"
+        " SELECT $1, e, s, h, b FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::bytea[]) AS x(e, s, h, b)"
+        " RETURNING id, event_id, subject, headers, body",
+        tenant_id,
+        [e[0] for e in encoded],
+        [e[1] for e in encoded],
+        [e[2] for e in encoded],
+        [e[3] for e in encoded],
+    )
+    return [Pending(r["id"], r["event_id"], r["subject"], r["headers"], r["body"]) for r in rows]
+
+
+async def publish(db: Database, bus: EventBus, pending: Sequence[Pending]) -> int:
+    """Publish after commit; delete what went out. Failures stay for the relay."""
+    if not pending:
+        return 0
+    results = await asyncio.gather(
+        *(bus.publish_raw(p.subject, p.headers, p.body, event_id=p.event_id) for p in pending),
+        return_exceptions=True,
+    )
+    done = [p.id for p, r in zip(pending, results, strict=True) if not isinstance(r, BaseException)]
+    failed = len(pending) - len(done)
+    if failed:
+        log.warning("outbox.publish_failed", failed=failed, left_for_relay=True)
+    if done:
+        async with db.system() as conn:
+            await conn.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", done)
+    return len(done)
+
+
+async def relay_once(db: Database, bus: EventBus, *, older_than_seconds: float = 5.0, limit: int = 500) -> int:
+    """Publish events an interrupted writer left behind."""
+    async with db.system() as conn:
+        rows = await conn.fetch(
+            "SELECT id, event_id, subject, headers, body FROM outbox"
+            " WHERE created_at < now() - make_interval(secs => $1)"
+            " ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
+            older_than_seconds,
+            limit,
+        )
+        pending = [Pending(r["id"], r["event_id"], r["subject"], r["headers"], r["body"]) for r in rows]
+        if not pending:
+            return 0
+        results = await asyncio.gather(
+            *(bus.publish_raw(p.subject, p.headers, p.body, event_id=p.event_id) for p in pending),
+            return_exceptions=True,
+        )
+        done = [p.id for p, r in zip(pending, results, strict=True) if not isinstance(r, BaseException)]
+        await conn.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", done)
+    if done:
+        log.info("outbox.relayed", count=len(done))
+    return len(done)
+
+
+async def relay_forever(db: Database, bus: EventBus, *, interval: float = 5.0) -> None:
+    while True:
+        with contextlib.suppress(Exception):
+            await relay_once(db, bus)
+        await asyncio.sleep(interval)

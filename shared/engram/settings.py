@@ -1,0 +1,90 @@
+"""One settings class (R-13). Names come from the source documents; all are environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from engram.domain.observation import DEFAULT_OBSERVATION_TYPES
+
+CONFIG_DIR = Path(__file__).parent / "config"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False)
+
+    # stores and bus
+    database_url: str | None = Field(default=None, description="PostgreSQL; embedded server when unset")
+    database_pool_size: int = Field(default=10, ge=1, le=200)
+    nats_url: str | None = Field(default=None, description="NATS with JetStream; embedded server when unset")
+    engram_stream: str = Field(default="ENGRAM", pattern=r"^[A-Z][A-Z0-9_]{0,31}$")
+    engram_data_dir: Path = Field(default=Path(".engram"), description="embedded servers' data (make run)")
+
+    # search index and embeddings (R-6)
+    ai_memory_provider: Literal["pgvector", "dense_vector"] = "pgvector"
+    engram_embedder: Literal["e5", "use", "static", "tei"] = "e5"
+    tei_embedding_url: str | None = None
+    tei_embedding_model: str = "BAAI/bge-m3"
+    tei_embedding_dimensions: int = Field(default=1024, ge=8, le=4096)
+    elasticsearch_url: str | None = None
+    elasticsearch_api_key: SecretStr | None = None
+    elasticsearch_use_retriever_rrf: bool = False
+
+    # LLM (R-8)
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
+    anthropic_betas: str = "compact-2026-01-12"
+    anthropic_auto_sonnet_model: str = "claude-sonnet-4-6"
+    anthropic_auto_opus_model: str = "claude-opus-4-7"
+    anthropic_advisor_model: str = "claude-opus-4-7"
+    engram_llm_background_limit: int = Field(default=2, ge=1, le=64)
+
+    # retention and archive (R-11)
+    ai_events_retention_days: int = Field(default=90, ge=1, le=3650)
+    engram_archive_bucket: str | None = None
+    s3_endpoint_url: str | None = None
+    aws_region: str = "eu-central-1"
+
+    # authentication (R-12)
+    engram_jwt_secret: SecretStr | None = Field(default=None, description="HS256 secret (local/dev)")
+    engram_jwt_public_key: str | None = Field(default=None, description="PEM for RS256")
+    engram_jwt_jwks_url: str | None = Field(default=None, description="JWKS endpoint for RS256")
+    engram_jwt_audience: str | None = None
+    engram_jwt_issuer: str | None = None
+    engram_jwt_leeway_seconds: int = Field(default=30, ge=0, le=600)
+
+    # behaviour
+    engram_rules_path: Path = CONFIG_DIR / "rules.yaml"
+    engram_observation_types: frozenset[str] = DEFAULT_OBSERVATION_TYPES
+    engram_max_body_bytes: int = Field(default=1_000_000, ge=1_024)
+    engram_log_level: str = "INFO"
+
+    @field_validator("engram_observation_types", mode="before")
+    @classmethod
+    def _split_types(cls, value: object) -> object:
+        if isinstance(value, str):
+            return frozenset(v.strip() for v in value.split(",") if v.strip())
+        return value
+
+    @property
+    def anthropic_beta_list(self) -> list[str]:
+        return [b.strip() for b in self.anthropic_betas.split(",") if b.strip()]
+
+    def require_database_url(self) -> str:
+        if not self.database_url:
+            raise RuntimeError("DATABASE_URL is not set (make run and the tests set it for the embedded server)")
+        return self.database_url
+
+    def require_nats_url(self) -> str:
+        if not self.nats_url:
+            raise RuntimeError("NATS_URL is not set (make run and the tests set it for the embedded server)")
+        return self.nats_url
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,80 @@
+"""Streams and durable consumers, declared once as data (R-3.5).
+
+`engram declare` applies these to a NATS server (idempotent); the Kubernetes manifests in
+`k8s/base/nats/` say the same for the NACK controller, and a test compares the two. Workers
+bind to their durable consumer and never create one, so KEDA always sees the real lag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DLQ_SUBJECT_PREFIX = "dlq.engram"
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    name: str
+    subjects: tuple[str, ...]
+    max_age_seconds: int
+    duplicate_window_seconds: int = 120
+    max_bytes: int = -1
+    storage: str = "file"
+    retention: str = "limits"
+    replicas: int = 1
+
+
+@dataclass(frozen=True)
+class ConsumerSpec:
+    durable: str
+    stream: str
+    filter_subjects: tuple[str, ...]
+    ack_wait_seconds: int = 60
+    max_deliver: int = 8
+    max_ack_pending: int = 2_000
+    description: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def dlq_subject(self) -> str:
+        return f"{DLQ_SUBJECT_PREFIX}.{self.durable}"
+
+
+def streams(main: str = "ENGRAM") -> tuple[StreamSpec, StreamSpec]:
+    return (
+        StreamSpec(name=main, subjects=("engram.>",), max_age_seconds=7 * 24 * 3600),
+        StreamSpec(name=f"{main}_DLQ", subjects=(f"{DLQ_SUBJECT_PREFIX}.>",), max_age_seconds=30 * 24 * 3600),
+    )
+
+
+def consumers(main: str = "ENGRAM") -> tuple[ConsumerSpec, ...]:
+    return (
+        ConsumerSpec(
+            durable="extract-observation",
+            stream=main,
+            filter_subjects=("engram.ingest.>", "engram.chat.turn.completed", "engram.chat.session.ended"),
+            ack_wait_seconds=120,
+            description="domain events, marks and chat turns -> observations",
+        ),
+        ConsumerSpec(
+            durable="embed-index",
+            stream=main,
+            filter_subjects=("engram.observation.>",),
+            ack_wait_seconds=120,
+            description="observation changes -> search index",
+        ),
+        ConsumerSpec(
+            durable="record-feedback",
+            stream=main,
+            filter_subjects=("engram.feedback.>",),
+            ack_wait_seconds=60,
+            description="feedback -> counters and verification",
+        ),
+    )
+
+
+def consumer(durable: str, main: str = "ENGRAM") -> ConsumerSpec:
+    for spec in consumers(main):
+        if spec.durable == durable:
+            return spec
+    raise KeyError(f"no durable consumer named {durable!r}")

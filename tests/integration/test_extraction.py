@@ -1,0 +1,127 @@
+"""extract-observation: rules, marks, idempotency under re-publishing and redelivery."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from cloudevents.http import CloudEvent
+
+from engram.adapters.nats_binding import to_nats_binary
+from engram.domain.events import OBSERVATION_MARKED, new_event, subject_for
+from functions.extract_observation.main import extract_observation_batch
+from tests.conftest import eventually
+
+
+def customer_event(tenant: str, event_id: str, **data: Any) -> CloudEvent:
+    payload = {"customer_id": "1001", "name": "Müller Maschinenbau GmbH", "city": "Stuttgart", **data}
+    return new_event(
+        "com.example.crm.customer.created.v1",
+        payload,
+        tenant_id=tenant,
+        source="/crm",
+        event_id=event_id,
+        time="2026-05-04T10:00:00+00:00",
+    )
+
+
+async def count(db: Any, tenant: str, sql: str = "SELECT count(*) FROM observations") -> int:
+    async with db.tenant(tenant) as conn:
+        return int(await conn.fetchval(sql))
+
+
+async def test_same_event_three_times_plus_redelivery_gives_one_observation(
+    services: Any, workers: Any, tenant: str
+) -> None:
+    event = customer_event(tenant, "evt-1")
+    for _ in range(3):
+        await services.bus.publish(event)
+    # a producer retry after the duplicate window: same CloudEvent id, new NATS message id
+    headers, body = to_nats_binary(event)
+    headers["Nats-Msg-Id"] = "retry-after-window"
+    await services.bus.js.publish(subject_for(event["type"]), body, headers=headers)
+    await eventually(lambda: count(db=services.db, tenant=tenant, sql="SELECT count(*) FROM processed_events"))
+    # a forced redelivery: the worker crashed after commit, before its ack
+    assert await extract_observation_batch([event]) == [None]
+    await eventually(lambda: workers["extract-observation"].stats.acked >= 2)
+    assert await count(services.db, tenant) == 1
+    assert await count(services.db, tenant, "SELECT count(*) FROM processed_events") == 1
+    async with services.db.tenant(tenant) as conn:
+        row = await conn.fetchrow("SELECT * FROM observations")
+        telemetry = await conn.fetch("SELECT metadata FROM ai_events WHERE event_name = 'memory.extraction'")
+    assert row["title"] == "Customer Müller Maschinenbau GmbH was created"
+    assert row["trigger_source"] == "hook" and row["source"] == "system" and row["user_id"] is None
+    assert row["source_event_id"] == "evt-1"
+    assert sum(t["metadata"]["count"] for t in telemetry) == 1
+    assert sum(t["metadata"]["dedupHits"] for t in telemetry) >= 1
+
+
+async def test_keyed_rule_updates_instead_of_duplicating(services: Any, workers: Any, tenant: str) -> None:
+    await services.bus.publish(customer_event(tenant, "c-1", city="Stuttgart"))
+    await eventually(lambda: count(services.db, tenant))
+    await services.bus.publish(customer_event(tenant, "c-2", city="Berlin"))
+    await eventually(
+        lambda: count(services.db, tenant, "SELECT count(*) FROM observations WHERE narrative LIKE '%Berlin%'")
+    )
+    assert await count(services.db, tenant) == 1
+
+
+async def test_unknown_types_are_acknowledged_and_counted(services: Any, workers: Any, tenant: str) -> None:
+    await services.bus.publish(new_event("com.example.nothing.v1", {"x": 1}, tenant_id=tenant, source="/x"))
+    await eventually(
+        lambda: count(services.db, tenant, "SELECT count(*) FROM ai_events WHERE metadata->>'status' = 'skipped'")
+    )
+    assert await count(services.db, tenant) == 0
+
+
+async def test_poison_domain_event_is_dead_lettered_and_counted(services: Any, workers: Any, tenant: str) -> None:
+    before = workers["extract-observation"].stats.dead_lettered
+    bad = customer_event(tenant, "bad-1", name=None)  # the rule needs data.name
+    good = customer_event(tenant, "good-1", customer_id="2002", name="Schmidt AG")
+    await services.bus.publish(bad)
+    await services.bus.publish(good)
+    await eventually(lambda: count(services.db, tenant))
+    await eventually(lambda: workers["extract-observation"].stats.dead_lettered > before)
+    async with services.db.tenant(tenant) as conn:
+        failed = await conn.fetchval("SELECT metadata->>'error' FROM ai_events WHERE metadata->>'status' = 'failed'")
+    assert "data.name" in failed
+
+
+async def test_marked_statement_becomes_verified_user_observation(services: Any, workers: Any, tenant: str) -> None:
+    chat = uuid.uuid4()
+    event = new_event(
+        OBSERVATION_MARKED,
+        {
+            "text": "Wir stellen ab Januar auf quartalsweise Abrechnung um.",
+            "chat_id": str(chat),
+            "type": "decision",
+        },
+        tenant_id=tenant,
+        source="/test",
+        user_id="alice",
+    )
+    await services.bus.publish(event)
+    await eventually(lambda: count(services.db, tenant))
+    async with services.db.tenant(tenant) as conn:
+        row = await conn.fetchrow("SELECT * FROM observations")
+    assert row["verified"] and row["source"] == "user" and row["trigger_source"] == "manual"
+    assert row["user_id"] == "alice" and row["scope"] == "private" and row["type"] == "decision"
+    assert row["confidence"] == 1.0
+
+
+async def test_observation_created_events_are_published_for_indexing(services: Any, workers: Any, tenant: str) -> None:
+    js = services.bus.js
+    sub = await js.pull_subscribe("engram.observation.created", stream="ENGRAM")
+    await services.bus.publish(customer_event(tenant, "idx-1"))
+    await eventually(lambda: count(services.db, tenant))
+    seen = []
+    while True:
+        msgs = await sub.fetch(100, timeout=5)
+        seen.extend(m for m in msgs if m.headers.get("ce-tenantid") == tenant)
+        for m in msgs:
+            await m.ack()
+        if seen:
+            break
+    await sub.unsubscribe()
+    assert seen[0].headers["ce-type"] == "io.engram.observation.created.v1"
+    assert await count(services.db, tenant, "SELECT count(*) FROM outbox") == 0

@@ -1,0 +1,26 @@
+"""The exported JSON Schemas in schemas/events are in step with the pydantic models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engram.domain.events import REGISTRY, EXTENSION_NAME, subject_for
+
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas" / "events"
+
+
+def test_every_event_type_has_its_current_schema_file() -> None:
+    files = {p.name for p in SCHEMAS.glob("*.json")}
+    assert files == {f"{t}.json" for t in REGISTRY}
+    for name, event_type in REGISTRY.items():
+        on_disk = json.loads((SCHEMAS / f"{name}.json").read_text())
+        assert on_disk == json.loads(json.dumps(event_type.json_schema())), f"run `engram schemas` ({name})"
+
+
+def test_types_are_versioned_reverse_dns_and_subjects_are_stable() -> None:
+    for name, event_type in REGISTRY.items():
+        assert name.startswith("io.engram.") and name.rsplit(".", 1)[1].startswith("v")
+        assert subject_for(name) == event_type.subject
+    assert subject_for("com.acme.crm.customer.created.v1") == "engram.ingest.domain.com.acme.crm.customer.created.v1"
+    assert EXTENSION_NAME.match("tenantid") and not EXTENSION_NAME.match("tenant_id")
