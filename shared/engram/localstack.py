@@ -168,46 +168,90 @@ def seed_demo(api: str, token: str) -> int:
     return sent
 
 
+@dataclass(frozen=True)
+class Example:
+    """A call printed by `make run`; the end-to-end test runs the very same ones."""
+
+    title: str
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: str | None = None
+
+    def curl(self, base: str) -> str:
+        parts = ["curl -s"]
+        if self.method != "GET":
+            parts.append(f"-X {self.method}")
+        parts.append('-H "Authorization: Bearer $TOKEN"')
+        parts += [f"-H '{k}: {v}'" if "$(" not in v else f'-H "{k}: {v}"' for k, v in self.headers.items()]
+        if self.body is not None:
+            parts.append(f"-d '{self.body}'")
+        parts.append(f"'{base}{self.path}'")
+        return " ".join(parts)
+
+
+def examples() -> list[Example]:
+    return [
+        Example("list the memories of the demo tenant that alice may see", "GET", "/api/ai/memory?size=10", {}),
+        Example(
+            "remember a team decision (a verified, user-sourced observation)",
+            "POST",
+            "/api/ai/memory",
+            {"Content-Type": "application/json"},
+            json.dumps(
+                {
+                    "type": "decision",
+                    "title": "We bill Müller quarterly from 2027",
+                    "tags": ["billing"],
+                    "scope": "team",
+                    "team_ids": ["sales"],
+                },
+                ensure_ascii=False,
+            ),
+        ),
+        Example(
+            "send a domain CloudEvent (binary mode); it becomes an observation within a second",
+            "POST",
+            "/api/ai/events",
+            {
+                "ce-specversion": "1.0",
+                "ce-id": "$(date +%s%N)",
+                "ce-type": "com.example.crm.customer.created.v1",
+                "ce-source": "/crm",
+                "Content-Type": "application/json",
+            },
+            json.dumps({"customer_id": "1002", "name": "Schmidt Logistik AG", "city": "Hamburg"}),
+        ),
+    ]
+
+
 def banner(fns: list[Function], token: str, pg_url: str, nats_url: str) -> None:
-    api = next((f.url for f in fns if f.name == "memory-api"), None)
+    api = next((f.url for f in fns if f.name == "memory-api"), "")
     lines = [f"[bold]{f.name}[/bold]  {f.url or 'worker (JetStream)'}" for f in fns]
     lines += [
         "",
         f"PostgreSQL  {pg_url}",
         f"NATS        {nats_url}",
         "",
-        f"[bold]Demo JWT[/bold] (tenant {DEMO_TENANT}, user {DEMO_USER}, team sales, 24 h):",
-        token,
+        f"Demo JWT: tenant {DEMO_TENANT}, user {DEMO_USER}, team sales, valid 24 h (TOKEN below)",
     ]
     console.print(Panel("\n".join(lines), title="Engram is running", expand=False))
     console.print("[bold]Try it[/bold] (copy and paste):\n")
-    console.print(f"export TOKEN='{token}'")
-    console.print(
-        f"# 1. list the memories of the demo tenant that alice may see\n"
-        f"curl -s -H \"Authorization: Bearer $TOKEN\" '{api}/api/ai/memory?size=10'\n"
-    )
-    console.print(
-        f"# 2. remember something (a verified, user-sourced observation)\n"
-        f"curl -s -X POST -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' "
-        f'-d \'{{"type": "decision", "title": "We bill Müller quarterly from 2027", '
-        f'"tags": ["billing"], "scope": "team", "team_ids": ["sales"]}}\' \'{api}/api/ai/memory\'\n'
-    )
-    console.print(
-        f"# 3. send a domain CloudEvent (binary mode); it becomes an observation within a second\n"
-        f"curl -s -X POST -H \"Authorization: Bearer $TOKEN\" -H 'ce-specversion: 1.0' "
-        f"-H \"ce-id: $(date +%s%N)\" -H 'ce-type: com.example.crm.customer.created.v1' "
-        f"-H 'ce-source: /crm' -H 'Content-Type: application/json' "
-        f'-d \'{{"customer_id": "1002", "name": "Schmidt Logistik AG", "city": "Hamburg"}}\' '
-        f"'{api}/api/ai/events'\n"
-    )
+    console.print(f"export TOKEN='{token}'\n", soft_wrap=True)
+    for i, example in enumerate(examples(), 1):
+        console.print(f"# {i}. {example.title}", soft_wrap=True)
+        console.print(example.curl(api) + "\n", soft_wrap=True, markup=False)
     console.print("Ctrl-C stops everything.\n")
 
 
 def run_local_stack(*, seed: bool = True) -> int:
+    import logging
+
     from honcho.manager import Manager
 
     from engram.settings import get_settings
 
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     settings = get_settings()
     data_dir = (
         (REPO / settings.engram_data_dir).resolve()

@@ -156,6 +156,9 @@ class Observation(BaseModel):
     content_hash: str
     discovery_tokens: list[str]
     relevance_count: int
+    cited_count: int = 0
+    confirmed_count: int = 0
+    rejected_count: int = 0
     priority: Priority
     source: Source
     verified: bool

@@ -30,7 +30,10 @@ CREATE TABLE observations (
   key              text,
   content_hash     text NOT NULL,
   discovery_tokens text[] NOT NULL DEFAULT '{}',
-  relevance_count  integer NOT NULL DEFAULT 0,
+  relevance_count  integer NOT NULL DEFAULT 0,   -- times retrieved (R-7.5)
+  cited_count      integer NOT NULL DEFAULT 0,   -- feedback counters kept by record-feedback (R-9)
+  confirmed_count  integer NOT NULL DEFAULT 0,
+  rejected_count   integer NOT NULL DEFAULT 0,
   priority         text NOT NULL DEFAULT 'normal' CHECK (priority IN ('low', 'normal', 'high', 'critical')),
   source           text NOT NULL CHECK (source IN ('user', 'agent', 'system')),
   verified         boolean NOT NULL DEFAULT false,
@@ -66,6 +69,9 @@ CREATE TABLE observation_feedback (
 );
 CREATE INDEX observation_feedback_obs ON observation_feedback (tenant_id, observation_id, kind);
 CREATE INDEX observation_feedback_user ON observation_feedback (tenant_id, user_id, kind);
+-- what a user rejected is hidden from that user's recall (R-9.1)
+CREATE INDEX observation_feedback_rejected ON observation_feedback (tenant_id, user_id, observation_id)
+  WHERE kind = 'rejected';
 
 CREATE TABLE chats (
   id         uuid PRIMARY KEY,

@@ -1,0 +1,117 @@
+"""End to end: `engram dev` (what `make run` runs) as real processes, and its printed calls work."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from engram.localstack import DEMO_TENANT, examples
+from engram.runtime.auth import issue_jwt
+from tests.conftest import JWT_SECRET
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_base() -> int:
+    for _ in range(50):
+        base = 20_000 + (uuid.uuid4().int % 30_000)
+        ok = True
+        for port in range(base + 1, base + 4):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+        if ok:
+            return base
+    raise RuntimeError("no free port range")
+
+
+@pytest.fixture(scope="module")
+def local_stack(stack: dict[str, str], tmp_path_factory: Any) -> Any:
+    base = _free_base()
+    log = tmp_path_factory.mktemp("dev") / "dev.log"
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack["database_url"],
+        "NATS_URL": stack["nats_url"],
+        "ENGRAM_JWT_SECRET": JWT_SECRET,
+        "ENGRAM_PORT_BASE": str(base),
+        "ENGRAM_DATA_DIR": str(log.parent),
+        "ENGRAM_LOG_LEVEL": "INFO",
+    }
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "engram.cli", "dev"], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    api = f"http://127.0.0.1:{base + 1}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and "Ctrl-C stops everything" not in log.read_text(errors="replace"):
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.3)
+    text = log.read_text(errors="replace")
+    assert "Ctrl-C stops everything" in text, text
+    yield {"api": api, "proc": proc, "log": log}
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(30)
+
+
+def _call(api: str, example: Any, token: str) -> httpx.Response:
+    headers = {k: (str(time.time_ns()) if "$(" in v else v) for k, v in example.headers.items()}
+    headers["Authorization"] = f"Bearer {token}"
+    return httpx.request(example.method, api + example.path, headers=headers, content=example.body, timeout=10)
+
+
+def test_printed_calls_work_and_a_domain_event_becomes_one_visible_observation(local_stack: Any) -> None:
+    api = local_stack["api"]
+    text = local_stack["log"].read_text()
+    token = next(line.split("'")[1] for line in text.splitlines() if line.startswith("export TOKEN="))
+    listing, remember, event = examples()
+    assert listing.curl(api) in text and remember.curl(api) in text and event.curl(api) in text
+
+    before = _call(api, listing, token).json()
+    assert before["total"] >= 4  # the seed: three domain events and a preference
+    assert _call(api, remember, token).status_code in (200, 201)
+    r = _call(api, event, token)
+    assert r.status_code == 202, r.text
+
+    def schmidt(tok: str) -> list[Any]:
+        items = httpx.get(f"{api}/api/ai/memory?size=200", headers={"Authorization": f"Bearer {tok}"}).json()
+        return [o for o in items["items"] if o["title"] == "Customer Schmidt Logistik AG was created"]
+
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not schmidt(token):
+        time.sleep(0.2)
+    assert len(schmidt(token)) == 1  # exactly one, also when the example is sent again (key upsert)
+    assert _call(api, event, token).status_code == 202
+    time.sleep(1.0)
+    assert len(schmidt(token)) == 1
+    # a permitted colleague sees it (public, tenant-wide); another tenant does not
+    bob = issue_jwt(JWT_SECRET, tenant_id=DEMO_TENANT, user_id="bob", permissions=["read:AiObservation"])
+    assert len(schmidt(bob)) == 1
+    stranger = issue_jwt(JWT_SECRET, tenant_id="another-tenant", user_id="eve", permissions=["read:AiObservation"])
+    assert schmidt(stranger) == []
+    assert json.loads(httpx.get(f"{api}/readyz").text)["checks"] == {"postgres": True, "nats": True}
+
+
+def test_ctrl_c_stops_every_process(local_stack: Any) -> None:
+    proc = local_stack["proc"]
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.wait(30)
+    time.sleep(0.5)
+    leftovers = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert leftovers == []
+    assert "stopped." in local_stack["log"].read_text()
