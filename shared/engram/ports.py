@@ -8,6 +8,8 @@ from typing import Protocol
 from cloudevents.http import CloudEvent
 
 from engram.adapters.nats_bus import Published
+from engram.domain.recall import RecallQuery, RecallResult
+from engram.domain.scopes import Principal
 
 
 class EventBus(Protocol):
@@ -16,3 +18,9 @@ class EventBus(Protocol):
     async def publish_many(self, events: Sequence[CloudEvent]) -> list[Published]: ...
 
     async def publish_raw(self, subject: str, headers: dict[str, str], body: bytes, *, event_id: str) -> Published: ...
+
+
+class Recall(Protocol):
+    """Permission-aware hybrid recall (R-7.1-R-7.3, R-7.5): visibility inside the search."""
+
+    async def search(self, principal: Principal, query: RecallQuery) -> RecallResult: ...

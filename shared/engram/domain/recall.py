@@ -1,0 +1,39 @@
+"""Recall data types shared by the recall service, the memory API and chat-turn (R-7).
+
+The recall service (retrieval issue) implements `engram.ports.Recall`; chat-turn's
+multi-stream recall (chat issue) calls it once per stream with that stream's filter.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from engram.domain.observation import Observation
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    text: str
+    limit: int = 10
+    types: tuple[str, ...] = ()  # only these observation types (a stream's filter); empty = all
+    want_sensitive: bool = False  # sensitive only when asked explicitly AND permitted (R-7.2)
+    type_boosts: Mapping[str, float] = field(default_factory=dict)  # a stream's own boosts per type
+    stream_origin: str | None = None  # set by multi-stream recall, carried on every hit
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    observation: Observation
+    score: float
+    lexical_rank: int | None  # 1-based rank in the BM25 list, None if not there
+    vector_rank: int | None  # 1-based rank in the kNN list, None if not there
+    boosts: Mapping[str, float] = field(default_factory=dict)  # name -> multiplier applied
+    stream_origin: str | None = None
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    query_id: uuid.UUID
+    hits: list[SearchHit]
