@@ -226,7 +226,7 @@ def examples() -> list[Example]:
 
 
 def banner(fns: list[Function], token: str, pg_url: str, nats_url: str) -> None:
-    api = next((f.url for f in fns if f.name == "memory-api"), "")
+    api = next((f.url for f in fns if f.name == "memory-api" and f.url), "")
     lines = [f"[bold]{f.name}[/bold]  {f.url or 'worker (JetStream)'}" for f in fns]
     lines += [
         "",
