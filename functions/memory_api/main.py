@@ -22,6 +22,7 @@ from engram.domain.observation import Observation, Scope, Source
 from engram.runtime.http import CurrentPrincipal, ServicesDep, health_routes, install, problem
 from engram.services.memory import MarkRequest, RememberRequest
 from engram.settings import get_settings
+from functions.memory_api.retrieval import router as retrieval_router
 
 
 @contextlib.asynccontextmanager
@@ -45,6 +46,7 @@ app = FastAPI(
 )
 install(app, max_body_bytes=get_settings().engram_max_body_bytes)
 health_routes(app)
+app.include_router(retrieval_router)  # fixed paths (recall, search, expiring) before /{observation_id}
 
 
 class RememberResponse(BaseModel):

@@ -12,13 +12,20 @@ from typing import Any
 
 import structlog
 
+from engram.adapters.embedders import build_embedder
 from engram.adapters.nats_bus import NatsBus, connect
+from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
 from engram.domain.rules import RuleSet
+from engram.ports import Embedder, SearchIndex
 from engram.runtime.auth import Authenticator
+from engram.services.conversations import ConversationIngest
+from engram.services.curation import CurationService
 from engram.services.extraction import Extraction
+from engram.services.indexing import Indexer
 from engram.services.ingest import EventIngest
 from engram.services.memory import MemoryService
+from engram.services.recall import RecallService
 from engram.settings import Settings, get_settings
 
 log = structlog.get_logger(__name__)
@@ -33,6 +40,12 @@ class Services:
     memory: MemoryService
     ingest: EventIngest
     extraction: Extraction
+    embedder: Embedder
+    index: SearchIndex
+    indexing: Indexer
+    recall: RecallService
+    curation: CurationService
+    conversations: ConversationIngest
     background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     async def ready(self) -> dict[str, bool]:
@@ -53,6 +66,11 @@ class Services:
         self.background.append(asyncio.create_task(relay_forever(self.db, self.bus)))
 
     async def close(self) -> None:
+        await self.recall.drain()
+        for closable in (self.index, self.embedder):
+            close = getattr(closable, "close", None)
+            if close is not None:
+                await close()
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
@@ -69,6 +87,13 @@ async def build(settings: Settings | None = None) -> Services:
     db = await Database.connect(settings.require_database_url(), max_size=settings.database_pool_size)
     nc = await connect(settings.require_nats_url())
     bus = NatsBus(nc)
+    embedder = build_embedder(
+        settings.engram_embedder,
+        tei_url=settings.tei_embedding_url,
+        tei_model=settings.tei_embedding_model,
+        tei_dimensions=settings.tei_embedding_dimensions,
+    )
+    index = build_index(settings, db, embedder.dimensions)
     return Services(
         settings=settings,
         db=db,
@@ -77,6 +102,34 @@ async def build(settings: Settings | None = None) -> Services:
         memory=MemoryService(db, bus, settings.engram_observation_types),
         ingest=EventIngest(bus),
         extraction=Extraction(db, bus, load_rules(settings), settings.engram_observation_types),
+        embedder=embedder,
+        index=index,
+        indexing=Indexer(db, index, embedder),
+        recall=RecallService(db, index, embedder, bus),
+        curation=CurationService(db, bus),
+        conversations=ConversationIngest(db, bus),
+    )
+
+
+def build_index(settings: Settings, db: Database, dimensions: int) -> SearchIndex:
+    """AI_MEMORY_PROVIDER: pgvector on the same PostgreSQL, or Elasticsearch 8 (dense_vector)."""
+    if settings.ai_memory_provider == "dense_vector":
+        from engram.adapters.elasticsearch_index import ElasticsearchIndex
+
+        if not settings.elasticsearch_url:
+            raise RuntimeError("AI_MEMORY_PROVIDER=dense_vector needs ELASTICSEARCH_URL")
+        key = settings.elasticsearch_api_key
+        return ElasticsearchIndex.connect(
+            settings.elasticsearch_url,
+            dimensions,
+            api_key=key.get_secret_value() if key else None,
+            use_retriever_rrf=settings.elasticsearch_use_retriever_rrf,
+        )
+    return PgVectorIndex(
+        db,
+        dimensions,
+        exact_below=settings.engram_pgvector_exact_below,
+        postings_per_term=settings.engram_postings_per_term,
     )
 
 
