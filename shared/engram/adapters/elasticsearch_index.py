@@ -36,6 +36,7 @@ log = structlog.get_logger(__name__)
 TEMPLATE = "engram-observations"
 INDEX_PREFIX = "engram-obs-"
 BODY_BOOST = 0.5
+DELETED_VERSION = 2**62
 _UNSAFE = re.compile(r"[^a-z0-9-]+")
 
 
@@ -252,14 +253,15 @@ class ElasticsearchIndex:
         if not observation_ids:
             return
         name = await self.ensure_index(tenant_id)
-        version = _micros(datetime.now(UTC))
+        # a deleted observation never comes back under its id: the delete outranks every revision,
+        # so a late, older index request cannot resurrect it
         await self._bulk(
             [
                 {
                     "_op_type": "delete",
                     "_index": name,
                     "_id": str(i),
-                    "version": version,
+                    "version": DELETED_VERSION,
                     "version_type": "external_gte",
                 }
                 for i in observation_ids
