@@ -38,6 +38,7 @@ class Recorded:
     path: str
     params: dict[str, str]
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -101,7 +102,7 @@ class FakeElasticsearch:
                 body = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
             else:
                 body = json.loads(raw)
-        self.requests.append(Recorded(request.method, path, dict(request.query), body))
+        self.requests.append(Recorded(request.method, path, dict(request.query), body, dict(request.headers)))
         parts = [p for p in path.split("/") if p]
         if parts[:1] == ["_index_template"] and request.method == "PUT":
             self.templates[parts[1]] = body
