@@ -160,8 +160,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from engram.devstack import EmbeddedPostgres
     from engram.migrate import migrate
 
-    samples = json.loads(Path(args.data).read_text(encoding="utf-8"))
-    pg = EmbeddedPostgres(Path(args.state).resolve() / "postgres").start()
+    samples = args.samples
+    pg = EmbeddedPostgres(args.state_dir / "postgres").start()
     try:
         await migrate(pg.url)
         db = await Database.connect(pg.url, max_size=8)
@@ -282,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")
+    args.samples = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    args.state_dir = Path(args.state).resolve()
     figures = asyncio.run(run(args))
     if args.json:
         print(json.dumps(figures, sort_keys=True))

@@ -57,7 +57,10 @@ class Index:
 
 
 def _error(status: int, etype: str, reason: str) -> web.Response:
-    body = {"error": {"root_cause": [{"type": etype, "reason": reason}], "type": etype, "reason": reason}, "status": status}
+    body = {
+        "error": {"root_cause": [{"type": etype, "reason": reason}], "type": etype, "reason": reason},
+        "status": status,
+    }
     return _ok(body, status)
 
 
@@ -116,7 +119,14 @@ class FakeElasticsearch:
         if len(parts) == 2 and parts[1] == "_refresh":
             return _ok({"_shards": {"total": 1, "successful": 1, "failed": 0}})
         if not parts:
-            return _ok({"name": "fake", "cluster_name": "fake", "version": {"number": "8.19.3"}, "tagline": "You Know, for Search"})
+            return _ok(
+                {
+                    "name": "fake",
+                    "cluster_name": "fake",
+                    "version": {"number": "8.19.3"},
+                    "tagline": "You Know, for Search",
+                }
+            )
         return _error(400, "illegal_argument_exception", f"unsupported request {request.method} {path}")
 
     def index_op(self, method: str, name: str) -> web.Response:
@@ -144,7 +154,7 @@ class FakeElasticsearch:
         items: list[dict[str, Any]] = []
         it: Iterator[dict[str, Any]] = iter(lines)
         for action in it:
-            (op, meta), = action.items()
+            ((op, meta),) = action.items()
             name, doc_id = meta["_index"], str(meta["_id"])
             index = self.indices.get(name)
             if index is None:  # auto-create from the template, as ES does
@@ -156,23 +166,51 @@ class FakeElasticsearch:
             if meta.get("version_type") == "external_gte" and current is not None and version < current:
                 if op == "index":
                     next(it)
-                items.append({op: {**base, "status": 409, "error": {
-                    "type": "version_conflict_engine_exception",
-                    "reason": f"[{doc_id}]: version conflict, current version [{current}] is higher than [{version}]"}}})
+                items.append(
+                    {
+                        op: {
+                            **base,
+                            "status": 409,
+                            "error": {
+                                "type": "version_conflict_engine_exception",
+                                "reason": f"[{doc_id}]: version conflict, current version [{current}] is higher"
+                                f" than [{version}]",
+                            },
+                        }
+                    }
+                )
                 continue
             if op == "index":
                 source = next(it)
                 unknown = set(source) - set(index.mappings.get("properties", {}))
                 if index.mappings.get("dynamic") == "strict" and unknown:
-                    items.append({op: {**base, "status": 400, "error": {
-                        "type": "strict_dynamic_mapping_exception",
-                        "reason": f"mapping set to strict, dynamic introduction of [{sorted(unknown)[0]}] is not allowed"}}})
+                    items.append(
+                        {
+                            op: {
+                                **base,
+                                "status": 400,
+                                "error": {
+                                    "type": "strict_dynamic_mapping_exception",
+                                    "reason": "mapping set to strict, dynamic introduction of"
+                                    f" [{sorted(unknown)[0]}] is not allowed",
+                                },
+                            }
+                        }
+                    )
                     continue
                 created = doc_id not in index.docs
                 index.docs[doc_id] = Doc(doc_id, source, version)
                 index.tombstones.pop(doc_id, None)
-                items.append({op: {**base, "_version": version, "result": "created" if created else "updated",
-                                   "status": 201 if created else 200}})
+                items.append(
+                    {
+                        op: {
+                            **base,
+                            "_version": version,
+                            "result": "created" if created else "updated",
+                            "status": 201 if created else 200,
+                        }
+                    }
+                )
             elif op == "delete":
                 if doc_id in index.docs:
                     del index.docs[doc_id]
@@ -182,7 +220,9 @@ class FakeElasticsearch:
                     index.tombstones[doc_id] = version
                     items.append({op: {**base, "_version": version, "result": "not_found", "status": 404}})
             else:
-                items.append({op: {**base, "status": 400, "error": {"type": "illegal_argument_exception", "reason": op}}})
+                items.append(
+                    {op: {**base, "status": 400, "error": {"type": "illegal_argument_exception", "reason": op}}}
+                )
         errors = any(i[next(iter(i))]["status"] >= 300 for i in items)
         return _ok({"took": 1, "errors": errors, "items": items})
 
@@ -202,7 +242,7 @@ class FakeElasticsearch:
             query = body.get("query", {"match_all": {}})
             scored = [(d, self.score(index, d, query)) for d in docs if self.matches(d, query)]
             if "sort" in body:
-                (sort_field, _order), = body["sort"][0].items()
+                ((sort_field, _order),) = body["sort"][0].items()
                 scored.sort(key=lambda x: str(x[0].source.get(sort_field)))
                 after = body.get("search_after")
                 if after:
@@ -214,15 +254,21 @@ class FakeElasticsearch:
         for d, s in hits:
             hit: dict[str, Any] = {"_index": name, "_id": d.id, "_score": s}
             if "sort" in body:
-                (sort_field, _), = body["sort"][0].items()
+                ((sort_field, _),) = body["sort"][0].items()
                 hit["sort"] = [d.source.get(sort_field)]
             out.append(hit)
-        return _ok({
-            "took": 1, "timed_out": False,
-            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
-            "hits": {"total": {"value": len(out), "relation": "eq"},
-                     "max_score": max((h["_score"] or 0 for h in out), default=None), "hits": out},
-        })
+        return _ok(
+            {
+                "took": 1,
+                "timed_out": False,
+                "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+                "hits": {
+                    "total": {"value": len(out), "relation": "eq"},
+                    "max_score": max((h["_score"] or 0 for h in out), default=None),
+                    "hits": out,
+                },
+            }
+        )
 
     def knn(self, docs: list[Doc], knn: dict[str, Any]) -> list[tuple[Doc, float]]:
         filters = knn.get("filter", [])
@@ -272,7 +318,7 @@ class FakeElasticsearch:
         return value if isinstance(value, list) else [value]
 
     def matches(self, doc: Doc, q: dict[str, Any]) -> bool:
-        (kind, arg), = q.items()
+        ((kind, arg),) = q.items()
         if kind == "match_all":
             return True
         if kind == "bool":
@@ -285,18 +331,18 @@ class FakeElasticsearch:
             need = int(arg.get("minimum_should_match", 0 if filters else 1)) if should else 0
             return sum(self.matches(doc, c) for c in should) >= need
         if kind == "term":
-            (f, v), = arg.items()
+            ((f, v),) = arg.items()
             v = v["value"] if isinstance(v, dict) else v
             return v in self._values(doc, f)
         if kind == "terms":
-            (f, vs), = arg.items()
+            ((f, vs),) = arg.items()
             return bool(set(vs) & set(self._values(doc, f)))
         if kind == "ids":
             return doc.id in arg["values"]
         if kind == "exists":
             return bool(self._values(doc, arg["field"]))
         if kind == "range":
-            (f, bounds), = arg.items()
+            ((f, bounds),) = arg.items()
             values = self._values(doc, f)
             if not values:
                 return False
@@ -310,7 +356,9 @@ class FakeElasticsearch:
             return True
         if kind == "multi_match":
             wanted = set(tokens(arg["query"]))
-            return any(wanted & set(tokens(" ".join(map(str, self._values(doc, f.split("^")[0]))))) for f in arg["fields"])
+            return any(
+                wanted & set(tokens(" ".join(map(str, self._values(doc, f.split("^")[0]))))) for f in arg["fields"]
+            )
         raise ValueError(f"fake Elasticsearch does not evaluate {kind!r}")
 
     @staticmethod
@@ -320,7 +368,7 @@ class FakeElasticsearch:
         return value if isinstance(value, list) else [value]
 
     def score(self, index: Index, doc: Doc, q: dict[str, Any]) -> float:
-        (kind, arg), = q.items()
+        ((kind, arg),) = q.items()
         if kind == "bool":
             return sum(self.score(index, doc, c) for c in self._list(arg.get("must")))
         if kind != "multi_match":

@@ -128,11 +128,32 @@ async def test_template_index_and_bulk_requests(es: Any) -> None:
     from engram.domain.observation import Observation
 
     obs = Observation(
-        id=obs_id, tenant_id="Acme Corp/1", user_id="alice", team_ids=["sales"], type="fact", title="Tea",
-        narrative="Green tea only", facts=[], concepts=[], tags=["drinks"], key=None, content_hash="h",
-        discovery_tokens=[], relevance_count=0, priority="normal", source="user", verified=True, confidence=1.0,
-        scope="team", trigger_source="manual", provenance={}, valid_from=None, expires_at=None,
-        superseded_by=None, created_at=t, updated_at=t,
+        id=obs_id,
+        tenant_id="Acme Corp/1",
+        user_id="alice",
+        team_ids=["sales"],
+        type="fact",
+        title="Tea",
+        narrative="Green tea only",
+        facts=[],
+        concepts=[],
+        tags=["drinks"],
+        key=None,
+        content_hash="h",
+        discovery_tokens=[],
+        relevance_count=0,
+        priority="normal",
+        source="user",
+        verified=True,
+        confidence=1.0,
+        scope="team",
+        trigger_source="manual",
+        provenance={},
+        valid_from=None,
+        expires_at=None,
+        superseded_by=None,
+        created_at=t,
+        updated_at=t,
     )
     await index.upsert("Acme Corp/1", [index_document(obs, np.array([0.6, 0.8, 0, 0], dtype=np.float32))])
     await index.delete("Acme Corp/1", [str(obs_id)])
@@ -141,7 +162,10 @@ async def test_template_index_and_bulk_requests(es: Any) -> None:
     assert template.body == index_template(4)
     embedding = template.body["template"]["mappings"]["properties"]["embedding"]
     assert embedding == {
-        "type": "dense_vector", "dims": 4, "index": True, "similarity": "cosine",
+        "type": "dense_vector",
+        "dims": 4,
+        "index": True,
+        "similarity": "cosine",
         "index_options": {"type": "int8_hnsw", "m": 16, "ef_construction": 100},
     }
     name = index_name("Acme Corp/1")
@@ -152,9 +176,18 @@ async def test_template_index_and_bulk_requests(es: Any) -> None:
     assert index_bulk.body == [
         {"index": {"_index": name, "_id": str(obs_id), "version": 1767323045600000, "version_type": "external_gte"}},
         {
-            "observation_id": str(obs_id), "tenant_id": "Acme Corp/1", "user_id": "alice", "team_ids": ["sales"],
-            "scope": "team", "type": "fact", "language": "english", "valid_from": None, "expires_at": None,
-            "revision": "2026-01-02T03:04:05.600000+00:00", "title": "Tea\ndrinks", "body": "Green tea only",
+            "observation_id": str(obs_id),
+            "tenant_id": "Acme Corp/1",
+            "user_id": "alice",
+            "team_ids": ["sales"],
+            "scope": "team",
+            "type": "fact",
+            "language": "english",
+            "valid_from": None,
+            "expires_at": None,
+            "revision": "2026-01-02T03:04:05.600000+00:00",
+            "title": "Tea\ndrinks",
+            "body": "Green tea only",
             "embedding": [pytest.approx(0.6), pytest.approx(0.8), 0.0, 0.0],
         },
     ]

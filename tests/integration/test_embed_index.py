@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -48,7 +49,9 @@ def changed(obs: Observation, etype: Any = OBSERVATION_CREATED) -> CloudEvent:
 
 async def test_batch_poison_idempotent_and_deletes(services: Any, tenant: str) -> None:
     a, b = await write(services.db, tenant, "first note", "second note")
-    no_tenant = CloudEvent({"type": OBSERVATION_CREATED.type, "source": "/t"}, {"observation_id": str(a.id), "revision": "x"})
+    no_tenant = CloudEvent(
+        {"type": OBSERVATION_CREATED.type, "source": "/t"}, {"observation_id": str(a.id), "revision": "x"}
+    )
     wrong_type = new_event("io.engram.chat.turn.completed.v1", {}, tenant_id=tenant, source="/t")
     bad_data = new_event(OBSERVATION_CREATED, {"observation_id": "nope"}, tenant_id=tenant, source="/t")
     events = [changed(a), no_tenant, changed(b), wrong_type, bad_data, changed(a)]
@@ -136,7 +139,8 @@ def test_model_loads_lazily() -> None:
 async def test_reindex_command(services: Any, stack: dict[str, str], tenant: str) -> None:
     observations = await write(services.db, tenant, "one", "two", "three", scope=Scope.public)
     env = {**os.environ, "DATABASE_URL": stack["database_url"], "NATS_URL": stack["nats_url"]}
-    result = subprocess.run(
+    result = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-m", "engram.cli", "reindex", "--tenant", tenant, "--batch-size", "2"],
         env=env,
         capture_output=True,

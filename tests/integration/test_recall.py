@@ -46,9 +46,17 @@ async def indexed(services: Any, tenant: str, obs_id: str) -> bool:
     return obs_id in await services.index.indexed_ids(tenant)
 
 
-async def test_recall_text_and_search_explanation(api: Any, auth: Any, tenant: str, services: Any, workers: Any) -> None:
-    a = await remember(api, auth(tenant), title="Invoices to Zephyr GmbH go out quarterly", type="decision",
-                       tags=["billing"], priority="high")
+async def test_recall_text_and_search_explanation(
+    api: Any, auth: Any, tenant: str, services: Any, workers: Any
+) -> None:
+    a = await remember(
+        api,
+        auth(tenant),
+        title="Invoices to Zephyr GmbH go out quarterly",
+        type="decision",
+        tags=["billing"],
+        priority="high",
+    )
     b = await remember(api, auth(tenant), title="Zephyr GmbH prefers e-mail over phone", type="preference")
     for o in (a, b):
         await eventually(lambda o=o: indexed(services, tenant, o["id"]))
@@ -75,7 +83,9 @@ async def test_delete_scope_change_and_expiry(api: Any, auth: Any, tenant: str, 
     gone = await remember(api, auth(tenant), title="Temporary wifi password is plum42", scope="public")
     shared = await remember(api, auth(tenant), title="Roadmap draft for Kestrel", key="roadmap", type="project")
     soon = await remember(
-        api, auth(tenant), title="Parking at Falcon garage this week",
+        api,
+        auth(tenant),
+        title="Parking at Falcon garage this week",
         expires_at=(datetime.now(UTC) + timedelta(seconds=3)).isoformat(),
     )
     for o in (gone, shared, soon):
@@ -93,8 +103,7 @@ async def test_delete_scope_change_and_expiry(api: Any, auth: Any, tenant: str, 
 
     # scope change: private -> public becomes visible to bob once the update is indexed
     assert shared["id"] not in await search_ids(api, bob, "Kestrel roadmap")
-    await remember(api, auth(tenant), title="Roadmap draft for Kestrel", key="roadmap", type="project",
-                   scope="public")
+    await remember(api, auth(tenant), title="Roadmap draft for Kestrel", key="roadmap", type="project", scope="public")
 
     async def bob_sees() -> bool:
         return shared["id"] in await search_ids(api, bob, "Kestrel roadmap")
@@ -135,12 +144,15 @@ async def test_delete_publishes_event_and_needs_ownership(
     await sub.unsubscribe()
 
 
-async def test_rejected_is_hidden_for_that_user_only(api: Any, auth: Any, tenant: str, services: Any, workers: Any) -> None:
+async def test_rejected_is_hidden_for_that_user_only(
+    api: Any, auth: Any, tenant: str, services: Any, workers: Any
+) -> None:
     o = await remember(api, auth(tenant), title="Canteen serves Quokka curry on Mondays", scope="public")
     await eventually(lambda: indexed(services, tenant, o["id"]))
     async with services.db.tenant(tenant) as conn:
         await conn.execute(
-            "INSERT INTO observation_feedback (tenant_id, observation_id, user_id, kind) VALUES ($1, $2, 'bob', 'rejected')",
+            "INSERT INTO observation_feedback (tenant_id, observation_id, user_id, kind)"
+            " VALUES ($1, $2, 'bob', 'rejected')",
             tenant,
             uuid.UUID(o["id"]),
         )
@@ -186,7 +198,11 @@ async def test_verify_is_human_only(api: Any, auth: Any, tenant: str, other_tena
     from engram.runtime.auth import create_agent_key
 
     key = await create_agent_key(
-        services.db, tenant_id=tenant, name="bot", user_id="alice", teams=[],
+        services.db,
+        tenant_id=tenant,
+        name="bot",
+        user_id="alice",
+        teams=[],
         permissions=["create:AiObservation", "read:AiObservation", "update:AiObservation"],
     )
     agent = {"X-Agent-Key": key.secret}
@@ -269,8 +285,12 @@ async def test_recall_never_leaks_and_finds_every_visible_exact_match(services: 
         user, scope, teams = valid_spec(*spec)
         drafts.append(
             ObservationDraft(
-                tenant_id=tenant, user_id=user, scope=scope, team_ids=teams,
-                title=f"codeword{i}x shared memo", narrative=f"entry number {i}",
+                tenant_id=tenant,
+                user_id=user,
+                scope=scope,
+                team_ids=teams,
+                title=f"codeword{i}x shared memo",
+                narrative=f"entry number {i}",
             )
         )
     async with services.db.tenant(tenant) as conn:
@@ -281,7 +301,9 @@ async def test_recall_never_leaks_and_finds_every_visible_exact_match(services: 
         perms = READ | ({Permission.view_sensitive.value} if may_sensitive else frozenset())
         principal = Principal(tenant_id=tenant, user_id=user, teams=frozenset(teams), permissions=perms)
         visibility = Visibility.for_principal(principal, want_sensitive=wants_sensitive)
-        broad = await services.recall.search(principal, RecallQuery("shared memo", limit=50, want_sensitive=wants_sensitive))
+        broad = await services.recall.search(
+            principal, RecallQuery("shared memo", limit=50, want_sensitive=wants_sensitive)
+        )
         assert all(visibility.allows(h.observation) for h in broad.hits)
         for obs in stored.values():
             exact = await services.recall.search(

@@ -133,7 +133,7 @@ async def test_hidden_ids_types_and_time_filters(index: Any, db: Any, tenant: st
         draft(tenant, "marmalade later", valid_from=t + timedelta(days=1)),
         draft(tenant, "marmalade expires soon", expires_at=t + timedelta(hours=1)),
     ]
-    decision, fact, expired, later, soon = (str(o.id) for o in await put(index, db, drafts))
+    decision, fact, _expired, _later, soon = (str(o.id) for o in await put(index, db, drafts))
     assert set(await lexical_ids(index, vis(tenant), "marmalade")) == {decision, fact, soon}
     typed = SearchFilter(now=t, types=("decision",))
     assert await lexical_ids(index, vis(tenant), "marmalade", typed) == [decision]
