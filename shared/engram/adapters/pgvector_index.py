@@ -5,10 +5,10 @@ BM25 (saturated term frequency, normalised by the document's length against the 
 average; headline terms count fully, body terms `BODY_WEIGHT`); the IDF is computed at query
 time from exact document frequencies. Terms come from PostgreSQL's English or German
 stemmer, chosen per document by its language; a query is stemmed both ways. Each query term
-reads at most `postings_per_term` of its best postings through an (tenant, term, impact)
-index with the visibility filter applied in that scan, so cost stays bounded on large tenants
-(below that size, which covers every term of a tenant up to that many documents, the ranking
-is exact BM25).
+reads its best postings through an (tenant, term, impact) index with the visibility filter
+applied in that scan: all of them in tenants below `exact_below` documents (exact BM25), at
+most `postings_per_term` in larger ones, so the cost stays bounded (top-k per term, the usual
+impact-ordered approximation).
 
 Vector: cosine distance on pgvector. Small tenants are scanned exactly (fast, and exact);
 large ones use an HNSW index (one partial expression index per embedding width) with
@@ -120,7 +120,7 @@ class PgVectorIndex:
         dimensions: int,
         *,
         exact_below: int = 20_000,
-        postings_per_term: int = 1_000,
+        postings_per_term: int = 300,
         ef_search: int = 100,
     ) -> None:
         self.db = db
@@ -232,8 +232,8 @@ class PgVectorIndex:
         params: list[Any] = [visibility.tenant_id, text]
         vis = visibility_clause(visibility, params, "s")
         flt = filter_clause(where, params, "s")
-        params.extend([self.postings_per_term, limit])
-        m, k = f"${len(params) - 1}", f"${len(params)}"
+        params.extend([self.exact_below, self.postings_per_term, limit])
+        exact, m, k = f"${len(params) - 2}", f"${len(params) - 1}", f"${len(params)}"
         configs = " UNION ".join(f"SELECT lexeme FROM unnest(to_tsvector('{c}', $2::text))" for c in SEARCH_CONFIGS)
         sql = f"""
         WITH q AS (SELECT DISTINCT lexeme AS term FROM ({configs}) x),
@@ -250,7 +250,8 @@ class PgVectorIndex:
         FROM qi CROSS JOIN LATERAL (
           SELECT s.observation_id, s.impact FROM search_terms s
           WHERE s.tenant_id = $1 AND s.term = qi.term AND {vis} AND {flt}
-          ORDER BY s.impact DESC LIMIT {m}
+          ORDER BY s.impact DESC
+          LIMIT CASE WHEN (SELECT docs FROM n) < {exact} THEN NULL ELSE {m}::bigint END
         ) p
         GROUP BY p.observation_id
         ORDER BY score DESC, id
