@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=DEFAULT_DATA)
     parser.add_argument("--json", action="store_true", help="print one JSON object with the figures last")
     parser.add_argument("--embedder", default="e5", choices=["e5", "use", "static"])
-    parser.add_argument("--window", type=int, default=1, help="neighbouring turns on each side in a unit")
+    parser.add_argument("--window", type=int, default=2, help="neighbouring turns on each side in a unit")
     parser.add_argument("--state", default=".engram/bench", help="embedded PostgreSQL (embedding cache) folder")
     args = parser.parse_args(argv)
     from engram.runtime.logs import configure_logging

@@ -374,6 +374,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for size in args.sizes:
                 tenant = f"latency-{size}"
                 load_s = await load(db, tenant, size, embedder.dimensions)
+                if args.load_only:
+                    console.print(f"{tenant}: loaded in {load_s:.0f} s")
+                    continue
                 index = PgVectorIndex(db, embedder.dimensions)
                 recall = RecallService(db, index, embedder, None)
                 for text in texts[:20]:  # warm caches and the connection pool
@@ -426,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--fresh", type=int, default=20, help="observations timed to searchable")
     parser.add_argument("--state", default=".engram/bench-latency")
+    parser.add_argument("--load-only", action="store_true", help="load the corpora, measure nothing")
     args = parser.parse_args(argv)
     from engram.runtime.logs import configure_logging
 
@@ -434,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = asyncio.run(run(args))
     if args.json:
         print(json.dumps(figures, sort_keys=True))
-    else:
+    elif not args.load_only:
         print_table(figures, args.sizes)
     return 0
 

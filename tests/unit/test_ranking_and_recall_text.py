@@ -144,15 +144,31 @@ def test_turn_units_carry_context_date_speaker_and_provenance() -> None:
         Turn("D1:3", "Caroline", "It really was."),
     ]
     drafts = turn_units(
-        tenant_id="t", user_id="u", conversation_id="conv-1", sessions=[ConversationSession("s1", day, turns)]
+        tenant_id="t", user_id="u", conversation_id="conv-1", sessions=[ConversationSession("s1", day, turns)], window=1
     )
     assert len(drafts) == 3
     middle = drafts[1]
     assert middle.title == "Melanie: That sounds powerful! [shares a photo: a photo of a sunset]"
-    assert "On 8 May 2023, Melanie said" in middle.narrative
-    assert "Before, Caroline: I went to a support group" in middle.narrative
-    assert "After, Caroline: It really was." in middle.narrative
+    assert (
+        middle.narrative == "On 8 May 2023, Melanie said: That sounds powerful! [shares a photo: a photo of a sunset]"
+    )
+    assert middle.discovery_tokens == [
+        "Before, Caroline: I went to a support group yesterday.",
+        "After, Caroline: It really was.",
+    ]
     assert middle.valid_from == day and middle.tags == ["melanie"] and middle.trigger_source.value == "chat"
     assert turn_id_of(middle.provenance.source_event_id) == "D1:2"
     assert middle.key == "turn:conv-1:D1:2"
-    assert "Before" not in drafts[0].narrative and "After" not in drafts[2].narrative
+    assert [t.split(",")[0] for t in drafts[0].discovery_tokens] == ["After"]
+    assert [t.split(",")[0] for t in drafts[2].discovery_tokens] == ["Before"]
+    long = turn_units(
+        tenant_id="t",
+        user_id="u",
+        conversation_id="c",
+        sessions=[ConversationSession("s", day, [Turn("D1:1", "A", "word " * 90), Turn("D1:2", "B", "hi")])],
+    )
+    wide = turn_units(
+        tenant_id="t", user_id="u", conversation_id="c", sessions=[ConversationSession("s1", day, turns)]
+    )  # default window: two turns either side
+    assert [t.split(",")[0] for t in wide[0].discovery_tokens] == ["After", "After"]
+    assert all(len(t) <= 200 for t in long[1].discovery_tokens) and len(long[1].discovery_tokens) == 3

@@ -2,7 +2,9 @@
 
 What moved retrieval quality most was the unit, not the model: a turn is indexed together with
 its neighbouring turns, the session date and the speaker, and it keeps the turn id as
-provenance, so a hit points at exactly one turn. Chat extraction can store its turns the same
+provenance, so a hit points at exactly one turn. The turn, its speaker and its date are the
+observation's title and narrative (embedded); the neighbouring turns are its discovery tokens
+(BM25 only), so the lexical list sees the context and the vector list the turn itself. Chat extraction can store its turns the same
 way; the LoCoMo benchmark stores its conversations through this.
 """
 
@@ -57,6 +59,22 @@ def turn_id_of(source_event_id: str | None) -> str | None:
     return source_event_id.rsplit("#", 1)[1]
 
 
+def _chunks(text: str, size: int = 200) -> list[str]:
+    """Discovery tokens hold at most 200 characters each: split at word boundaries."""
+    chunks: list[str] = []
+    current = ""
+    for word in text.split():
+        word = word[:size]
+        if current and len(current) + 1 + len(word) > size:
+            chunks.append(current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    if current:
+        chunks.append(current)
+    return chunks
+
+
 def _title(turn: Turn) -> str:
     title = f"{turn.speaker}: {turn.spoken()}"
     if len(title) > TITLE_MAX:
@@ -70,7 +88,7 @@ def turn_units(
     user_id: str | None,
     conversation_id: str,
     sessions: Sequence[ConversationSession],
-    window: int = 1,
+    window: int = 2,
     scope: Scope = Scope.private,
     team_ids: Sequence[str] = (),
     source: Source = Source.user,
@@ -83,11 +101,11 @@ def turn_units(
         for i, turn in enumerate(turns):
             if not turn.spoken():
                 continue
-            lines = [f"On {day}, {turn.speaker} said: {turn.spoken()}"]
+            context: list[str] = []
             for j in range(max(0, i - window), i):
-                lines.append(f"Before, {turns[j].speaker}: {turns[j].spoken(NEIGHBOUR_CHARS)}")
+                context.extend(_chunks(f"Before, {turns[j].speaker}: {turns[j].spoken(NEIGHBOUR_CHARS)}"))
             for j in range(i + 1, min(len(turns), i + window + 1)):
-                lines.append(f"After, {turns[j].speaker}: {turns[j].spoken(NEIGHBOUR_CHARS)}")
+                context.extend(_chunks(f"After, {turns[j].speaker}: {turns[j].spoken(NEIGHBOUR_CHARS)}"))
             drafts.append(
                 ObservationDraft(
                     tenant_id=tenant_id,
@@ -95,7 +113,8 @@ def turn_units(
                     team_ids=list(team_ids),
                     type=UNIT_TYPE,
                     title=_title(turn),
-                    narrative="\n".join(lines)[:20_000],
+                    narrative=f"On {day}, {turn.speaker} said: {turn.spoken()}"[:20_000],
+                    discovery_tokens=context[:100],
                     tags=[turn.speaker[:64]],
                     key=unit_key(conversation_id, turn.turn_id),
                     source=source,

@@ -40,16 +40,25 @@ class IndexDocument:
 
 
 def headline_text(obs: Observation) -> str:
-    return "\n".join(p for p in [obs.title, *obs.concepts, *obs.tags, *obs.discovery_tokens] if p)
+    """Weighted fully by BM25: the title, concepts and tags."""
+    return "\n".join(p for p in [obs.title, *obs.concepts, *obs.tags] if p)
 
 
 def body_text(obs: Observation) -> str:
-    return "\n".join(p for p in [obs.narrative, *obs.facts] if p)
+    """Weighted lower by BM25: narrative, facts and discovery tokens (search keywords, context)."""
+    return "\n".join(p for p in [obs.narrative, *obs.facts, *obs.discovery_tokens] if p)
 
 
 def passage_text(obs: Observation) -> str:
-    """What gets embedded: everything searchable, the headline first."""
-    return obs.searchable_text()
+    """What gets embedded: the observation's meaning (title, narrative, facts, concepts, tags).
+
+    Discovery tokens are keywords and context for lexical search only: embedding them would
+    pull the vector away from what the observation itself says (for a conversation turn, its
+    neighbouring turns are found by BM25 while the vector stays on the turn; the two lists then
+    complement each other instead of repeating each other).
+    """
+    parts = [obs.title, obs.narrative, *obs.facts, *obs.concepts, *obs.tags]
+    return "\n".join(p for p in parts if p)
 
 
 def index_document(obs: Observation, embedding: Vector) -> IndexDocument:

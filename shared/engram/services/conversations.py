@@ -30,7 +30,7 @@ class ConversationIngest:
         user_id: str | None,
         conversation_id: str,
         sessions: Sequence[ConversationSession],
-        window: int = 1,
+        window: int = 2,
         scope: Scope = Scope.private,
         team_ids: Sequence[str] = (),
         source: Source = Source.user,

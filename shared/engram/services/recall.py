@@ -39,7 +39,9 @@ log = structlog.get_logger(__name__)
 SOURCE = "/engram/recall"
 MAX_QUERY_CHARS = 2_000
 MAX_LIMIT = 100
-CANDIDATES = 50  # per list; fusion and boosts work on these
+# Candidates per list: fusion works on each list's head. Deep ranks of a list (the kNN list
+# above all, whose cosine scores sit in a narrow band) mostly add noise to RRF.
+CANDIDATES = 20
 _ALLOWED_CONTROLS = {"\t", "\n", "\r"}
 
 
@@ -84,7 +86,7 @@ class RecallService:
         try:
             visibility = await self._visibility(principal, query.want_sensitive)
             where = SearchFilter(now=now, types=tuple(query.types))
-            pool = max(self.candidates, query.limit * 3)
+            pool = max(self.candidates, query.limit * 2)
             server_fusion = query.mode == "hybrid" and getattr(self.index, "server_side_fusion", False)
             lexical_task = (
                 asyncio.ensure_future(self.index.lexical(visibility, text, where, pool))
