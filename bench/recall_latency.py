@@ -357,6 +357,13 @@ async def embedding_baseline(embedder: E5Embedder, texts: list[str]) -> dict[str
     return percentiles(latencies)
 
 
+def index_options(args: argparse.Namespace) -> dict[str, int]:
+    options = {}
+    if args.exact_below is not None:
+        options["exact_below"] = args.exact_below
+    return options
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from engram.devstack import EmbeddedPostgres
     from engram.migrate import migrate
@@ -377,7 +384,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 if args.load_only:
                     console.print(f"{tenant}: loaded in {load_s:.0f} s")
                     continue
-                index = PgVectorIndex(db, embedder.dimensions)
+                index = PgVectorIndex(db, embedder.dimensions, **index_options(args))
                 recall = RecallService(db, index, embedder, None)
                 for text in texts[:20]:  # warm caches and the connection pool
                     await recall.search(principal_for(tenant, rng), RecallQuery(text=text))
@@ -430,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", type=int, default=20, help="observations timed to searchable")
     parser.add_argument("--state", default=".engram/bench-latency")
     parser.add_argument("--load-only", action="store_true", help="load the corpora, measure nothing")
+    parser.add_argument("--exact-below", type=int, default=None, help="override ENGRAM_PGVECTOR_EXACT_BELOW")
     args = parser.parse_args(argv)
     from engram.runtime.logs import configure_logging
 

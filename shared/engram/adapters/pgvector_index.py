@@ -11,8 +11,8 @@ most `postings_per_term` in larger ones, so the cost stays bounded (top-k per te
 impact-ordered approximation).
 
 Vector: cosine distance on pgvector. Small tenants are scanned exactly (fast, and exact);
-large ones use an HNSW index (one partial expression index per embedding width) with
-pgvector's iterative scan, so the visibility filter runs inside the index scan without
+large ones use an HNSW index (one partial expression index per embedding width, on
+half-precision copies) with pgvector's iterative scan, so the visibility filter runs inside the index scan without
 losing results.
 """
 
@@ -121,7 +121,7 @@ class PgVectorIndex:
         *,
         exact_below: int = 20_000,
         postings_per_term: int = 300,
-        ef_search: int = 100,
+        ef_search: int = 40,
     ) -> None:
         self.db = db
         self.dimensions = int(dimensions)
@@ -139,7 +139,7 @@ class PgVectorIndex:
             async with self.db.system() as conn:
                 await conn.execute(
                     f"CREATE INDEX IF NOT EXISTS search_documents_hnsw_{d} ON search_documents"
-                    f" USING hnsw ((embedding::vector({d})) vector_cosine_ops) WHERE dims = {d}"
+                    f" USING hnsw ((embedding::halfvec({d})) halfvec_cosine_ops) WHERE dims = {d}"
                 )
         except asyncpg.PostgresError as exc:  # a concurrent creator won; the index exists
             log.info("pgvector.hnsw_exists", dims=d, error=str(exc))
@@ -271,7 +271,16 @@ class PgVectorIndex:
         params.append(limit)
         k = f"${len(params)}"
         async with self.db.tenant(visibility.tenant_id) as conn:
-            docs = await conn.fetchval("SELECT doc_count FROM search_stats WHERE tenant_id = $1", visibility.tenant_id)
+            # one round trip: the tenant's size (exact scan or HNSW) and the HNSW scan settings
+            docs = await conn.fetchval(
+                "SELECT (SELECT doc_count FROM search_stats WHERE tenant_id = $1)"
+                " FROM (SELECT set_config('hnsw.ef_search', $2, true),"
+                " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                # a generic plan cannot see the query vector and may scan the whole tenant
+                " set_config('plan_cache_mode', 'force_custom_plan', true)) AS settings",
+                visibility.tenant_id,
+                str(max(self.ef_search, limit)),
+            )
             if (docs or 0) < self.exact_below:
                 sql = f"""
                 SELECT s.observation_id::text AS id, (s.embedding <=> $2::vector) AS distance
@@ -280,16 +289,12 @@ class PgVectorIndex:
                 ORDER BY distance, id LIMIT {k}
                 """
             else:
-                await conn.execute(
-                    f"SET LOCAL hnsw.ef_search = {int(max(self.ef_search, limit))};"
-                    " SET LOCAL hnsw.iterative_scan = relaxed_order"
-                )
                 sql = f"""
                 WITH c AS MATERIALIZED (
-                  SELECT s.observation_id, (s.embedding::vector({d})) <=> $2::vector({d}) AS distance
+                  SELECT s.observation_id, (s.embedding::halfvec({d})) <=> $2::halfvec({d}) AS distance
                   FROM search_documents s
                   WHERE s.dims = {d} AND s.tenant_id = $1 AND {vis} AND {flt}
-                  ORDER BY (s.embedding::vector({d})) <=> $2::vector({d}) LIMIT {k}
+                  ORDER BY (s.embedding::halfvec({d})) <=> $2::halfvec({d}) LIMIT {k}
                 )
                 SELECT observation_id::text AS id, distance FROM c ORDER BY distance, id
                 """

@@ -22,18 +22,22 @@ CREATE TABLE search_documents (
   dims           integer NOT NULL,
   embedding      vector NOT NULL,
   indexed_at     timestamptz NOT NULL DEFAULT now()
-);
+) WITH (toast_tuple_target = 128);
+-- Vectors live out of line (uncompressed), so the filter columns a filtered HNSW scan reads per
+-- candidate sit in narrow heap rows; only the few returned rows fetch their vector.
+ALTER TABLE search_documents ALTER COLUMN embedding SET STORAGE EXTERNAL;
 CREATE INDEX search_documents_tenant ON search_documents (tenant_id, type);
--- HNSW per embedding width (an expression index needs a fixed dimension); the adapter adds one
--- for any other width it is configured with.
+-- HNSW per embedding width (an expression index needs a fixed dimension), on half-precision
+-- copies (half the memory, the same ranking for unit vectors); the adapter adds one for any
+-- other width it is configured with.
 CREATE INDEX search_documents_hnsw_64 ON search_documents
-  USING hnsw ((embedding::vector(64)) vector_cosine_ops) WHERE dims = 64;
+  USING hnsw ((embedding::halfvec(64)) halfvec_cosine_ops) WHERE dims = 64;
 CREATE INDEX search_documents_hnsw_384 ON search_documents
-  USING hnsw ((embedding::vector(384)) vector_cosine_ops) WHERE dims = 384;
+  USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WHERE dims = 384;
 CREATE INDEX search_documents_hnsw_512 ON search_documents
-  USING hnsw ((embedding::vector(512)) vector_cosine_ops) WHERE dims = 512;
+  USING hnsw ((embedding::halfvec(512)) halfvec_cosine_ops) WHERE dims = 512;
 CREATE INDEX search_documents_hnsw_1024 ON search_documents
-  USING hnsw ((embedding::vector(1024)) vector_cosine_ops) WHERE dims = 1024;
+  USING hnsw ((embedding::halfvec(1024)) halfvec_cosine_ops) WHERE dims = 1024;
 
 -- Postings: one row per (document, term) with the document side of BM25 precomputed
 -- (impact = tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))). The visibility fields are
