@@ -4,8 +4,9 @@ What moved retrieval quality most was the unit, not the model: a turn is indexed
 its neighbouring turns, the session date and the speaker, and it keeps the turn id as
 provenance, so a hit points at exactly one turn. The turn, its speaker and its date are the
 observation's title and narrative (embedded); the neighbouring turns are its discovery tokens
-(BM25 only), so the lexical list sees the context and the vector list the turn itself. Chat extraction can store its turns the same
-way; the LoCoMo benchmark stores its conversations through this.
+(BM25 only), so the lexical list sees the context and the vector list the turn itself.
+Chat extraction can store its turns the same way; the LoCoMo benchmark stores its
+conversations through this.
 """
 
 from __future__ import annotations
