@@ -22,10 +22,7 @@ CREATE TABLE search_documents (
   dims           integer NOT NULL,
   embedding      vector NOT NULL,
   indexed_at     timestamptz NOT NULL DEFAULT now()
-) WITH (toast_tuple_target = 128);
--- Vectors live out of line (uncompressed), so the filter columns a filtered HNSW scan reads per
--- candidate sit in narrow heap rows; only the few returned rows fetch their vector.
-ALTER TABLE search_documents ALTER COLUMN embedding SET STORAGE EXTERNAL;
+);
 CREATE INDEX search_documents_tenant ON search_documents (tenant_id, type);
 -- HNSW per embedding width (an expression index needs a fixed dimension), on half-precision
 -- copies (half the memory, the same ranking for unit vectors); the adapter adds one for any
