@@ -119,7 +119,7 @@ class PgVectorIndex:
         db: Database,
         dimensions: int,
         *,
-        exact_below: int = 20_000,
+        exact_below: int = 5_000,
         postings_per_term: int = 300,
         ef_search: int = 40,
     ) -> None:
