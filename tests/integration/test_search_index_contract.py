@@ -212,7 +212,7 @@ async def test_pgvector_large_tenant_uses_hnsw_with_filters(db: Any, tenant: str
     """Above `exact_below` the HNSW path (iterative scan) must honour the same filters."""
     from engram.adapters.pgvector_index import PgVectorIndex
 
-    index = PgVectorIndex(db, DIMS, exact_below=0, postings_per_term=10)
+    index = PgVectorIndex(db, DIMS, exact_below=0, postings_per_term=10, hnsw_min_share=0.0)
     drafts = [draft(tenant, f"item {i}", user_id="alice" if i % 2 else "bob") for i in range(40)]
     observations = await put(index, db, drafts)
     results = await index.vector(vis(tenant, "alice"), unit("item 3"), now(), 10)

@@ -10,8 +10,8 @@ applied in that scan: all of them in tenants below `exact_below` documents (exac
 most `postings_per_term` in larger ones, so the cost stays bounded (top-k per term, the usual
 impact-ordered approximation).
 
-Vector: cosine distance on pgvector. Small tenants are scanned exactly (fast, and exact);
-large ones use an HNSW index (one partial expression index per embedding width, on
+Vector: cosine distance on pgvector. Small tenants, and tenants that are a small share of all
+indexed documents, are scanned exactly (fast, and exact); large ones use an HNSW index (one partial expression index per embedding width, on
 half-precision copies) with pgvector's iterative scan, so the visibility filter runs inside the index scan without
 losing results.
 """
@@ -35,6 +35,7 @@ log = structlog.get_logger(__name__)
 BODY_WEIGHT = 0.5
 SEARCH_CONFIGS = ("english", "german")
 KNOWN_HNSW_DIMS = frozenset({64, 384, 512, 1024})
+HNSW_MIN_SHARE = 0.25
 
 
 def vector_literal(vector: Vector) -> str:
@@ -122,12 +123,14 @@ class PgVectorIndex:
         exact_below: int = 5_000,
         postings_per_term: int = 300,
         ef_search: int = 40,
+        hnsw_min_share: float = HNSW_MIN_SHARE,
     ) -> None:
         self.db = db
         self.dimensions = int(dimensions)
         self.exact_below = exact_below
         self.postings_per_term = postings_per_term
         self.ef_search = ef_search
+        self.hnsw_min_share = hnsw_min_share
         self._hnsw_ready = self.dimensions in KNOWN_HNSW_DIMS
 
     async def ensure_hnsw(self) -> None:
@@ -272,8 +275,9 @@ class PgVectorIndex:
         k = f"${len(params)}"
         async with self.db.tenant(visibility.tenant_id) as conn:
             # one round trip: the tenant's size (exact scan or HNSW) and the HNSW scan settings
-            docs = await conn.fetchval(
-                "SELECT (SELECT doc_count FROM search_stats WHERE tenant_id = $1)"
+            sizes = await conn.fetchrow(
+                "SELECT (SELECT doc_count FROM search_stats WHERE tenant_id = $1) AS docs,"
+                " (SELECT reltuples FROM pg_class WHERE oid = 'search_documents'::regclass) AS everyone"
                 " FROM (SELECT set_config('hnsw.ef_search', $2, true),"
                 " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
                 # a generic plan cannot see the query vector and may scan the whole tenant
@@ -281,7 +285,11 @@ class PgVectorIndex:
                 visibility.tenant_id,
                 str(max(self.ef_search, limit)),
             )
-            if (docs or 0) < self.exact_below:
+            docs, everyone = int(sizes["docs"] or 0), float(sizes["everyone"] or 0)
+            # The HNSW graph spans all tenants: for a tenant that is a small share of it, the
+            # filtered scan wades through other tenants' vectors, and an exact scan of the
+            # tenant's own rows is cheaper.
+            if docs < self.exact_below or docs < self.hnsw_min_share * everyone:
                 sql = f"""
                 SELECT s.observation_id::text AS id, (s.embedding <=> $2::vector) AS distance
                 FROM search_documents s
