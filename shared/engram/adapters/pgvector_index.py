@@ -11,9 +11,9 @@ most `postings_per_term` in larger ones, so the cost stays bounded (top-k per te
 impact-ordered approximation).
 
 Vector: cosine distance on pgvector. Small tenants, and tenants that are a small share of all
-indexed documents, are scanned exactly (fast, and exact); large ones use an HNSW index (one partial expression index per embedding width, on
-half-precision copies) with pgvector's iterative scan, so the visibility filter runs inside the index scan without
-losing results.
+indexed documents, are scanned exactly (fast, and exact); large ones use an HNSW index (one
+partial expression index per embedding width, on half-precision copies) with pgvector's
+iterative scan, so the visibility filter runs inside the index scan without losing results.
 """
 
 from __future__ import annotations
