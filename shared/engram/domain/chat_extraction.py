@@ -223,11 +223,26 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
 )
 _COMPILED = tuple((t, k, tuple(re.compile(p, re.IGNORECASE | re.UNICODE) for p in ps)) for t, k, ps in _RULES)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_BREAK = re.compile(r"[.!?]+\s+|\n+")
+_ABBREVIATIONS = frozenset(
+    "hr fr frau herr dr prof mr mrs ms st nr ca bzw evtl inkl ggf usw etc vs z.b u.a d.h e.g i.e".split()
+)
 
 
 def sentences(text: str) -> list[str]:
-    return [s.strip(" -*•\t") for s in _SENTENCE.split(text) if len(s.strip()) >= 12]
+    """Sentences of at least 12 characters; "15. März", "Hr. Schneider" and "z.B. so" do not end one."""
+    parts: list[str] = []
+    start = 0
+    for match in _BREAK.finditer(text):
+        if not match.group().startswith("\n"):
+            before = text[start : match.start()].split()
+            last = before[-1].casefold().rstrip(".") if before else ""
+            if last.isdigit() or last in _ABBREVIATIONS:
+                continue
+        parts.append(text[start : match.start() + (1 if match.group()[0] in ".!?" else 0)])
+        start = match.end()
+    parts.append(text[start:])
+    return [p.strip(" -*•\t") for p in parts if len(p.strip()) >= 12]
 
 
 def salient(sentence: str) -> str | None:
@@ -319,7 +334,7 @@ def offline_summary(turns: Sequence[Turn], language: str) -> SummaryOutput:
     assistant = [t.content for t in turns if t.role == "assistant"]
     questions = [s for u in user for s in re.split(r"(?<=[?])\s+", u) if s.strip().endswith("?")]
     statements = [s for u in user for s in sentences(u) if salient(s)]
-    next_steps = [s for text in user + assistant[-1:] for s in sentences(text) if _NEXT.search(s)]
+    next_steps = [s for text in user + assistant for s in sentences(text) if _NEXT.search(s)]
     de = language == "de"
     return SummaryOutput(
         request=_clip(user[0], 500) if user else "",
