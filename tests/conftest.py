@@ -215,13 +215,37 @@ async def fake_recall(services: Any) -> AsyncIterator[Any]:
     services.recall = saved
 
 
+FAST_TEST_MODEL = "claude-fast-test"
+EXTRACTION_TEST_MODEL = "claude-extraction-test"
+
+
 @pytest.fixture
-async def llm(services: Any, anthropic: Any) -> AsyncIterator[Any]:
-    """chat-turn and chat extraction talking to the scripted API through the real SDK."""
+async def llm(services: Any, anthropic: Any, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    """chat-turn and chat extraction talking to the scripted API through the real SDK.
+
+    Routing/compression and extraction get models of their own, so a background extraction
+    left over from an earlier test never takes a reply scripted for a chat model.
+    """
     from pydantic import SecretStr
 
     from engram.bootstrap import build_chat, build_gateway
     from engram.services.chat_memory import ChatMemory
+    from tests.anthropic_server import text, tool_use
+
+    monkeypatch.setenv("ENGRAM_FAST_MODEL", FAST_TEST_MODEL)
+    monkeypatch.setenv("ENGRAM_EXTRACTION_MODEL", EXTRACTION_TEST_MODEL)
+
+    def default(request: Any) -> Any:
+        if request.model == FAST_TEST_MODEL:
+            return text("FACT_WHAT")
+        if request.model == EXTRACTION_TEST_MODEL:
+            tool = (request.body.get("tool_choice") or {}).get("name", "record_observations")
+            if tool == "record_summary":
+                return tool_use(tool, {"request": "a chat", "learned": "nothing new"})
+            return tool_use(tool, {"observations": []})
+        return text("Scripted answer.")
+
+    anthropic.responder = default
 
     settings = services.settings.model_copy(
         update={
@@ -232,13 +256,16 @@ async def llm(services: Any, anthropic: Any) -> AsyncIterator[Any]:
         }
     )
     gateway = build_gateway(settings)
+    profiles = dict(gateway.config.profiles)
+    profiles["extraction_backup"] = profiles["extraction_backup"].model_copy(update={"model": EXTRACTION_TEST_MODEL})
+    gateway.config = gateway.config.model_copy(update={"profiles": profiles})
     saved = (services.gateway, services.chat, services.extraction.chat_extractor)
     services.gateway = gateway
     services.chat = build_chat(settings, services.db, services.bus, gateway, lambda: services.recall)
     services.extraction.chat_extractor = ChatMemory(gateway, settings.engram_observation_types)
     yield gateway
     services.gateway, services.chat, services.extraction.chat_extractor = saved
-    await gateway.close()
+    await gateway.close(drain_seconds=10)  # a background extraction still running finishes first
 
 
 @pytest.fixture(scope="session")

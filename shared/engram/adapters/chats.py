@@ -182,7 +182,8 @@ class ChatStore:
         await self.conn.executemany(
             "INSERT INTO chat_messages (id, tenant_id, chat_id, session_id, user_id, role, content, model,"
             " duration_ms, memory_trace, usage, content_blocks, created_at)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 + make_interval(secs => $14))",
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+            " $13::timestamptz + make_interval(secs => $14::float8))",
             [
                 (
                     m.id,

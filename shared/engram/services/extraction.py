@@ -223,7 +223,17 @@ class Extraction:
                         keys,
                     )
                 }
-                todo = [p for p in batch.planned if p.key not in done]
+                todo: list[Planned] = []
+                repeated: list[Planned] = []  # the same event twice in one batch: applied once
+                taken: set[str] = set()
+                for p in batch.planned:
+                    if p.key in done:
+                        continue
+                    if p.key in taken:
+                        repeated.append(p)
+                    else:
+                        taken.add(p.key)
+                        todo.append(p)
                 drafts = [d for p in todo for d in p.drafts]
                 written, pending = await write_and_stage(conn, tenant, drafts, SOURCE)
                 stats: dict[TriggerSource, dict[str, int]] = defaultdict(
@@ -233,6 +243,8 @@ class Extraction:
                 for p in batch.planned:
                     if p.key in done:  # redelivered or re-published: already applied
                         stats[p.trigger]["dedup"] += 1
+                for p in repeated:
+                    stats[p.trigger]["dedup"] += 1
                 produced: list[str] = []
                 cursor = 0
                 for p in todo:

@@ -196,8 +196,14 @@ class LlmGateway:
         self._sleep = sleep
         self._clock = clock
         self._cooldown: dict[str, float] = {}
+        self.inflight = 0  # calls in progress (drained before the client is closed)
+        self._idle = asyncio.Event()
+        self._idle.set()
 
-    async def close(self) -> None:
+    async def close(self, drain_seconds: float = 5.0) -> None:
+        """Let calls in progress finish (up to `drain_seconds`), then close the provider client."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), drain_seconds)
         closer = getattr(self.llm, "close", None)
         if closer is not None:
             await closer()
@@ -255,6 +261,26 @@ class LlmGateway:
             raise LlmUnavailable("no LLM provider is configured (ANTHROPIC_API_KEY is not set)")
         attempts: list[Attempt] = []
         sink = telemetry or TelemetryBuffer()
+        self.inflight += 1
+        self._idle.clear()
+        try:
+            return await self._complete(task, request, priority, sink, attempts, model_override, on_text, timeout)
+        finally:
+            self.inflight -= 1
+            if not self.inflight:
+                self._idle.set()
+
+    async def _complete(
+        self,
+        task: str,
+        request: RequestSource,
+        priority: Priority,
+        sink: TelemetryBuffer,
+        attempts: list[Attempt],
+        model_override: str | None,
+        on_text: TextSink | None,
+        timeout: float | None,
+    ) -> LlmReply:
         async with self.gate.slot(priority):
             for profile in self.chain(task, model_override):
                 built = request(profile) if callable(request) else request
