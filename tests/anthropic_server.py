@@ -204,6 +204,7 @@ class AnthropicServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out at once (no 40 ms delayed-ACK stall)
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 return

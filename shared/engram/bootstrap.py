@@ -67,6 +67,8 @@ class Services:
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
+        if self.chat is not None:
+            await self.chat.drain()
         if self.gateway is not None:
             await self.gateway.close()
         await self.bus.close()

@@ -61,7 +61,10 @@ def _message(row: asyncpg.Record) -> ChatMessage:
 
 @dataclass(frozen=True)
 class StoredMessage:
-    message: ChatMessage
+    """A message of the history as the next turn sends it back."""
+
+    role: str
+    content: str
     content_blocks: list[dict[str, Any]] | None
 
 
@@ -156,12 +159,13 @@ class ChatStore:
         if limit <= 0:
             return []
         rows = await self.conn.fetch(
-            "SELECT * FROM (SELECT * FROM chat_messages WHERE chat_id = $1 AND role IN ('user', 'assistant')"
+            "SELECT role, content, content_blocks FROM (SELECT id, role, content, content_blocks, created_at"
+            " FROM chat_messages WHERE chat_id = $1 AND role IN ('user', 'assistant')"
             " ORDER BY created_at DESC, id DESC LIMIT $2) m ORDER BY created_at, id",
             chat_id,
             limit,
         )
-        return [StoredMessage(_message(r), r["content_blocks"]) for r in rows]
+        return [StoredMessage(r["role"], r["content"], r["content_blocks"]) for r in rows]
 
     async def session_messages(self, session_id: uuid.UUID, limit: int = 200) -> list[ChatMessage]:
         rows = await self.conn.fetch(

@@ -8,6 +8,7 @@ type boosts, query template, hit limit and compression threshold. The service in
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -110,6 +111,7 @@ class Intent:
     matched: tuple[str, ...] = ()
 
 
+@functools.lru_cache(maxsize=4096)
 def _keyword_regex(keyword: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w]){re.escape(keyword.casefold())}(?![\w])", re.UNICODE)
 

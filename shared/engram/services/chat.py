@@ -18,6 +18,7 @@ memory and marked as offline.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 import uuid
@@ -156,11 +157,10 @@ class PreparedTurn:
 def _history_messages(stored: list[StoredMessage]) -> list[Message]:
     messages: list[Message] = []
     for item in stored:
-        m = item.message
-        if m.role == "assistant" and item.content_blocks:
+        if item.role == "assistant" and item.content_blocks:
             messages.append({"role": "assistant", "content": list(item.content_blocks)})
         else:
-            messages.append({"role": m.role, "content": m.content})
+            messages.append({"role": item.role, "content": item.content})
     messages = from_last_compaction(messages)
     # the API wants user/assistant alternation starting with a user message
     cleaned: list[Message] = []
@@ -232,6 +232,25 @@ class ChatTurns:
         self.observation_types = observation_types
         self.history_messages = history_messages
         self.session_idle = session_idle
+        self._publishing: set[asyncio.Task[None]] = set()
+
+    def _publish_soon(self, pending: list[outbox.Pending]) -> None:
+        """Publish after the response: the events are already durable in the outbox (the relay
+        publishes them if this process dies first), so the turn does not wait for NATS."""
+
+        async def publish() -> None:
+            try:
+                await outbox.publish(self.db, self.bus, pending)
+            except Exception as exc:  # left for the relay
+                log.warning("chat.publish_deferred", error=str(exc))
+
+        task = asyncio.create_task(publish())
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
+
+    async def drain(self) -> None:
+        """Wait for events still being published (on shutdown)."""
+        await asyncio.gather(*self._publishing, return_exceptions=True)
 
     # ---- step 1: check and prepare ----------------------------------------------------------
 
@@ -331,9 +350,13 @@ class ChatTurns:
         return frozenset(r["id"] for r in rows)
 
     async def _stable_memory(self, conn: Connection, principal: Principal, hidden: frozenset[str]) -> list[Observation]:
-        """The user's preferences and identity: the cached part of the memory (never sensitive)."""
+        """The user's own preferences and identity: the cached part of the memory (never sensitive).
+
+        Only what the user owns: a colleague's public preference is not this user's profile (it
+        can still come up through recall).
+        """
         types = [t for t in STABLE_TYPES if t in self.observation_types]
-        if not types:
+        if not types or principal.user_id is None:
             return []
         visibility = Visibility(
             tenant_id=principal.tenant_id,
@@ -342,8 +365,8 @@ class ChatTurns:
             include_sensitive=False,
             hidden_ids=hidden,
         )
-        params: list[Any] = [principal.tenant_id]
-        where = ["tenant_id = $1", visibility_sql(visibility, params), "scope <> 'sensitive'"]
+        params: list[Any] = [principal.tenant_id, principal.user_id]
+        where = ["tenant_id = $1", "user_id = $2", visibility_sql(visibility, params), "scope <> 'sensitive'"]
         params.append(types)
         where.append(f"type = ANY(${len(params)}::text[])")
         params.append(datetime.now(UTC))
@@ -660,7 +683,7 @@ class ChatTurns:
             await store.touch_chat(prepared.chat.id, None)
             await telemetry.write(conn, records)
             pending = await outbox.stage(conn, principal.tenant_id, events)
-        await outbox.publish(self.db, self.bus, pending)
+        self._publish_soon(pending)
         prepared.timings["persist"] = (time.perf_counter() - t2) * 1000
         prepared.timings["llm"] = buffer.llm_ms
         prepared.timings["total"] = (time.perf_counter() - prepared.started) * 1000
