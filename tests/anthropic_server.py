@@ -14,6 +14,7 @@ with its headers and JSON body; the peak number of concurrent requests is tracke
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
@@ -34,6 +35,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     model: str | None = None
+    cut_after: int | None = None  # streaming: drop the connection after this many deltas
 
 
 def _usage(**overrides: Any) -> dict[str, Any]:
@@ -115,6 +117,13 @@ def prompt_too_long(tokens: int = 210_000, maximum: int = 200_000) -> Reply:
 
 def empty() -> Reply:
     return Reply(content=[], stop_reason="end_turn", usage=_usage(output_tokens=0))
+
+
+def broken_stream(answer: str, after: int = 2) -> Reply:
+    """A streamed answer whose connection drops after `after` text deltas."""
+    reply = text(answer)
+    reply.cut_after = after
+    return reply
 
 
 def slow(seconds: float, reply: Reply | None = None) -> Reply:
@@ -277,6 +286,7 @@ class AnthropicServer:
                 start.update(content=[], stop_reason=None)
                 start["usage"] = {k: v for k, v in usage.items() if k != "iterations"} | {"output_tokens": 1}
                 self._event("message_start", {"type": "message_start", "message": start})
+                sent = 0
                 for index, block in enumerate(reply.content):
                     kind = block["type"]
                     if kind == "text":
@@ -300,9 +310,13 @@ class AnthropicServer:
                         "content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}
                     )
                     for delta in deltas:
+                        if reply.cut_after is not None and sent >= reply.cut_after:
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            return
                         self._event(
                             "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
                         )
+                        sent += 1
                     self._event("content_block_stop", {"type": "content_block_stop", "index": index})
                 self._event(
                     "message_delta",

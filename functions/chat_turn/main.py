@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
+import structlog
 from fastapi import FastAPI, Header, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
@@ -22,6 +23,8 @@ from engram.bootstrap import Services, get_services, shutdown
 from engram.runtime.http import CurrentPrincipal, ServicesDep, health_routes, install, problem
 from engram.services.chat import ChatTurns, RecallUnavailable, TurnFailed, TurnRequest, TurnResponse
 from engram.settings import get_settings
+
+log = structlog.get_logger(__name__)
 
 
 @contextlib.asynccontextmanager

@@ -16,6 +16,7 @@ from engram.adapters.observations import ObservationStore
 from engram.domain.observation import ObservationDraft, Priority, Scope
 from tests.anthropic_server import (
     AnthropicServer,
+    broken_stream,
     compaction,
     error,
     prompt_too_long,
@@ -273,6 +274,33 @@ async def test_tokens_stream_as_server_sent_events(
     assert stored[0]["content"] == tokens
 
 
+async def test_a_stream_that_breaks_mid_answer_ends_with_an_error_event(
+    services: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    auth: Any,
+    tenant: str,
+) -> None:
+    anthropic.script(broken_stream("Das ist eine lange Antwort, die mittendrin abbricht.", after=3), model=SONNET)
+    chat_id = uuid.uuid4()
+    r = await chat_api.post(
+        turns_path(chat_id),
+        json={"message": "Erzähl mir bitte ausführlich alles über die Abrechnung von Müller Maschinenbau."},
+        headers={**auth(tenant), "Accept": "text/event-stream"},
+    )
+    frames = [f for f in r.text.split("\n\n") if f.strip()]
+    names = [f.split("\n")[0].removeprefix("event: ") for f in frames]
+    assert names[0] == "start" and names.count("token") == 3 and names[-1] == "error"
+    assert json.loads(frames[-1].split("\n")[1].removeprefix("data: "))["status"] == 502
+    assert len(anthropic.requests_for(HAIKU)) == 0  # no silent fallback after tokens were shown
+    stages = [e["stage"] for e in await events(services, tenant, "chat.error")]
+    assert "llm.stream" in stages
+    stored = await rows(services, tenant, "SELECT count(*) AS n FROM chat_messages WHERE chat_id = $1", chat_id)
+    assert stored[0]["n"] == 0
+
+
 @pytest.mark.parametrize("permissions", [[], [SENSITIVE]], ids=["without-permission", "with-permission"])
 async def test_a_sensitive_memory_never_reaches_a_standard_prompt(
     services: Any,
@@ -304,6 +332,13 @@ async def test_a_sensitive_memory_never_reaches_a_standard_prompt(
                     scope=Scope.sensitive,
                     priority=Priority.critical,
                 ),
+                ObservationDraft(  # a colleague's public preference is not Alice's profile
+                    tenant_id=tenant,
+                    user_id="bob",
+                    type="preference",
+                    title="Bob wants long answers",
+                    scope=Scope.public,
+                ),
             ]
         )
     base = ["read:AiObservation", "create:AiObservation"]
@@ -314,6 +349,7 @@ async def test_a_sensitive_memory_never_reaches_a_standard_prompt(
     prompt = sent.prompt_text()
     assert "Bob Schneider leads the sales team" in prompt and "Alice likes short answers" in prompt
     assert "95000" not in prompt and "therapy" not in prompt and "review notes" not in prompt
+    assert "Bob wants long answers" not in prompt
     assert fake_recall.queries and fake_recall.asked_for_sensitive() == []
     titles = {o["title"] for o in r.json()["memory_trace"]["observations"]}
     assert "Salary of Bob Schneider is 95000 EUR" not in titles

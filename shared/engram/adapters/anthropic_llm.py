@@ -249,7 +249,10 @@ class AnthropicLLM:
                         emitted = True
                         await on_text(event.text)
                 message = await stream.get_final_message()
-        except LlmError:
+            if message.stop_reason is None:  # the connection ended before message_stop: a cut-off answer
+                raise ProviderError(f"{model}: the stream ended before the message was complete", model=model)
+        except LlmError as error:
+            error.emitted = emitted
             raise
         except Exception as exc:
             error = map_error(exc, model)

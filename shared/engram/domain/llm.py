@@ -41,8 +41,6 @@ class Priority(StrEnum):
 class LlmError(Exception):
     """A provider call failed; subclasses say how the gateway reacts."""
 
-    retryable = False
-
     def __init__(self, message: str, *, model: str | None = None) -> None:
         super().__init__(message)
         self.model = model
@@ -51,8 +49,6 @@ class LlmError(Exception):
 
 class RateLimited(LlmError):
     """HTTP 429: back off (honouring retry-after), then fall back."""
-
-    retryable = True
 
     def __init__(self, message: str, *, model: str | None = None, retry_after: float | None = None) -> None:
         super().__init__(message, model=model)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -263,7 +263,3 @@ def with_origin(hits: Iterable[SearchHit], stream: str) -> list[SearchHit]:
     from dataclasses import replace
 
     return [h if h.stream_origin == stream else replace(h, stream_origin=stream) for h in hits]
-
-
-def boosts_of(spec: StreamSpec) -> Mapping[str, float]:
-    return dict(spec.boosts)

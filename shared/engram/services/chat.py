@@ -42,7 +42,6 @@ from engram.domain.events import (
     new_event,
 )
 from engram.domain.llm import (
-    LlmReply,
     LlmRequest,
     LlmUnavailable,
     Message,
@@ -50,7 +49,6 @@ from engram.domain.llm import (
     StreamInterrupted,
     SystemBlock,
     ToolSpec,
-    Usage,
     approx_tokens,
     cost_usd,
     from_last_compaction,
@@ -744,15 +742,3 @@ class ChatTurns:
             pending = await outbox.stage(conn, principal.tenant_id, [self._session_ended(principal, session, chat_id)])
         await outbox.publish(self.db, self.bus, pending)
         return session.id
-
-
-__all__ = [
-    "ChatTurns",
-    "LlmReply",
-    "PreparedTurn",
-    "RecallUnavailable",
-    "TurnFailed",
-    "TurnRequest",
-    "TurnResponse",
-    "Usage",
-]

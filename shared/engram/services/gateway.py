@@ -407,13 +407,6 @@ class LlmGateway:
 
         return await self.complete(task, build, priority=priority, timeout=timeout, telemetry=telemetry)
 
-    def system_prompt(self, prompt_key: str, task: str, **variables: Any) -> Callable[[Profile], SystemBlock]:
-        def build(profile: Profile) -> SystemBlock:
-            text = self.prompts.render(prompt_key, model=profile.model, provider=profile.provider, **variables)
-            return SystemBlock(text, cache=True)
-
-        return build
-
     # ---- the advisor (R-8.2) ------------------------------------------------------------------
 
     def advisor_tool(self, context: str = "") -> Tool:
