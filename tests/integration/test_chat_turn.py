@@ -631,3 +631,21 @@ async def test_an_idle_session_ends_at_the_next_turn(
     assert second["session_id"] != first["session_id"]
     status = await rows(services, tenant, "SELECT status FROM sessions WHERE id = $1", uuid.UUID(first["session_id"]))
     assert status[0]["status"] == "completed"
+
+
+async def test_concurrent_first_turns_share_one_chat_and_session(
+    services: Any, llm: Any, fake_recall: FakeRecall, chat_api: httpx.AsyncClient, auth: Any, tenant: str
+) -> None:
+    import asyncio
+
+    chat_id = uuid.uuid4()
+    replies = await asyncio.gather(*(say(chat_api, auth(tenant), chat_id, f"Hallo Nummer {i}") for i in range(4)))
+    assert [r.status_code for r in replies] == [200] * 4
+    assert len({r.json()["session_id"] for r in replies}) == 1
+    # an existing chat without an active session: the chat row's lock lets only one turn open it
+    assert (await chat_api.post(f"/api/ai/chats/{chat_id}/session/end", headers=auth(tenant))).json()["ended"]
+    replies = await asyncio.gather(*(say(chat_api, auth(tenant), chat_id, f"Wieder da {i}") for i in range(4)))
+    assert len({r.json()["session_id"] for r in replies}) == 1
+    sessions = await rows(services, tenant, "SELECT count(*) AS n FROM sessions WHERE chat_id = $1", chat_id)
+    messages = await rows(services, tenant, "SELECT count(*) AS n FROM chat_messages WHERE chat_id = $1", chat_id)
+    assert sessions[0]["n"] == 2 and messages[0]["n"] == 16

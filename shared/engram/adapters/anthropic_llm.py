@@ -10,6 +10,7 @@ never holds a chat turn in the SDK's own backoff.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -162,9 +163,22 @@ def map_error(exc: Exception, model: str) -> LlmError:
     return ProviderError(f"{model}: {type(exc).__name__}: {exc}", model=model)
 
 
+def _reply_from_json(data: dict[str, Any], model: str, started: float) -> LlmReply:
+    """A non-streamed response, read as plain JSON (the blocks are sent back as dicts anyway)."""
+    content = [{k: v for k, v in b.items() if v is not None} for b in data.get("content") or [] if isinstance(b, dict)]
+    usage_raw = data.get("usage") or {}
+    return _assemble(content, usage_raw, data.get("stop_reason"), str(data.get("model") or model), started)
+
+
 def _reply(message: Any, model: str, started: float) -> LlmReply:
     content = [b.to_dict(mode="json", exclude_none=True) for b in (message.content or [])]
     usage_raw = message.usage.to_dict(mode="json") if message.usage is not None else {}
+    return _assemble(content, usage_raw, message.stop_reason, str(message.model or model), started)
+
+
+def _assemble(
+    content: list[dict[str, Any]], usage_raw: dict[str, Any], stop_reason: str | None, model: str, started: float
+) -> LlmReply:
     usage = Usage(
         input_tokens=int(usage_raw.get("input_tokens") or 0),
         output_tokens=int(usage_raw.get("output_tokens") or 0),
@@ -172,9 +186,9 @@ def _reply(message: Any, model: str, started: float) -> LlmReply:
         cache_read_input_tokens=int(usage_raw.get("cache_read_input_tokens") or 0),
     )
     return LlmReply(
-        model=str(message.model or model),
+        model=model,
         content=content,
-        stop_reason=message.stop_reason,
+        stop_reason=stop_reason,
         usage=usage,
         compactions=find_compactions(content, usage_raw),
         duration_ms=(time.perf_counter() - started) * 1000,
@@ -225,10 +239,15 @@ class AnthropicLLM:
         params = self.params(request, model=model, temperature=temperature)
         started = time.perf_counter()
         try:
-            message = await self.client.beta.messages.create(**params, timeout=timeout)
+            # the raw response: the SDK still builds the request and raises its typed errors, but the
+            # answer is read as JSON instead of typed models that would be turned back into dicts
+            raw = await self.client.beta.messages.with_raw_response.create(**params, timeout=timeout)
+            data = json.loads(raw.http_response.content)
         except Exception as exc:
             raise map_error(exc, model) from exc
-        return _reply(message, model, started)
+        if not isinstance(data, dict):
+            raise ProviderError(f"{model}: the response is not a JSON object", model=model)
+        return _reply_from_json(data, model, started)
 
     async def stream(
         self,
@@ -251,13 +270,13 @@ class AnthropicLLM:
                 message = await stream.get_final_message()
             if message.stop_reason is None:  # the connection ended before message_stop: a cut-off answer
                 raise ProviderError(f"{model}: the stream ended before the message was complete", model=model)
-        except LlmError as error:
-            error.emitted = emitted
+        except LlmError as cut:
+            cut.emitted = emitted
             raise
         except Exception as exc:
-            error = map_error(exc, model)
-            error.emitted = emitted
-            raise error from exc
+            mapped = map_error(exc, model)
+            mapped.emitted = emitted
+            raise mapped from exc
         return _reply(message, model, started)
 
     async def close(self) -> None:

@@ -84,12 +84,9 @@ class ChatStore:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    async def lock(self, chat_id: uuid.UUID) -> None:
-        """Serialise turns of one chat (session creation must not race)."""
-        await self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 42))", str(chat_id))
-
-    async def get_chat(self, chat_id: uuid.UUID) -> Chat | None:
-        row = await self.conn.fetchrow("SELECT * FROM chats WHERE id = $1", chat_id)
+    async def lock_chat(self, chat_id: uuid.UUID) -> Chat | None:
+        """The chat, locked until the transaction ends: turns of one chat never race on its session."""
+        row = await self.conn.fetchrow("SELECT * FROM chats WHERE id = $1 FOR UPDATE", chat_id)
         return _chat(row) if row else None
 
     async def create_chat(self, chat_id: uuid.UUID, tenant_id: str, user_id: str, title: str | None) -> Chat | None:

@@ -279,7 +279,6 @@ class ChatTurns:
         decision = self._decide(body)
         async with self.db.tenant(principal.tenant_id) as conn:
             store = ChatStore(conn)
-            await store.lock(chat_id)
             chat = await self._chat(store, principal, chat_id, body)
             session, previous = await self._session(store, principal, chat, body)
             history = _history_messages(await store.history(chat.id, self.history_messages))
@@ -307,13 +306,16 @@ class ChatTurns:
 
     async def _chat(self, store: ChatStore, principal: Principal, chat_id: uuid.UUID, body: TurnRequest) -> Chat:
         assert principal.user_id is not None
-        chat = await store.get_chat(chat_id)
+        chat = await store.lock_chat(chat_id)
         if chat is None:
             title = body.title or (body.message[:80] if len(body.message) <= 80 else body.message[:77] + "...")
             chat = await store.create_chat(chat_id, principal.tenant_id, principal.user_id, title)
+            if chat is None:  # a concurrent first turn created it (or another tenant owns the id)
+                chat = await store.lock_chat(chat_id)
             if chat is None:  # the id exists in another tenant: not leaked, just not found
                 raise NotFound(f"chat {chat_id} not found")
-            return chat
+            if chat.user_id == principal.user_id and chat.kind is ChatKind.ai:
+                return chat
         if chat.user_id != principal.user_id:
             raise NotFound(f"chat {chat_id} not found")
         if chat.kind is not ChatKind.ai:
@@ -732,8 +734,7 @@ class ChatTurns:
             raise Forbidden("ending a session needs a user")
         async with self.db.tenant(principal.tenant_id) as conn:
             store = ChatStore(conn)
-            await store.lock(chat_id)
-            chat = await store.get_chat(chat_id)
+            chat = await store.lock_chat(chat_id)
             if chat is None or chat.user_id != principal.user_id:
                 raise NotFound(f"chat {chat_id} not found")
             session = await store.active_session(chat_id)
