@@ -649,3 +649,25 @@ async def test_concurrent_first_turns_share_one_chat_and_session(
     sessions = await rows(services, tenant, "SELECT count(*) AS n FROM sessions WHERE chat_id = $1", chat_id)
     messages = await rows(services, tenant, "SELECT count(*) AS n FROM chat_messages WHERE chat_id = $1", chat_id)
     assert sessions[0]["n"] == 2 and messages[0]["n"] == 16
+
+
+async def test_a_slow_stream_times_out_and_an_unclear_intent_falls_back(
+    services: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    auth: Any,
+    tenant: str,
+) -> None:
+    billing_memory(fake_recall, tenant)
+    fake_recall.slow_streams = {"tech"}
+    engine = services.chat.multistream.engine
+    services.chat.multistream.engine = engine.model_copy(update={"stream_timeout_seconds": 0.2})
+    anthropic.script(text("Hmm, schwer zu sagen."), model=FAST_TEST_MODEL)  # no label: FACT_WHAT
+    r = await say(chat_api, auth(tenant), uuid.uuid4(), "Müller Maschinenbau Abrechnung Übersicht bitte")
+    assert r.status_code == 200, r.text
+    trace = r.json()["memory_trace"]
+    assert trace["intent"] == "FACT_WHAT" and trace["intent_source"] == "fallback"
+    assert trace["streams"]["tech"]["error"] == "timed out after 0.2s"
+    assert trace["streams"]["facts"]["hits"] > 0

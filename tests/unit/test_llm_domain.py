@@ -220,3 +220,10 @@ def test_no_compaction_for_unsupported_models() -> None:
         "text": "[Summary of the earlier conversation]\nsummary",
     }
     assert params["extra_body"] == {"temperature": 0.2}
+
+
+def test_compaction_models_come_from_a_comma_separated_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPACTION_SUPPORTED_MODELS", "claude-opus-4-7, claude-sonnet-4-6,")
+    assert Settings().compaction_supported_models == frozenset({"claude-opus-4-7", "claude-sonnet-4-6"})
+    monkeypatch.delenv("COMPACTION_SUPPORTED_MODELS")
+    assert "claude-sonnet-4-6" in Settings().compaction_supported_models

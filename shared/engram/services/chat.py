@@ -480,6 +480,8 @@ class ChatTurns:
                 for stream in recalled.streams:
                     stream.hits = [h for h in stream.hits if str(h.observation.id) not in prepared.hidden]
         prepared.timings["recall"] = (time.perf_counter() - t0) * 1000
+        if recalled is not None:
+            prepared.timings["intent"] = recalled.router_ms
 
         tool_hits: list[Any] = []
         outcome: TurnOutcome | None = None
@@ -534,7 +536,7 @@ class ChatTurns:
                 stage="llm.stream",
                 error_type=type(exc).__name__,
                 message=str(exc)[:2000],
-                model=exc.__dict__.get("model"),
+                model=getattr(exc, "model", None),
             )
         )
         records = [
