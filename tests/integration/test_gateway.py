@@ -311,3 +311,24 @@ async def test_background_calls_are_gated_and_never_delay_a_chat_call(
     assert gateway.gate.background_peak == 2
     starts = sorted(r.started for r in anthropic.requests_for(HAIKU))
     assert len([t for t in starts if t < starts[0] + 0.5]) == 2  # the server saw two at a time
+
+
+async def test_a_streamed_tool_round_trip(gateway: LlmGateway, anthropic: AnthropicServer) -> None:
+    anthropic.script(
+        tool_use("consult_advisor", {"question": "Which billing cycle?"}, preface="Let me ask the advisor."),
+        text("Quarterly it is."),
+        model=SONNET,
+    )
+    anthropic.script(text("Quarterly."), model=OPUS)
+    tokens: list[str] = []
+
+    async def sink(chunk: str) -> None:
+        tokens.append(chunk)
+
+    outcome = await gateway.run_tools(
+        "primary", ask(), {"consult_advisor": gateway.advisor_tool()}, telemetry=TelemetryBuffer(), on_text=sink
+    )
+    assert "".join(tokens) == "Let me ask the advisor.\n\nQuarterly it is." == outcome.text
+    second = anthropic.requests_for(SONNET)[1].body["messages"]
+    assert second[-2]["content"][1]["input"] == {"question": "Which billing cycle?"}
+    assert second[-1]["content"][0]["content"] == "Quarterly."
