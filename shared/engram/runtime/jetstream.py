@@ -161,6 +161,7 @@ class PullRunner:
             for (msg, event), outcome in zip(ready, outcomes, strict=True):
                 await self._settle(msg, event, outcome)
         self.stats.last_batch_ms = (time.perf_counter() - started) * 1000
+        log.debug("runner.batch", consumer=self.spec.durable, size=len(msgs), ms=round(self.stats.last_batch_ms, 1))
 
     async def _handle(self, msgs: list[Msg], events: list[CloudEvent]) -> Sequence[Outcome]:
         """Run the handler while telling JetStream the batch is still in progress."""
