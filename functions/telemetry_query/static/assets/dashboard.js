@@ -75,7 +75,7 @@
       data: {
         labels,
         datasets: [{ label: title, data: values, borderColor: "#2f6fde", backgroundColor: "rgba(47,111,222,0.15)",
-                     fill: true, tension: 0.25, pointRadius: 2, spanGaps: true }],
+                     fill: true, tension: 0, pointRadius: 2, spanGaps: true }],
       },
       options: {
         animation: false,
