@@ -17,6 +17,7 @@ from engram.services.telemetry import TelemetryRecord
 
 PROBLEM = "application/problem+json"
 DEVTOOLS = ["view:FE_DevTools"]
+ROLLUPS = ("ai_events_hourly", "ai_events_hourly_users", "ai_events_daily_users", "ai_events_hourly_tools")
 ROUTES = [
     "/api/ai/telemetry/overview",
     "/api/ai/telemetry/events",
@@ -290,22 +291,23 @@ async def test_rollups_equal_the_raw_rows_after_inserts_and_deletes(
            (SELECT coalesce(sum((metadata->>'costUsd')::float8), 0) FROM ai_events WHERE tenant_id = $1),
            (SELECT coalesce(sum(calls), 0) FROM ai_events_hourly_tools WHERE tenant_id = $1),
            (SELECT coalesce(sum(events), 0) FROM ai_events_hourly_users WHERE tenant_id = $1),
-           (SELECT count(*) FROM ai_events WHERE tenant_id = $1 AND user_id IS NOT NULL)
+           (SELECT count(*) FROM ai_events WHERE tenant_id = $1 AND user_id IS NOT NULL),
+           (SELECT coalesce(sum(events), 0) FROM ai_events_daily_users WHERE tenant_id = $1)
     """
     async with db.tenant(tenant) as conn:
         r = await conn.fetchrow(compare, tenant)
-        assert r[0] == r[1] == 14 and r[2] == pytest.approx(r[3]) and r[4] == 5 and r[5] == r[6] == 13
+        assert r[0] == r[1] == 14 and r[2] == pytest.approx(r[3]) and r[4] == 5 and r[5] == r[6] == r[7] == 13
         await conn.execute("DELETE FROM ai_events WHERE tenant_id = $1 AND user_id IN ('alice', 'eve')", tenant)
         r = await conn.fetchrow(compare, tenant)
-        assert r[0] == r[1] == 7 and r[2] == pytest.approx(r[3]) and r[4] == 2 and r[5] == r[6] == 6
+        assert r[0] == r[1] == 7 and r[2] == pytest.approx(r[3]) and r[4] == 2 and r[5] == r[6] == r[7] == 6
         await conn.execute("DELETE FROM ai_events WHERE tenant_id = $1", tenant)
-        for table in ("ai_events_hourly", "ai_events_hourly_users", "ai_events_hourly_tools"):
+        for table in ROLLUPS:
             assert await conn.fetchval(f"SELECT count(*) FROM {table} WHERE tenant_id = $1", tenant) == 0
 
 
 async def test_rollups_are_tenant_isolated(db: Any, tenant: str, other_tenant: str, filled: dict[str, Any]) -> None:
     async with db.tenant(other_tenant) as conn:
-        for table in ("ai_events_hourly", "ai_events_hourly_users", "ai_events_hourly_tools"):
+        for table in ROLLUPS:
             assert await conn.fetchval(f"SELECT count(*) FROM {table}") == 0  # RLS, no tenant filter
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             async with conn.transaction():

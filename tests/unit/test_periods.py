@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engram.domain.periods import HOUR, Granularity, Period, Window, buckets, floor_to, split
+from engram.domain.periods import DAY, HOUR, Granularity, Period, Window, buckets, floor_to, split, split_days
 
 moments = st.datetimes(min_value=datetime(2020, 1, 1), max_value=datetime(2035, 1, 1), timezones=st.just(UTC))
 
@@ -61,3 +61,32 @@ def test_windows_need_aware_ordered_bounds() -> None:
         Window(datetime(2026, 1, 1), datetime(2026, 1, 2))
     with pytest.raises(ValueError, match="before its start"):
         Window(datetime(2026, 1, 2, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC))
+
+
+@given(now=moments, period=st.sampled_from(list(Period)))
+def test_day_split_covers_the_window_exactly_once(now: datetime, period: Period) -> None:
+    window = Window.last(period, now)
+    s = split_days(window)
+    parts = [s.edges[0], s.hours[0], s.days, s.hours[1], s.edges[1]]
+    assert all(b <= e for b, e in parts)
+    used = [p for p in parts if p[0] < p[1]]  # in order, end to start, no gap and no overlap
+    assert used[0][0] == window.start and used[-1][1] == window.end
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(used))
+    d0, d1 = s.days
+    if d0 < d1:
+        assert d0 == floor_to(d0, Granularity.day) and d1 == floor_to(d1, Granularity.day)
+        assert (d1 - d0) % DAY == timedelta(0)
+    for b, e in s.hours:
+        assert b == floor_to(b, Granularity.hour) and e == floor_to(e, Granularity.hour) and e - b < DAY
+
+
+def test_day_split_example() -> None:
+    now = datetime(2026, 11, 30, 10, 20, tzinfo=UTC)
+    s = split_days(Window.last(Period.week, now))
+    assert s.days == (datetime(2026, 11, 24, tzinfo=UTC), datetime(2026, 11, 30, tzinfo=UTC))
+    assert s.hours == (
+        (datetime(2026, 11, 23, 11, tzinfo=UTC), datetime(2026, 11, 24, tzinfo=UTC)),
+        (datetime(2026, 11, 30, tzinfo=UTC), datetime(2026, 11, 30, 10, tzinfo=UTC)),
+    )
+    short = split_days(Window.last(Period.day, now))  # no whole UTC day inside 24 h unless aligned
+    assert short.days[0] == short.days[1]

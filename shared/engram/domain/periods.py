@@ -104,3 +104,28 @@ def buckets(window: Window, granularity: Granularity) -> list[datetime]:
         out.append(current)
         current += granularity.step
     return out
+
+
+@dataclass(frozen=True)
+class DaySplit:
+    """A coarser split for per-user rollups: whole UTC days, then whole hours, then raw edges.
+
+    `days` = [start, end) of whole days; `hours` = two ranges of whole hours before and after
+    them; `edges` = the two raw ranges of `split`. Together they cover the window exactly once.
+    """
+
+    days: tuple[datetime, datetime]
+    hours: tuple[tuple[datetime, datetime], tuple[datetime, datetime]]
+    edges: tuple[tuple[datetime, datetime], tuple[datetime, datetime]]
+
+
+def split_days(window: Window) -> DaySplit:
+    hourly = split(window)
+    h0, h1 = hourly.whole_start, hourly.whole_end
+    first_day = floor_to(h0, Granularity.day)
+    if first_day < h0:
+        first_day += DAY
+    last_day = floor_to(h1, Granularity.day)
+    if first_day >= last_day:  # no whole day inside: whole hours and raw edges only
+        return DaySplit((h0, h0), ((h0, h1), (h1, h1)), hourly.edges)
+    return DaySplit((first_day, last_day), ((h0, first_day), (last_day, h1)), hourly.edges)

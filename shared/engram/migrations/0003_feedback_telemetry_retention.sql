@@ -2,7 +2,7 @@
 --
 -- The telemetry API answers from hourly rollups so the overview over a million events stays
 -- fast: `ai_events` keeps every row (append-only), and statement-level triggers with
--- transition tables fold each INSERT (also COPY) and DELETE (retention, erasure) into three
+-- transition tables fold each INSERT (also COPY) and DELETE (retention, erasure) into four
 -- small tables in the same transaction. One trigger run per statement, not per row, so a
 -- batch insert or a 5,000-row retention delete costs one aggregate, and the rollups are
 -- always exactly the sum of the rows still stored. Every rollup table carries tenant_id
@@ -36,6 +36,9 @@ CREATE TABLE ai_events_hourly_users (
   errors    bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (tenant_id, bucket, user_id)
 );
+
+-- the same per UTC day: top-users over 30 days reads ~30 rows per user instead of ~720
+CREATE TABLE ai_events_daily_users (LIKE ai_events_hourly_users INCLUDING ALL);
 
 -- per tenant, hour and tool: calls, duration and successes of chat.tool_used
 CREATE TABLE ai_events_hourly_tools (
@@ -107,6 +110,25 @@ BEGIN
     tokens = u.tokens + EXCLUDED.tokens,
     errors = u.errors + EXCLUDED.errors;
 
+  INSERT INTO ai_events_daily_users AS u (tenant_id, bucket, user_id, events, turns, cost_usd, tokens, errors)
+  SELECT tenant_id, date_trunc('day', created_at, 'UTC'), user_id,
+         sign * count(*),
+         sign * count(*) FILTER (WHERE event_name = 'chat.turn_completed'),
+         sign * sum(engram_ai_event_num(metadata, 'costUsd')),
+         sign * sum(engram_ai_event_num(metadata, 'inputTokens')
+                    + engram_ai_event_num(metadata, 'outputTokens'))::bigint,
+         sign * count(*) FILTER (WHERE event_name = 'chat.error')
+  FROM delta
+  WHERE user_id IS NOT NULL
+  GROUP BY 1, 2, 3
+  ORDER BY 1, 2, 3
+  ON CONFLICT (tenant_id, bucket, user_id) DO UPDATE SET
+    events = u.events + EXCLUDED.events,
+    turns = u.turns + EXCLUDED.turns,
+    cost_usd = u.cost_usd + EXCLUDED.cost_usd,
+    tokens = u.tokens + EXCLUDED.tokens,
+    errors = u.errors + EXCLUDED.errors;
+
   INSERT INTO ai_events_hourly_tools AS t (tenant_id, bucket, tool_name, calls, duration_ms, successes)
   SELECT tenant_id, date_trunc('hour', created_at, 'UTC'), metadata ->> 'toolName',
          sign * count(*),
@@ -127,6 +149,9 @@ BEGIN
       WHERE r.tenant_id = d.tenant_id AND r.bucket = d.bucket AND r.events <= 0;
     DELETE FROM ai_events_hourly_users r
       USING (SELECT DISTINCT tenant_id, date_trunc('hour', created_at, 'UTC') AS bucket FROM delta) d
+      WHERE r.tenant_id = d.tenant_id AND r.bucket = d.bucket AND r.events <= 0;
+    DELETE FROM ai_events_daily_users r
+      USING (SELECT DISTINCT tenant_id, date_trunc('day', created_at, 'UTC') AS bucket FROM delta) d
       WHERE r.tenant_id = d.tenant_id AND r.bucket = d.bucket AND r.events <= 0;
     DELETE FROM ai_events_hourly_tools r
       USING (SELECT DISTINCT tenant_id, date_trunc('hour', created_at, 'UTC') AS bucket FROM delta) d
@@ -155,6 +180,10 @@ SELECT tenant_id, date_trunc('hour', created_at, 'UTC'), user_id, count(*),
        sum(engram_ai_event_num(metadata, 'inputTokens') + engram_ai_event_num(metadata, 'outputTokens'))::bigint,
        count(*) FILTER (WHERE event_name = 'chat.error')
 FROM ai_events WHERE user_id IS NOT NULL GROUP BY 1, 2, 3;
+INSERT INTO ai_events_daily_users (tenant_id, bucket, user_id, events, turns, cost_usd, tokens, errors)
+SELECT tenant_id, date_trunc('day', bucket, 'UTC'), user_id, sum(events), sum(turns), sum(cost_usd), sum(tokens),
+       sum(errors)
+FROM ai_events_hourly_users GROUP BY 1, 2, 3;
 INSERT INTO ai_events_hourly_tools (tenant_id, bucket, tool_name, calls, duration_ms, successes)
 SELECT tenant_id, date_trunc('hour', created_at, 'UTC'), metadata ->> 'toolName', count(*),
        sum(engram_ai_event_num(metadata, 'durationMs'))::bigint,
@@ -187,7 +216,7 @@ CREATE INDEX ai_events_created_brin ON ai_events USING brin (created_at);
 DO $$
 DECLARE t text;
 BEGIN
-  FOREACH t IN ARRAY ARRAY['ai_events_hourly', 'ai_events_hourly_users', 'ai_events_hourly_tools']
+  FOREACH t IN ARRAY ARRAY['ai_events_hourly', 'ai_events_hourly_users', 'ai_events_daily_users', 'ai_events_hourly_tools']
   LOOP
     EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
     EXECUTE format('DROP POLICY IF EXISTS tenant_isolation ON %I', t);

@@ -4,7 +4,8 @@ Every query runs in a tenant transaction (row-level security) and filters by ten
 as well. Aggregates read the hourly rollups (migration 0003) for the whole hours of the
 window and the raw `ai_events` rows for its two ragged edges (less than an hour each), so
 an answer is exact for the window `[now - period, now)` and its cost does not grow with the
-number of events in the window.
+number of events in the window. Top users, whose rollup has a row per user and hour, reads
+whole days from the daily rollup first.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engram.adapters.postgres import Connection, Database
-from engram.domain.periods import Granularity, Period, Window, buckets, split
+from engram.domain.periods import Granularity, Period, Window, buckets, split, split_days
 from engram.domain.scopes import Permission, Principal
 from engram.services.memory import require
 
@@ -184,21 +185,28 @@ ORDER BY calls DESC, tool_name
 LIMIT $8
 """
 
-_TOP_USERS = f"""
+# $1 tenant, $2/$3 whole days, $4..$7 whole hours around them, $8..$11 raw edges, $12 limit
+_TOP_USERS = """
 SELECT user_id, sum(cost_usd) AS cost_usd, sum(turns) AS turns, sum(tokens) AS tokens, sum(events) AS events
 FROM (
   SELECT user_id, cost_usd, turns, tokens, events
-  FROM ai_events_hourly_users WHERE tenant_id = $1 AND bucket >= $2 AND bucket < $3
+  FROM ai_events_daily_users WHERE tenant_id = $1 AND bucket >= $2 AND bucket < $3
+  UNION ALL
+  SELECT user_id, cost_usd, turns, tokens, events
+  FROM ai_events_hourly_users
+  WHERE tenant_id = $1 AND ((bucket >= $4 AND bucket < $5) OR (bucket >= $6 AND bucket < $7))
   UNION ALL
   SELECT user_id, engram_ai_event_num(metadata, 'costUsd'),
          CASE WHEN event_name = 'chat.turn_completed' THEN 1 ELSE 0 END,
          (engram_ai_event_num(metadata, 'inputTokens') + engram_ai_event_num(metadata, 'outputTokens'))::bigint,
          1
-  FROM ai_events WHERE {_RAW_EDGES} AND user_id IS NOT NULL
+  FROM ai_events
+  WHERE tenant_id = $1 AND user_id IS NOT NULL
+    AND ((created_at >= $8 AND created_at < $9) OR (created_at >= $10 AND created_at < $11))
 ) AS u
 GROUP BY user_id
 ORDER BY cost_usd DESC, user_id
-LIMIT $8
+LIMIT $12
 """
 
 
@@ -206,6 +214,13 @@ def _window_args(tenant_id: str, window: Window) -> list[Any]:
     s = split(window)
     (a0, a1), (b0, b1) = s.edges
     return [tenant_id, s.whole_start, s.whole_end, a0, a1, b0, b1]
+
+
+def _day_window_args(tenant_id: str, window: Window) -> list[Any]:
+    s = split_days(window)
+    (ha0, ha1), (hb0, hb1) = s.hours
+    (a0, a1), (b0, b1) = s.edges
+    return [tenant_id, *s.days, ha0, ha1, hb0, hb1, a0, a1, b0, b1]
 
 
 @dataclass(frozen=True)
@@ -349,7 +364,7 @@ class TelemetryQuery:
         self._allow(principal)
         window = Window.last(period, now)
         async with self.db.tenant(principal.tenant_id) as conn:
-            rows = await conn.fetch(_TOP_USERS, *_window_args(principal.tenant_id, window), limit)
+            rows = await conn.fetch(_TOP_USERS, *_day_window_args(principal.tenant_id, window), limit)
         return TopUsers(
             period=period,
             items=[
