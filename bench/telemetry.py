@@ -232,12 +232,12 @@ async def run(events: int, runs: int) -> dict[str, Any]:
                 for r in await conn.fetch(
                     "SELECT relname AS name, round(pg_total_relation_size(oid) / 1048576.0, 1)::float AS mb"
                     " FROM pg_class WHERE relname IN ('ai_events', 'ai_events_hourly', 'ai_events_hourly_users',"
-                    " 'ai_events_hourly_tools')"
+                    " 'ai_events_daily_users', 'ai_events_hourly_tools')"
                 )
             }
             rollup_rows = await conn.fetchval(
                 "SELECT (SELECT count(*) FROM ai_events_hourly) + (SELECT count(*) FROM ai_events_hourly_users)"
-                " + (SELECT count(*) FROM ai_events_hourly_tools)"
+                " + (SELECT count(*) FROM ai_events_daily_users) + (SELECT count(*) FROM ai_events_hourly_tools)"
             )
         # the two ways agree (the rollup answer and the raw one are taken a moment apart)
         agree = abs(first["turns"] - baseline_row["turns"]) <= max(2, first["turns"] // 10_000)
