@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engram.domain.events import OBSERVATION_DELETED
+from engram.domain.events import FEEDBACK_RECORDED, OBSERVATION_DELETED, FeedbackRecorded, new_event
 from engram.runtime.auth import create_agent_key
 from tests.conftest import ALL_PERMISSIONS, eventually
 from tests.events import published
@@ -123,6 +124,17 @@ async def test_erasure_leaves_nothing_of_the_user(
     assert lines(export.text)[-1] == {"record": "end", "observations": 0, "feedback": 0}
     again = await api.delete("/api/ai/memory?user=alice", headers=s["alice"])
     assert again.json() == {"user_id": "alice", "observations": 0, "feedback": 0, "index_entries": 0}
+
+    # feedback alice gave before the erasure but still in flight is dropped; later feedback counts
+    def cited(at: datetime) -> Any:
+        data = FeedbackRecorded(kind="cited", observation_id=uuid.UUID(s["bobs"]), actor="human")
+        return new_event(FEEDBACK_RECORDED, data, tenant_id=tenant, source="/t", user_id="alice", time=at.isoformat())
+
+    in_flight, later = cited(datetime.now(UTC) - timedelta(seconds=30)), cited(datetime.now(UTC) + timedelta(seconds=1))
+    assert await services.feedback_recorder.handle_batch([in_flight, later]) == [None, None]
+    assert services.feedback_recorder.last_report.erased == 1
+    async with db.tenant(tenant) as conn:
+        assert await conn.fetchval("SELECT count(*) FROM observation_feedback WHERE user_id = 'alice'") == 1
 
 
 async def test_erasure_permissions_and_parameters(api: Any, auth: Any, tenant: str) -> None:

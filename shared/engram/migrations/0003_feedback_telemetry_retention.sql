@@ -228,3 +228,17 @@ END $$;
 -- Feedback (R-9): ratings are looked up per query and stream.
 CREATE INDEX observation_feedback_query ON observation_feedback (tenant_id, query_id, stream_origin)
   WHERE query_id IS NOT NULL;
+
+-- Erasure (R-11.3): when a user's personal memory was erased. Feedback the user gave before
+-- that moment but which was still in flight is dropped by record-feedback, so an erasure
+-- stays complete; feedback given afterwards is recorded as usual.
+CREATE TABLE personal_data_erasures (
+  tenant_id text NOT NULL,
+  user_id   text NOT NULL,
+  erased_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (tenant_id, user_id)
+);
+ALTER TABLE personal_data_erasures ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS tenant_isolation ON personal_data_erasures;
+CREATE POLICY tenant_isolation ON personal_data_erasures USING (tenant_id = engram_tenant())
+  WITH CHECK (tenant_id = engram_tenant());

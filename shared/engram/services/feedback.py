@@ -109,6 +109,7 @@ class _Parsed:
     key: str
     user_id: str | None
     data: FeedbackRecorded
+    time: datetime | None
 
 
 @dataclass
@@ -125,6 +126,7 @@ class BatchReport:
     applied: int = 0
     duplicates: int = 0
     orphaned: int = 0  # feedback on an observation deleted in the meantime: acknowledged, no effect
+    erased: int = 0  # given before its user's memory was erased: acknowledged, dropped
     verified: list[uuid.UUID] = field(default_factory=list)
 
 
@@ -143,7 +145,20 @@ def _parse(index: int, event: CloudEvent) -> tuple[str, _Parsed]:
     user_id = str(user) if user else None
     if data.kind in (FeedbackKind.rejected, FeedbackKind.confirmed) and user_id is None:
         raise InvalidEvent(f"'{data.kind.value}' feedback needs the 'userid' extension")
-    return tenant, _Parsed(index, event_key(event), user_id, data)
+    sent = event.get("time")
+    try:
+        at = datetime.fromisoformat(str(sent).replace("Z", "+00:00")) if sent else None
+    except ValueError as exc:
+        raise InvalidEvent(f"'time' is not an RFC 3339 timestamp: {sent!r}") from exc
+    if at is not None and at.tzinfo is None:
+        raise InvalidEvent(f"'time' needs a UTC offset: {sent!r}")
+    return tenant, _Parsed(index, event_key(event), user_id, data, at)
+
+
+def _erased(p: _Parsed, erased_at: dict[str, datetime]) -> bool:
+    """Given before its user's personal memory was erased (an event without a time counts as before)."""
+    when = erased_at.get(p.user_id or "")
+    return when is not None and (p.time is None or p.time <= when)
 
 
 class FeedbackRecorder:
@@ -194,6 +209,20 @@ class FeedbackRecorder:
             report.duplicates += len(unique) - len(todo)
             if not todo:
                 return
+            users = sorted({p.user_id for p in todo if p.user_id is not None})
+            erased_at = {
+                r["user_id"]: r["erased_at"]
+                for r in await conn.fetch(
+                    "SELECT user_id, erased_at FROM personal_data_erasures WHERE tenant_id = $1"
+                    " AND user_id = ANY($2::text[])",
+                    tenant,
+                    users,
+                )
+            }
+            if erased_at:
+                before = len(todo)
+                todo = [p for p in todo if not _erased(p, erased_at)]
+                report.erased += before - len(todo)
             wanted = sorted({p.data.observation_id for p in todo if p.data.observation_id is not None})
             # lock the observations in id order (no deadlock between workers) and learn
             # which still exist and which are verified already

@@ -6,8 +6,10 @@ feedback the user gave. Tenant-wide observations (`user_id` NULL) belong to nobo
 Erasure deletes, in one tenant transaction, the user's observations (with every feedback
 row on them), the user's own feedback rows, and stages one `observation.deleted` event per
 observation in the outbox; after commit they are published, and the embed-index worker
-removes the index entries. A user may export or erase their own memory; another user's needs
-`manage:AiObservation`.
+removes the index entries. It also notes when the erasure happened, so feedback the user
+gave before it that was still on its way is dropped by record-feedback.
+
+A user may export or erase their own memory; another user's needs `manage:AiObservation`.
 """
 
 from __future__ import annotations
@@ -126,6 +128,13 @@ class PersonalData:
                         ids,
                     )
                 ).split()[-1]
+            )
+            # in-flight feedback the user gave before now is dropped by record-feedback
+            await conn.execute(
+                "INSERT INTO personal_data_erasures (tenant_id, user_id, erased_at) VALUES ($1, $2, now())"
+                " ON CONFLICT (tenant_id, user_id) DO UPDATE SET erased_at = EXCLUDED.erased_at",
+                tenant_id,
+                user_id,
             )
             deleted = await conn.fetch(
                 "DELETE FROM observations WHERE tenant_id = $1 AND id = ANY($2::uuid[]) RETURNING id, user_id",
