@@ -17,6 +17,7 @@ import json
 import os
 import random
 import secrets
+import shutil
 import statistics
 import tempfile
 import time
@@ -264,6 +265,7 @@ async def run(events: int, runs: int) -> dict[str, Any]:
     finally:
         nats.stop()
         pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)  # about 2 GB of PostgreSQL data at a million events
 
 
 def main() -> None:
