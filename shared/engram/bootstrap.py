@@ -17,8 +17,11 @@ from engram.adapters.postgres import Database
 from engram.domain.rules import RuleSet
 from engram.runtime.auth import Authenticator
 from engram.services.extraction import Extraction
+from engram.services.feedback import FeedbackRecorder, FeedbackService
 from engram.services.ingest import EventIngest
 from engram.services.memory import MemoryService
+from engram.services.personal_data import PersonalData
+from engram.services.telemetry_query import TelemetryQuery
 from engram.settings import Settings, get_settings
 
 log = structlog.get_logger(__name__)
@@ -33,6 +36,10 @@ class Services:
     memory: MemoryService
     ingest: EventIngest
     extraction: Extraction
+    feedback: FeedbackService
+    feedback_recorder: FeedbackRecorder
+    telemetry_query: TelemetryQuery
+    personal_data: PersonalData
     background: list[asyncio.Task[Any]] = field(default_factory=list)
 
     async def ready(self) -> dict[str, bool]:
@@ -77,6 +84,10 @@ async def build(settings: Settings | None = None) -> Services:
         memory=MemoryService(db, bus, settings.engram_observation_types),
         ingest=EventIngest(bus),
         extraction=Extraction(db, bus, load_rules(settings), settings.engram_observation_types),
+        feedback=FeedbackService(db, bus),
+        feedback_recorder=FeedbackRecorder(db, bus),
+        telemetry_query=TelemetryQuery(db),
+        personal_data=PersonalData(db, bus),
     )
 
 

@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     engram_archive_bucket: str | None = None
     s3_endpoint_url: str | None = None
     aws_region: str = "eu-central-1"
+    engram_archive_prefix: str = Field(default="ai-events", min_length=1, max_length=200)
+    engram_retention_batch_size: int = Field(default=5_000, ge=1, le=100_000)
 
     # authentication
     engram_jwt_secret: SecretStr | None = Field(default=None, description="HS256 secret (local/dev)")
