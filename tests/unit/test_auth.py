@@ -49,7 +49,7 @@ def test_rs256_with_a_public_key(rsa_key: rsa.RSAPrivateKey) -> None:
     auth = Authenticator(Settings(engram_jwt_public_key=_pem(rsa_key), engram_jwt_audience="engram"), None)
     p = auth.principal_from_jwt(_token(rsa_key, "RS256", aud="engram"))
     assert p.permissions == frozenset({"read:AiObservation"})
-    with pytest.raises(Unauthorized, match="(?i)audience"):
+    with pytest.raises(Unauthorized, match=r"(?i)audience"):
         auth.principal_from_jwt(_token(rsa_key, "RS256", aud="someone-else"))
     # an HS256 token signed with the public key text must not pass (algorithm confusion)
     with pytest.raises(Unauthorized):
