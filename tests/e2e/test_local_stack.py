@@ -53,7 +53,11 @@ def local_stack(stack: dict[str, str], tmp_path_factory: Any) -> Any:
     }
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engram.cli", "dev"], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "engram.cli", "dev"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     api = f"http://127.0.0.1:{base + 1}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engram.domain.events import REGISTRY, EXTENSION_NAME, subject_for
+from engram.domain.events import EXTENSION_NAME, REGISTRY, subject_for
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas" / "events"
 
