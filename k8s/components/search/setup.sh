@@ -1,5 +1,6 @@
 #!/bin/sh
-# Run by the elasticsearch-setup Job: role + user for the functions, then the index template.
+# Run by the elasticsearch-setup Job: the role and user the functions log in as. The index
+# template and the per-tenant indices (engram-obs-*) are created by the code itself.
 set -eu
 auth="elastic:${ELASTIC_PASSWORD:?ELASTIC_PASSWORD is empty}"
 : "${ENGRAM_APP_PASSWORD:?ENGRAM_APP_PASSWORD is empty}"
@@ -17,5 +18,4 @@ put() {
 put _security/role/engram_app \
   '{"cluster":["monitor","manage_index_templates"],"indices":[{"names":["engram-*"],"privileges":["all"]}]}'
 put _security/user/engram_app "{\"password\":\"${ENGRAM_APP_PASSWORD}\",\"roles\":[\"engram_app\"]}"
-put _index_template/engram-observations @/setup/index-template.json
 echo "elasticsearch-setup: done"
