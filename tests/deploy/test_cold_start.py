@@ -54,3 +54,16 @@ def test_report_compares_with_the_baseline() -> None:
     assert isinstance(functions, dict)
     assert functions["memory-api"]["ratio_to_baseline"] == 12.0 and functions["memory-api"]["ok"]
     assert not functions["embed-index"]["ok"] and summary["all_ok"] is False
+
+
+def test_workers_do_not_import_pyjwt() -> None:
+    """Workers never authenticate: PyJWT and cryptography stay out of their start (about 50 ms)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, engram.bootstrap, engram.runtime.worker, engram.runtime.jetstream;"
+        "print(sorted(m for m in ('jwt', 'cryptography') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
