@@ -265,6 +265,7 @@ def report(
         "python": python,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "runs": runs,
         "baseline_python_pass_s": round(base, 4),
         "functions": {
@@ -312,7 +313,10 @@ def print_table(summary: dict[str, object]) -> None:
         )
     console = Console(width=max(Console().width, 110))
     console.print(table)
-    console.print(f"baseline python -c pass: {summary['baseline_python_pass_s']} s; {summary['machine']}")
+    console.print(
+        f"baseline python -c pass: {summary['baseline_python_pass_s']} s; {summary['machine']}; "
+        f"load average {summary['load_average_1m']} (other work on the machine inflates wall times, not CPU s)"
+    )
     for name, why in dict(summary["skipped"]).items():  # type: ignore[call-overload]
         console.print(f"skipped {name} ({why})")
 
