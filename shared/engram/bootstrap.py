@@ -52,7 +52,27 @@ class Services:
             checks["nats"] = await self.bus.ping()
         except Exception:
             checks["nats"] = False
+        try:
+            checks["schema"] = await self.schema_current()
+        except Exception:
+            checks["schema"] = False
         return checks
+
+    async def schema_current(self) -> bool:
+        """True once every migration this code knows is applied: a new revision takes traffic only then."""
+        from engram.migrate import applied_version, latest_version
+
+        async with self.db.pool.acquire() as conn:
+            return await applied_version(conn) >= latest_version()
+
+    async def wait_for_schema(self, interval: float = 1.0) -> None:
+        """Workers start consuming only after the migration Job has run (k8s/base/migrate)."""
+        warned = False
+        while not await self.schema_current():
+            if not warned:
+                log.warning("services.waiting_for_migrations", hint="run `engram migrate`")
+                warned = True
+            await asyncio.sleep(interval)
 
     def start_outbox_relay(self) -> None:
         from engram.services.outbox import relay_forever

@@ -15,7 +15,9 @@ CONFIG_DIR = Path(__file__).parent / "config"
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False)
+    # env_ignore_empty: an empty variable means "unset" (the Kubernetes ConfigMap and Secret list every
+    # setting, empty where the default applies)
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False, env_ignore_empty=True)
 
     # stores and bus
     database_url: str | None = Field(default=None, description="PostgreSQL; embedded server when unset")
