@@ -139,6 +139,7 @@ async def api(services: Any) -> AsyncIterator[Any]:
 
 WORKERS = [
     ("functions.extract_observation.main", "extract_observation", "extract-observation"),
+    ("functions.record_feedback.main", "record_feedback", "record-feedback"),
 ]
 
 

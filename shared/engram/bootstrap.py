@@ -24,9 +24,12 @@ from engram.runtime.auth import Authenticator
 from engram.services.chat import ChatTurns
 from engram.services.chat_memory import ChatMemory
 from engram.services.extraction import Extraction
+from engram.services.feedback import FeedbackRecorder, FeedbackService
 from engram.services.gateway import LlmGateway
 from engram.services.ingest import EventIngest
 from engram.services.memory import MemoryService
+from engram.services.personal_data import PersonalData
+from engram.services.telemetry_query import TelemetryQuery
 from engram.settings import Settings, get_settings
 
 log = structlog.get_logger(__name__)
@@ -41,6 +44,10 @@ class Services:
     memory: MemoryService
     ingest: EventIngest
     extraction: Extraction
+    feedback: FeedbackService
+    feedback_recorder: FeedbackRecorder
+    telemetry_query: TelemetryQuery
+    personal_data: PersonalData
     background: list[asyncio.Task[Any]] = field(default_factory=list)
     recall: Recall | None = None  # the recall service (retrieval issue); chat-turn refuses to run without it
     gateway: LlmGateway | None = None
@@ -56,7 +63,27 @@ class Services:
             checks["nats"] = await self.bus.ping()
         except Exception:
             checks["nats"] = False
+        try:
+            checks["schema"] = await self.schema_current()
+        except Exception:
+            checks["schema"] = False
         return checks
+
+    async def schema_current(self) -> bool:
+        """True once every migration this code knows is applied: a new revision takes traffic only then."""
+        from engram.migrate import applied_version, latest_version
+
+        async with self.db.pool.acquire() as conn:
+            return await applied_version(conn) >= latest_version()
+
+    async def wait_for_schema(self, interval: float = 1.0) -> None:
+        """Workers start consuming only after the migration Job has run (k8s/base/migrate)."""
+        warned = False
+        while not await self.schema_current():
+            if not warned:
+                log.warning("services.waiting_for_migrations", hint="run `engram migrate`")
+                warned = True
+            await asyncio.sleep(interval)
 
     def start_outbox_relay(self) -> None:
         from engram.services.outbox import relay_forever
@@ -155,6 +182,10 @@ async def build(settings: Settings | None = None) -> Services:
             settings.engram_observation_types,
             chat_extractor=ChatMemory(gateway, settings.engram_observation_types),
         ),
+        feedback=FeedbackService(db, bus),
+        feedback_recorder=FeedbackRecorder(db, bus),
+        telemetry_query=TelemetryQuery(db),
+        personal_data=PersonalData(db, bus),
     )
     services.gateway = gateway
     # read at every turn, so it does not matter when or how `services.recall` is set

@@ -270,6 +270,10 @@ def banner(fns: list[Function], token: str, pg_url: str, nats_url: str) -> None:
         for i, example in enumerate(chat_examples(), len(examples()) + 1):
             console.print(f"# {i}. {example.title}", soft_wrap=True)
             console.print(example.curl(chat) + "\n", soft_wrap=True, markup=False)
+    dashboard = next((f.url for f in fns if f.name == "telemetry-query" and f.url), None)
+    if dashboard:
+        console.print("# telemetry dashboard (open in a browser):", soft_wrap=True)
+        console.print(f"{dashboard}/api/ai/telemetry/dashboard#token={token}\n", soft_wrap=True, markup=False)
     console.print("Ctrl-C stops everything.\n")
 
 

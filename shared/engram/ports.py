@@ -7,7 +7,7 @@ from typing import Protocol
 
 from cloudevents.http import CloudEvent
 
-from engram.adapters.nats_bus import Published
+from engram.adapters.nats_bus import Published, RawMessage
 from engram.domain.llm import LlmReply, LlmRequest
 from engram.domain.recall import RecallQuery, RecallResult
 from engram.domain.scopes import Principal
@@ -19,6 +19,10 @@ class EventBus(Protocol):
     async def publish_many(self, events: Sequence[CloudEvent]) -> list[Published]: ...
 
     async def publish_raw(self, subject: str, headers: dict[str, str], body: bytes, *, event_id: str) -> Published: ...
+
+    async def publish_raw_many(
+        self, items: Sequence[RawMessage], *, timeout: float = 10.0
+    ) -> list[Published | BaseException]: ...
 
 
 class Recall(Protocol):

@@ -16,7 +16,9 @@ CONFIG_DIR = Path(__file__).parent / "config"
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False)
+    # env_ignore_empty: an empty variable means "unset" (the Kubernetes ConfigMap and Secret list every
+    # setting, empty where the default applies)
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False, env_ignore_empty=True)
 
     # stores and bus
     database_url: str | None = Field(default=None, description="PostgreSQL; embedded server when unset")
@@ -49,6 +51,8 @@ class Settings(BaseSettings):
     engram_archive_bucket: str | None = None
     s3_endpoint_url: str | None = None
     aws_region: str = "eu-central-1"
+    engram_archive_prefix: str = Field(default="ai-events", min_length=1, max_length=200)
+    engram_retention_batch_size: int = Field(default=5_000, ge=1, le=100_000)
 
     # authentication
     engram_jwt_secret: SecretStr | None = Field(default=None, description="HS256 secret (local/dev)")

@@ -108,7 +108,7 @@ def test_printed_calls_work_and_a_domain_event_becomes_one_visible_observation(l
     assert len(schmidt(bob)) == 1
     stranger = issue_jwt(JWT_SECRET, tenant_id="another-tenant", user_id="eve", permissions=["read:AiObservation"])
     assert schmidt(stranger) == []
-    assert json.loads(httpx.get(f"{api}/readyz").text)["checks"] == {"postgres": True, "nats": True}
+    assert json.loads(httpx.get(f"{api}/readyz").text)["checks"] == {"postgres": True, "nats": True, "schema": True}
 
 
 def test_printed_chat_calls_answer_offline_from_memory(local_stack: Any) -> None:

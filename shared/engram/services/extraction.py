@@ -18,6 +18,7 @@ import structlog
 from cloudevents.http import CloudEvent
 from pydantic import ValidationError
 
+from engram.adapters.observations import Change, ObservationStore
 from engram.adapters.postgres import Connection, Database
 from engram.domain.events import (
     OBSERVATION_MARKED,
@@ -36,8 +37,8 @@ from engram.domain.observation import (
 )
 from engram.domain.rules import RuleSet, apply_rule, event_context
 from engram.ports import EventBus
-from engram.services import outbox, telemetry
-from engram.services.memory import marked_draft, write_and_stage
+from engram.services import telemetry
+from engram.services.memory import change_events, marked_draft
 
 log = structlog.get_logger(__name__)
 
@@ -211,18 +212,16 @@ class Extraction:
     async def _apply(self, tenant: str, batch: TenantBatch) -> None:
         started = time.perf_counter()
         records: list[telemetry.TelemetryRecord] = []
-        pending: list[outbox.Pending] = []
+        changes: list[Change] = []
         async with self.db.tenant(tenant) as conn:
             if batch.planned:
-                keys = [p.key for p in batch.planned]
-                done = {
-                    r["event_key"]
-                    for r in await conn.fetch(
-                        "SELECT event_key FROM processed_events WHERE consumer = $1 AND event_key = ANY($2::text[])",
-                        CONSUMER,
-                        keys,
-                    )
-                }
+                rows = await conn.fetch(
+                    "SELECT event_key, produced FROM processed_events"
+                    " WHERE consumer = $1 AND event_key = ANY($2::text[])",
+                    CONSUMER,
+                    [p.key for p in batch.planned],
+                )
+                done = {r["event_key"]: list(r["produced"]) for r in rows}
                 todo: list[Planned] = []
                 repeated: list[Planned] = []  # the same event twice in one batch: applied once
                 taken: set[str] = set()
@@ -234,8 +233,8 @@ class Extraction:
                     else:
                         taken.add(p.key)
                         todo.append(p)
-                drafts = [d for p in todo for d in p.drafts]
-                written, pending = await write_and_stage(conn, tenant, drafts, SOURCE)
+                written = await ObservationStore(conn).write_changes([d for p in todo for d in p.drafts])
+                changes.extend(written)
                 stats: dict[TriggerSource, dict[str, int]] = defaultdict(
                     lambda: {"count": 0, "dedup": 0, "input_tokens": 0, "output_tokens": 0, "llm_ms": 0}
                 )
@@ -255,10 +254,9 @@ class Extraction:
                     stats[p.trigger]["llm_ms"] += p.duration_ms
                     mine = written[cursor : cursor + len(p.drafts)]
                     cursor += len(p.drafts)
-                    produced.append(",".join(str(w.observation.id) for w in mine))
-                    for w in mine:
-                        outcome = "dedup" if w.outcome is WriteOutcome.deduplicated else "count"
-                        stats[p.trigger][outcome] += 1
+                    produced.append(",".join(str(c.id) for c in mine))
+                    for c in mine:
+                        stats[p.trigger]["dedup" if c.outcome is WriteOutcome.deduplicated else "count"] += 1
                 if todo:
                     await conn.execute(
                         "INSERT INTO processed_events (tenant_id, consumer, event_key, produced)"
@@ -269,6 +267,17 @@ class Extraction:
                         CONSUMER,
                         [p.key for p in todo],
                         produced,
+                    )
+                # An earlier attempt that committed but was never acked may not have announced its
+                # changes: announce them again (same revision = same event id, so JetStream drops
+                # what did go out). This is why the workers need no outbox.
+                replay = [i for ids in done.values() for i in ids]
+                if replay:
+                    rows = await conn.fetch(
+                        "SELECT id, user_id, updated_at FROM observations WHERE id = ANY($1::uuid[])", replay
+                    )
+                    changes.extend(
+                        Change(r["id"], tenant, r["user_id"], WriteOutcome.updated, r["updated_at"]) for r in rows
                     )
                 elapsed = int((time.perf_counter() - started) * 1000)
                 for trigger, s in stats.items():
@@ -320,4 +329,6 @@ class Extraction:
                         )
                     )
             await telemetry.write(conn, records)
-        await outbox.publish(self.db, self.bus, pending)
+        events = change_events(changes, SOURCE)
+        if events:
+            await self.bus.publish_many(events)  # failure -> nak -> redelivery -> replay above
