@@ -33,6 +33,8 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         with contextlib.suppress(Exception):
             services = await get_services()
             services.start_outbox_relay()
+            if services.gateway is not None:
+                await services.gateway.warm()  # the SDK import, off the first turn's path
 
     task = asyncio.create_task(warm())
     yield

@@ -227,3 +227,21 @@ def test_compaction_models_come_from_a_comma_separated_variable(monkeypatch: pyt
     assert Settings().compaction_supported_models == frozenset({"claude-opus-4-7", "claude-sonnet-4-6"})
     monkeypatch.delenv("COMPACTION_SUPPORTED_MODELS")
     assert "claude-sonnet-4-6" in Settings().compaction_supported_models
+
+
+def test_building_the_gateway_does_not_import_the_sdk() -> None:
+    """The SDK takes about a second to import: functions that never call a model must not pay for it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pydantic import SecretStr\n"
+        "from engram.bootstrap import build_gateway\n"
+        "from engram.settings import Settings\n"
+        "gateway = build_gateway(Settings(anthropic_api_key=SecretStr('sk-test')))\n"
+        "assert gateway.available\n"
+        "print('anthropic' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False"

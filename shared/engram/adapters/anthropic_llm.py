@@ -5,7 +5,8 @@ last tool, the cached system blocks and the last history message), server-side c
 (`context_management.edits` and the `compact-2026-01-12` beta only for models in
 `COMPACTION_SUPPORTED_MODELS`), and the assistant-content whitelist. The client is created on
 first use with `max_retries=0`: the gateway owns retries and fallbacks, so a failing provider
-never holds a chat turn in the SDK's own backoff.
+never holds a chat turn in the SDK's own backoff. The SDK itself is imported on first use too
+(it takes about a second to import), so functions that never call a model do not pay for it.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import structlog
 
 from engram.domain.llm import (
@@ -35,6 +35,9 @@ from engram.domain.llm import (
     find_compactions,
     sanitize_assistant_content,
 )
+
+if TYPE_CHECKING:
+    import anthropic
 
 log = structlog.get_logger(__name__)
 
@@ -145,6 +148,7 @@ def _retry_after(headers: Any) -> float | None:
 
 def map_error(exc: Exception, model: str) -> LlmError:
     """SDK exceptions -> the gateway's error kinds."""
+    import anthropic  # loaded already: the exception came from it
     if isinstance(exc, anthropic.APITimeoutError):
         return LlmTimeout(f"{model}: timed out", model=model)
     if isinstance(exc, anthropic.APIStatusError):
@@ -221,8 +225,18 @@ class AnthropicLLM:
     @property
     def client(self) -> anthropic.AsyncAnthropic:
         if self._client is None:  # created on first use, never at import (R-2.2)
+            import anthropic
+
             self._client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self._base_url, max_retries=0)
         return self._client
+
+    async def warm(self) -> None:
+        """Import the SDK in a thread and create the client, so the first turn does not wait for it."""
+        import asyncio
+        import importlib
+
+        await asyncio.to_thread(importlib.import_module, "anthropic")
+        _ = self.client
 
     def params(self, request: LlmRequest, *, model: str, temperature: float | None) -> dict[str, Any]:
         return build_params(

@@ -200,6 +200,12 @@ class LlmGateway:
         self._idle = asyncio.Event()
         self._idle.set()
 
+    async def warm(self) -> None:
+        """Load the provider's client ahead of the first call (chat-turn does this at start-up)."""
+        warm = getattr(self.llm, "warm", None)
+        if warm is not None:
+            await warm()
+
     async def close(self, drain_seconds: float = 5.0) -> None:
         """Let calls in progress finish (up to `drain_seconds`), then close the provider client."""
         with contextlib.suppress(TimeoutError):
