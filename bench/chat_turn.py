@@ -158,11 +158,20 @@ async def wait_for_index(services: Any, timeout: float) -> None:
     stop = asyncio.Event()
     task = asyncio.create_task(runner.run(stop))
     deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    last_report = started
     try:
         while time.monotonic() < deadline:
             info = await services.bus.js.consumer_info(spec.stream, spec.durable)
             if info.num_pending == 0 and info.num_ack_pending == 0 and runner.stats.acked:
+                console.print(f"indexed in {time.monotonic() - started:.0f}s ({runner.stats.acked} events)")
                 return
+            if time.monotonic() - last_report > 15:
+                last_report = time.monotonic()
+                console.print(
+                    f"indexing: {runner.stats.acked} acked, {info.num_pending} pending, "
+                    f"{info.num_ack_pending} in flight, {runner.stats.dead_lettered} dead-lettered"
+                )
             await asyncio.sleep(1.0)
         raise SystemExit(f"the index did not catch up within {timeout:.0f}s")
     finally:
