@@ -22,6 +22,7 @@ import json
 import multiprocessing
 import os
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -382,6 +383,7 @@ def main() -> int:
             nats.stop()
         if pg is not None:
             pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
     if args.json:
         print(json.dumps(result))
