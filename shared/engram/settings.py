@@ -64,7 +64,7 @@ class Settings(BaseSettings):
 
     # behaviour
     engram_rules_path: Path = CONFIG_DIR / "rules.yaml"
-    engram_observation_types: frozenset[str] = DEFAULT_OBSERVATION_TYPES
+    engram_observation_types: Annotated[frozenset[str], NoDecode] = DEFAULT_OBSERVATION_TYPES
     engram_max_body_bytes: int = Field(default=1_000_000, ge=1_024)
     engram_log_level: str = "INFO"
 

@@ -245,3 +245,8 @@ def test_building_the_gateway_does_not_import_the_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "False"
+
+
+def test_observation_types_come_from_a_comma_separated_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGRAM_OBSERVATION_TYPES", "fact, decision,note")
+    assert Settings().engram_observation_types == frozenset({"fact", "decision", "note"})
