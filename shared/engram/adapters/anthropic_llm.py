@@ -149,6 +149,7 @@ def _retry_after(headers: Any) -> float | None:
 def map_error(exc: Exception, model: str) -> LlmError:
     """SDK exceptions -> the gateway's error kinds."""
     import anthropic  # loaded already: the exception came from it
+
     if isinstance(exc, anthropic.APITimeoutError):
         return LlmTimeout(f"{model}: timed out", model=model)
     if isinstance(exc, anthropic.APIStatusError):
