@@ -7,6 +7,7 @@ only for what it touches.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,10 +15,17 @@ import structlog
 
 from engram.adapters.nats_bus import NatsBus, connect
 from engram.adapters.postgres import Database
+from engram.domain.llm import LlmConfig, PromptLibrary
+from engram.domain.routing import RoutingRules
 from engram.domain.rules import RuleSet
+from engram.domain.streams import DecisionEngine
+from engram.ports import Recall
 from engram.runtime.auth import Authenticator
+from engram.services.chat import ChatTurns
+from engram.services.chat_memory import ChatMemory
 from engram.services.extraction import Extraction
 from engram.services.feedback import FeedbackRecorder, FeedbackService
+from engram.services.gateway import LlmGateway
 from engram.services.ingest import EventIngest
 from engram.services.memory import MemoryService
 from engram.services.personal_data import PersonalData
@@ -41,6 +49,9 @@ class Services:
     telemetry_query: TelemetryQuery
     personal_data: PersonalData
     background: list[asyncio.Task[Any]] = field(default_factory=list)
+    recall: Recall | None = None  # the recall service (retrieval issue); chat-turn refuses to run without it
+    gateway: LlmGateway | None = None
+    chat: ChatTurns | None = None
 
     async def ready(self) -> dict[str, bool]:
         checks: dict[str, bool] = {}
@@ -83,6 +94,10 @@ class Services:
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
+        if self.chat is not None:
+            await self.chat.drain()
+        if self.gateway is not None:
+            await self.gateway.close()
         await self.bus.close()
         await self.db.close()
 
@@ -91,24 +106,91 @@ def load_rules(settings: Settings) -> RuleSet:
     return RuleSet.from_yaml(settings.engram_rules_path.read_text(encoding="utf-8"))
 
 
+def load_llm_config(settings: Settings) -> LlmConfig:
+    placeholders = {
+        "ANTHROPIC_AUTO_SONNET_MODEL": settings.anthropic_auto_sonnet_model,
+        "ANTHROPIC_AUTO_OPUS_MODEL": settings.anthropic_auto_opus_model,
+        "ANTHROPIC_ADVISOR_MODEL": settings.anthropic_advisor_model,
+    }
+    return LlmConfig.from_yaml(settings.engram_llm_config_path.read_text(encoding="utf-8"), placeholders)
+
+
+def build_gateway(settings: Settings) -> LlmGateway:
+    """The LLM gateway; without ANTHROPIC_API_KEY it has no provider (chat-turn answers offline)."""
+    from engram.adapters.anthropic_llm import AnthropicLLM
+
+    config = load_llm_config(settings)
+    prompts = PromptLibrary.from_yaml(settings.engram_prompts_path.read_text(encoding="utf-8"))
+    llm = None
+    if settings.anthropic_api_key is not None and settings.anthropic_api_key.get_secret_value():
+        llm = AnthropicLLM(
+            settings.anthropic_api_key.get_secret_value(),
+            base_url=settings.anthropic_base_url,
+            betas=settings.anthropic_beta_list,
+            compaction_models=settings.compaction_supported_models,
+            compaction=config.compaction,
+        )
+    return LlmGateway(
+        config,
+        prompts,
+        llm,
+        background_limit=settings.engram_llm_background_limit,
+        realtime_wait_cap=settings.engram_chat_rate_limit_wait,
+        background_wait_cap=settings.llm_rate_limit_wait,
+        background_retries=settings.llm_rate_limit_retries,
+    )
+
+
+def build_chat(
+    settings: Settings, db: Database, bus: NatsBus, gateway: LlmGateway, recall: Callable[[], Recall | None]
+) -> ChatTurns:
+    from datetime import timedelta
+
+    engine = DecisionEngine.from_yaml(
+        settings.engram_decision_engine_path.read_text(encoding="utf-8"), settings.engram_observation_types
+    )
+    return ChatTurns(
+        db,
+        bus,
+        gateway,
+        engine,
+        RoutingRules.from_config(gateway.config.routing),
+        recall,
+        observation_types=settings.engram_observation_types,
+        history_messages=settings.engram_chat_history_messages,
+        session_idle=timedelta(minutes=settings.engram_session_idle_minutes),
+    )
+
+
 async def build(settings: Settings | None = None) -> Services:
     settings = settings or get_settings()
     db = await Database.connect(settings.require_database_url(), max_size=settings.database_pool_size)
     nc = await connect(settings.require_nats_url())
     bus = NatsBus(nc)
-    return Services(
+    gateway = build_gateway(settings)
+    services = Services(
         settings=settings,
         db=db,
         bus=bus,
         auth=Authenticator(settings, db),
         memory=MemoryService(db, bus, settings.engram_observation_types),
         ingest=EventIngest(bus),
-        extraction=Extraction(db, bus, load_rules(settings), settings.engram_observation_types),
+        extraction=Extraction(
+            db,
+            bus,
+            load_rules(settings),
+            settings.engram_observation_types,
+            chat_extractor=ChatMemory(gateway, settings.engram_observation_types),
+        ),
         feedback=FeedbackService(db, bus),
         feedback_recorder=FeedbackRecorder(db, bus),
         telemetry_query=TelemetryQuery(db),
         personal_data=PersonalData(db, bus),
     )
+    services.gateway = gateway
+    # read at every turn, so it does not matter when or how `services.recall` is set
+    services.chat = build_chat(settings, db, bus, gateway, lambda: services.recall)
+    return services
 
 
 _services: Services | None = None
