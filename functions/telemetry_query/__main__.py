@@ -1,15 +1,6 @@
 """`python -m functions.telemetry_query`: serve on $PORT (Knative sets it), 127.0.0.1 unless HOST is set."""
 
-import os
-
-import uvicorn
+from engram.runtime.http import serve
 
 if __name__ == "__main__":
-    uvicorn.run(
-        "functions.telemetry_query.main:app",
-        host=os.environ.get("HOST", "127.0.0.1"),
-        port=int(os.environ.get("PORT", "8080")),
-        log_level=os.environ.get("ENGRAM_LOG_LEVEL", "info").lower(),
-        proxy_headers=True,
-        timeout_graceful_shutdown=20,
-    )
+    serve("functions.telemetry_query.main:app", graceful_seconds=20)
