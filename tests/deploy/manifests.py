@@ -122,15 +122,20 @@ class SchemasMissing(RuntimeError):
 # ---- locating tools and schemas -------------------------------------------------------------
 
 
+WORKPLACE_SHARED = Path("/work/shared")
+
+
 def schemas_dir() -> Path:
     """The vendored schemas: $ENGRAM_K8S_SCHEMAS, else `shared/reference/k8s-schemas` beside the repo or above it.
 
     CI clones the repository with `shared/` beside it (`../shared`); engineers' worktrees sit one
-    level deeper. Missing schemas are an error, never a reason to skip validation.
+    level deeper; a scratch clone elsewhere on a workplace machine finds the workplace's own copy
+    (`/work/shared`). Missing schemas are an error, never a reason to skip validation.
     """
     override = os.environ.get("ENGRAM_K8S_SCHEMAS")
     candidates = [Path(override)] if override else []
     candidates += [parent / "shared" / "reference" / "k8s-schemas" for parent in REPO.parents]
+    candidates.append(WORKPLACE_SHARED / "reference" / "k8s-schemas")
     for candidate in candidates:
         if (candidate / "skaffold_v4beta14.json").is_file():
             return candidate
