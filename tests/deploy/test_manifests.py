@@ -22,6 +22,7 @@ def test_the_vendored_schemas_are_found_not_skipped() -> None:
 
 def test_missing_schemas_fail_loudly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(manifests, "REPO", tmp_path / "nowhere" / "repo")
+    monkeypatch.setattr(manifests, "WORKPLACE_SHARED", tmp_path / "no-shared")
     monkeypatch.setenv("ENGRAM_K8S_SCHEMAS", str(tmp_path / "empty"))
     with pytest.raises(manifests.SchemasMissing, match="ENGRAM_K8S_SCHEMAS"):
         manifests.schemas_dir()
