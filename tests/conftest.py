@@ -140,6 +140,7 @@ async def api(services: Any) -> AsyncIterator[Any]:
 
 WORKERS = [
     ("functions.extract_observation.main", "extract_observation", "extract-observation"),
+    ("functions.record_feedback.main", "record_feedback", "record-feedback"),
     ("functions.embed_index.main", "embed_index", "embed-index"),
 ]
 
@@ -185,3 +186,97 @@ async def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: 
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
+
+
+# ---- chat-turn: a scripted Anthropic API, a fake recall, an LLM-enabled chat service ----------
+
+
+@pytest.fixture(scope="session")
+def anthropic_server() -> Iterator[Any]:
+    from tests.anthropic_server import AnthropicServer
+
+    server = AnthropicServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def anthropic(anthropic_server: Any) -> Any:
+    """The scripted Messages API, emptied for this test (scripts, recorded requests)."""
+    anthropic_server.reset()
+    return anthropic_server
+
+
+@pytest.fixture
+async def fake_recall(services: Any) -> AsyncIterator[Any]:
+    """`services.recall` replaced by a hand-written fake for one test (restored afterwards)."""
+    from tests.fakes import FakeRecall
+
+    saved = services.recall
+    services.recall = FakeRecall()
+    yield services.recall
+    services.recall = saved
+
+
+FAST_TEST_MODEL = "claude-fast-test"
+EXTRACTION_TEST_MODEL = "claude-extraction-test"
+
+
+@pytest.fixture
+async def llm(services: Any, anthropic: Any, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    """chat-turn and chat extraction talking to the scripted API through the real SDK.
+
+    Routing/compression and extraction get models of their own, so a background extraction
+    left over from an earlier test never takes a reply scripted for a chat model.
+    """
+    from pydantic import SecretStr
+
+    from engram.bootstrap import build_chat, build_gateway
+    from engram.services.chat_memory import ChatMemory
+    from tests.anthropic_server import text, tool_use
+
+    monkeypatch.setenv("ENGRAM_FAST_MODEL", FAST_TEST_MODEL)
+    monkeypatch.setenv("ENGRAM_EXTRACTION_MODEL", EXTRACTION_TEST_MODEL)
+
+    def default(request: Any) -> Any:
+        if request.model == FAST_TEST_MODEL:
+            return text("FACT_WHAT")
+        if request.model == EXTRACTION_TEST_MODEL:
+            tool = (request.body.get("tool_choice") or {}).get("name", "record_observations")
+            if tool == "record_summary":
+                return tool_use(tool, {"request": "a chat", "learned": "nothing new"})
+            return tool_use(tool, {"observations": []})
+        return text("Scripted answer.")
+
+    anthropic.responder = default
+
+    settings = services.settings.model_copy(
+        update={
+            "anthropic_api_key": SecretStr("sk-test"),
+            "anthropic_base_url": anthropic.url,
+            "engram_chat_rate_limit_wait": 0.05,
+            "llm_rate_limit_wait": 0.05,
+        }
+    )
+    gateway = build_gateway(settings)
+    profiles = dict(gateway.config.profiles)
+    profiles["extraction_backup"] = profiles["extraction_backup"].model_copy(update={"model": EXTRACTION_TEST_MODEL})
+    gateway.config = gateway.config.model_copy(update={"profiles": profiles})
+    saved = (services.gateway, services.chat, services.extraction.chat_extractor)
+    services.gateway = gateway
+    services.chat = build_chat(settings, services.db, services.bus, gateway, lambda: services.recall)
+    services.extraction.chat_extractor = ChatMemory(gateway, settings.engram_observation_types)
+    yield gateway
+    services.gateway, services.chat, services.extraction.chat_extractor = saved
+    await gateway.close(drain_seconds=10)  # a background extraction still running finishes first
+
+
+@pytest.fixture(scope="session")
+async def chat_api(services: Any) -> AsyncIterator[Any]:
+    import httpx
+
+    from functions.chat_turn.main import app
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://chat-turn", timeout=30) as client:
+        yield client

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
@@ -15,12 +16,16 @@ from typing import Annotated, Any, Literal
 from cloudevents.exceptions import GenericException as CloudEventError
 from cloudevents.http import from_http
 from fastapi import FastAPI, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from engram.bootstrap import get_services, shutdown
 from engram.domain.observation import Observation, Scope, Source
+from engram.domain.scopes import Permission
 from engram.runtime.http import CurrentPrincipal, ServicesDep, health_routes, install, problem
+from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
+from engram.services.personal_data import Erasure
 from engram.settings import get_settings
 from functions.memory_api.retrieval import router as retrieval_router
 
@@ -103,6 +108,40 @@ async def list_memory(
         size=size,
     )
     return ObservationPage(items=result.items, page=result.page, size=result.size, total=result.total)
+
+
+@app.delete("/api/ai/memory", response_model=Erasure, tags=["personal data"])
+async def erase_memory(
+    principal: CurrentPrincipal,
+    services: ServicesDep,
+    user: Annotated[str, Query(min_length=1, max_length=128, description="whose personal memory to erase")],
+) -> Erasure:
+    """Erase a user's personal memory: owned observations, feedback, and their index entries (R-11.3)."""
+    return await services.personal_data.erase(principal, user)
+
+
+# fixed paths before `/api/ai/memory/{observation_id}`
+@app.get("/api/ai/memory/export", tags=["personal data"], response_class=StreamingResponse)
+async def export_memory(
+    principal: CurrentPrincipal,
+    services: ServicesDep,
+    user: Annotated[str | None, Query(min_length=1, max_length=128, description="default: the caller")] = None,
+) -> StreamingResponse:
+    """A user's personal memory as JSON Lines: header, observations, feedback, and a trailer with counts."""
+    target = services.personal_data.target(principal, user, Permission.read_observation)
+    filename = "engram-memory-" + re.sub(r"[^A-Za-z0-9._-]", "_", target)[:80] + ".jsonl"
+    return StreamingResponse(
+        services.personal_data.export(principal.tenant_id, target),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"},
+    )
+
+
+@app.post("/api/ai/memory/feedback", response_model=Accepted, status_code=202, tags=["memory"])
+async def feedback(body: FeedbackRequest, principal: CurrentPrincipal, services: ServicesDep) -> Accepted:
+    """retrieved / cited / confirmed / rejected on an observation, or a 1..5 rating of a query (R-9.1)."""
+    event_id = await services.feedback.submit(principal, body)
+    return Accepted(id=event_id)
 
 
 @app.get("/api/ai/memory/{observation_id}", response_model=Observation, tags=["memory"])

@@ -7,6 +7,7 @@ only for what it touches.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,16 +17,25 @@ from engram.adapters.embedders import build_embedder
 from engram.adapters.nats_bus import NatsBus, connect
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
+from engram.domain.llm import LlmConfig, PromptLibrary
+from engram.domain.routing import RoutingRules
 from engram.domain.rules import RuleSet
-from engram.ports import Embedder, SearchIndex
+from engram.domain.streams import DecisionEngine
+from engram.ports import Embedder, Recall, SearchIndex
 from engram.runtime.auth import Authenticator
+from engram.services.chat import ChatTurns
+from engram.services.chat_memory import ChatMemory
 from engram.services.conversations import ConversationIngest
 from engram.services.curation import CurationService
 from engram.services.extraction import Extraction
+from engram.services.feedback import FeedbackRecorder, FeedbackService
+from engram.services.gateway import LlmGateway
 from engram.services.indexing import Indexer
 from engram.services.ingest import EventIngest
 from engram.services.memory import MemoryService
+from engram.services.personal_data import PersonalData
 from engram.services.recall import RecallService
+from engram.services.telemetry_query import TelemetryQuery
 from engram.settings import Settings, get_settings
 
 log = structlog.get_logger(__name__)
@@ -40,13 +50,19 @@ class Services:
     memory: MemoryService
     ingest: EventIngest
     extraction: Extraction
+    feedback: FeedbackService
+    feedback_recorder: FeedbackRecorder
+    telemetry_query: TelemetryQuery
+    personal_data: PersonalData
     embedder: Embedder
     index: SearchIndex
     indexing: Indexer
-    recall: RecallService
     curation: CurationService
     conversations: ConversationIngest
     background: list[asyncio.Task[Any]] = field(default_factory=list)
+    recall: Recall | None = None  # the recall service (retrieval issue); chat-turn refuses to run without it
+    gateway: LlmGateway | None = None
+    chat: ChatTurns | None = None
 
     async def ready(self) -> dict[str, bool]:
         checks: dict[str, bool] = {}
@@ -58,7 +74,27 @@ class Services:
             checks["nats"] = await self.bus.ping()
         except Exception:
             checks["nats"] = False
+        try:
+            checks["schema"] = await self.schema_current()
+        except Exception:
+            checks["schema"] = False
         return checks
+
+    async def schema_current(self) -> bool:
+        """True once every migration this code knows is applied: a new revision takes traffic only then."""
+        from engram.migrate import applied_version, latest_version
+
+        async with self.db.pool.acquire() as conn:
+            return await applied_version(conn) >= latest_version()
+
+    async def wait_for_schema(self, interval: float = 1.0) -> None:
+        """Workers start consuming only after the migration Job has run (k8s/base/migrate)."""
+        warned = False
+        while not await self.schema_current():
+            if not warned:
+                log.warning("services.waiting_for_migrations", hint="run `engram migrate`")
+                warned = True
+            await asyncio.sleep(interval)
 
     def start_outbox_relay(self) -> None:
         from engram.services.outbox import relay_forever
@@ -66,7 +102,9 @@ class Services:
         self.background.append(asyncio.create_task(relay_forever(self.db, self.bus)))
 
     async def close(self) -> None:
-        await self.recall.drain()
+        drain = getattr(self.recall, "drain", None)
+        if drain is not None:
+            await drain()  # retrieved-feedback events still being published
         for closable in (self.index, self.embedder):
             close = getattr(closable, "close", None)
             if close is not None:
@@ -74,6 +112,10 @@ class Services:
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
+        if self.chat is not None:
+            await self.chat.drain()
+        if self.gateway is not None:
+            await self.gateway.close()
         await self.bus.close()
         await self.db.close()
 
@@ -82,11 +124,68 @@ def load_rules(settings: Settings) -> RuleSet:
     return RuleSet.from_yaml(settings.engram_rules_path.read_text(encoding="utf-8"))
 
 
+def load_llm_config(settings: Settings) -> LlmConfig:
+    placeholders = {
+        "ANTHROPIC_AUTO_SONNET_MODEL": settings.anthropic_auto_sonnet_model,
+        "ANTHROPIC_AUTO_OPUS_MODEL": settings.anthropic_auto_opus_model,
+        "ANTHROPIC_ADVISOR_MODEL": settings.anthropic_advisor_model,
+    }
+    return LlmConfig.from_yaml(settings.engram_llm_config_path.read_text(encoding="utf-8"), placeholders)
+
+
+def build_gateway(settings: Settings) -> LlmGateway:
+    """The LLM gateway; without ANTHROPIC_API_KEY it has no provider (chat-turn answers offline)."""
+    from engram.adapters.anthropic_llm import AnthropicLLM
+
+    config = load_llm_config(settings)
+    prompts = PromptLibrary.from_yaml(settings.engram_prompts_path.read_text(encoding="utf-8"))
+    llm = None
+    if settings.anthropic_api_key is not None and settings.anthropic_api_key.get_secret_value():
+        llm = AnthropicLLM(
+            settings.anthropic_api_key.get_secret_value(),
+            base_url=settings.anthropic_base_url,
+            betas=settings.anthropic_beta_list,
+            compaction_models=settings.compaction_supported_models,
+            compaction=config.compaction,
+        )
+    return LlmGateway(
+        config,
+        prompts,
+        llm,
+        background_limit=settings.engram_llm_background_limit,
+        realtime_wait_cap=settings.engram_chat_rate_limit_wait,
+        background_wait_cap=settings.llm_rate_limit_wait,
+        background_retries=settings.llm_rate_limit_retries,
+    )
+
+
+def build_chat(
+    settings: Settings, db: Database, bus: NatsBus, gateway: LlmGateway, recall: Callable[[], Recall | None]
+) -> ChatTurns:
+    from datetime import timedelta
+
+    engine = DecisionEngine.from_yaml(
+        settings.engram_decision_engine_path.read_text(encoding="utf-8"), settings.engram_observation_types
+    )
+    return ChatTurns(
+        db,
+        bus,
+        gateway,
+        engine,
+        RoutingRules.from_config(gateway.config.routing),
+        recall,
+        observation_types=settings.engram_observation_types,
+        history_messages=settings.engram_chat_history_messages,
+        session_idle=timedelta(minutes=settings.engram_session_idle_minutes),
+    )
+
+
 async def build(settings: Settings | None = None) -> Services:
     settings = settings or get_settings()
     db = await Database.connect(settings.require_database_url(), max_size=settings.database_pool_size)
     nc = await connect(settings.require_nats_url())
     bus = NatsBus(nc)
+    gateway = build_gateway(settings)
     embedder = build_embedder(
         settings.engram_embedder,
         tei_url=settings.tei_embedding_url,
@@ -94,21 +193,35 @@ async def build(settings: Settings | None = None) -> Services:
         tei_dimensions=settings.tei_embedding_dimensions,
     )
     index = build_index(settings, db, embedder.dimensions)
-    return Services(
+    services = Services(
         settings=settings,
         db=db,
         bus=bus,
         auth=Authenticator(settings, db),
         memory=MemoryService(db, bus, settings.engram_observation_types),
         ingest=EventIngest(bus),
-        extraction=Extraction(db, bus, load_rules(settings), settings.engram_observation_types),
+        extraction=Extraction(
+            db,
+            bus,
+            load_rules(settings),
+            settings.engram_observation_types,
+            chat_extractor=ChatMemory(gateway, settings.engram_observation_types),
+        ),
+        feedback=FeedbackService(db, bus),
+        feedback_recorder=FeedbackRecorder(db, bus),
+        telemetry_query=TelemetryQuery(db),
+        personal_data=PersonalData(db, bus),
         embedder=embedder,
         index=index,
         indexing=Indexer(db, index, embedder),
-        recall=RecallService(db, index, embedder, bus),
         curation=CurationService(db, bus),
         conversations=ConversationIngest(db, bus),
     )
+    services.recall = RecallService(db, index, embedder, bus)
+    services.gateway = gateway
+    # read at every turn, so it does not matter when or how `services.recall` is set
+    services.chat = build_chat(settings, db, bus, gateway, lambda: services.recall)
+    return services
 
 
 def build_index(settings: Settings, db: Database, dimensions: int) -> SearchIndex:

@@ -225,6 +225,30 @@ def examples() -> list[Example]:
     ]
 
 
+DEMO_CHAT_ID = "7e1a0000-0000-4000-8000-000000000001"
+
+
+def chat_examples() -> list[Example]:
+    """Calls of chat-turn printed by `make run` (offline mode without ANTHROPIC_API_KEY)."""
+    path = f"/api/ai/chats/{DEMO_CHAT_ID}/turns"
+    return [
+        Example(
+            "chat with memory (JSON); without ANTHROPIC_API_KEY it answers in a marked offline mode",
+            "POST",
+            path,
+            {"Content-Type": "application/json"},
+            json.dumps({"message": "What do we know about Müller Maschinenbau?"}, ensure_ascii=False),
+        ),
+        Example(
+            "the same chat, streamed as server-sent events",
+            "POST",
+            path,
+            {"Content-Type": "application/json", "Accept": "text/event-stream"},
+            json.dumps({"message": "Was ist mit der Rechnung R-7001 passiert?"}, ensure_ascii=False),
+        ),
+    ]
+
+
 def banner(fns: list[Function], token: str, pg_url: str, nats_url: str) -> None:
     api = next((f.url for f in fns if f.name == "memory-api" and f.url), "")
     lines = [f"[bold]{f.name}[/bold]  {f.url or 'worker (JetStream)'}" for f in fns]
@@ -241,6 +265,15 @@ def banner(fns: list[Function], token: str, pg_url: str, nats_url: str) -> None:
     for i, example in enumerate(examples(), 1):
         console.print(f"# {i}. {example.title}", soft_wrap=True)
         console.print(example.curl(api) + "\n", soft_wrap=True, markup=False)
+    chat = next((f.url for f in fns if f.name == "chat-turn" and f.url), None)
+    if chat:
+        for i, example in enumerate(chat_examples(), len(examples()) + 1):
+            console.print(f"# {i}. {example.title}", soft_wrap=True)
+            console.print(example.curl(chat) + "\n", soft_wrap=True, markup=False)
+    dashboard = next((f.url for f in fns if f.name == "telemetry-query" and f.url), None)
+    if dashboard:
+        console.print("# telemetry dashboard (open in a browser):", soft_wrap=True)
+        console.print(f"{dashboard}/api/ai/telemetry/dashboard#token={token}\n", soft_wrap=True, markup=False)
     console.print("Ctrl-C stops everything.\n")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import asyncpg
@@ -92,3 +93,16 @@ async def migrate(database_url: str, directory: Path = MIGRATIONS_DIR) -> list[M
     finally:
         await conn.close()
     return applied_now
+
+
+@lru_cache(maxsize=8)
+def latest_version(directory: Path = MIGRATIONS_DIR) -> int:
+    """The newest migration this code knows; 0 when there is none."""
+    return max((m.version for m in discover(directory)), default=0)
+
+
+async def applied_version(conn: asyncpg.Connection) -> int:
+    """The newest migration applied to the database behind `conn`; 0 before the first `engram migrate`."""
+    if await conn.fetchval("SELECT to_regclass('schema_migrations') IS NULL"):
+        return 0
+    return int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))

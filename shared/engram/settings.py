@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from engram.domain.llm import DEFAULT_COMPACTION_SUPPORTED_MODELS
 from engram.domain.observation import DEFAULT_OBSERVATION_TYPES
 
 CONFIG_DIR = Path(__file__).parent / "config"
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False)
+    # env_ignore_empty: an empty variable means "unset" (the Kubernetes ConfigMap and Secret list every
+    # setting, empty where the default applies)
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False, env_ignore_empty=True)
 
     # stores and bus
     database_url: str | None = Field(default=None, description="PostgreSQL; embedded server when unset")
@@ -52,6 +55,8 @@ class Settings(BaseSettings):
     engram_archive_bucket: str | None = None
     s3_endpoint_url: str | None = None
     aws_region: str = "eu-central-1"
+    engram_archive_prefix: str = Field(default="ai-events", min_length=1, max_length=200)
+    engram_retention_batch_size: int = Field(default=5_000, ge=1, le=100_000)
 
     # authentication
     engram_jwt_secret: SecretStr | None = Field(default=None, description="HS256 secret (local/dev)")
@@ -63,13 +68,31 @@ class Settings(BaseSettings):
 
     # behaviour
     engram_rules_path: Path = CONFIG_DIR / "rules.yaml"
-    engram_observation_types: frozenset[str] = DEFAULT_OBSERVATION_TYPES
+    engram_observation_types: Annotated[frozenset[str], NoDecode] = DEFAULT_OBSERVATION_TYPES
     engram_max_body_bytes: int = Field(default=1_000_000, ge=1_024)
     engram_log_level: str = "INFO"
+
+    # chat turn: LLM gateway, multi-stream recall, sessions
+    compaction_supported_models: Annotated[frozenset[str], NoDecode] = DEFAULT_COMPACTION_SUPPORTED_MODELS
+    engram_llm_config_path: Path = CONFIG_DIR / "llm.yaml"
+    engram_prompts_path: Path = CONFIG_DIR / "prompts.yaml"
+    engram_decision_engine_path: Path = CONFIG_DIR / "decision_engine.yaml"
+    llm_rate_limit_wait: float = Field(default=60.0, ge=0, le=600, description="background: longest 429 wait")
+    llm_rate_limit_retries: int = Field(default=3, ge=0, le=10, description="background: retries after 429/529")
+    engram_chat_rate_limit_wait: float = Field(default=2.0, ge=0, le=30, description="chat: longest 429 wait")
+    engram_session_idle_minutes: int = Field(default=30, ge=1, le=10_080)
+    engram_chat_history_messages: int = Field(default=20, ge=0, le=200)
 
     @field_validator("engram_observation_types", mode="before")
     @classmethod
     def _split_types(cls, value: object) -> object:
+        if isinstance(value, str):
+            return frozenset(v.strip() for v in value.split(",") if v.strip())
+        return value
+
+    @field_validator("compaction_supported_models", mode="before")
+    @classmethod
+    def _split_models(cls, value: object) -> object:
         if isinstance(value, str):
             return frozenset(v.strip() for v in value.split(",") if v.strip())
         return value

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engram.localstack import DEMO_TENANT, examples
+from engram.localstack import DEMO_TENANT, chat_examples, examples
 from engram.runtime.auth import issue_jwt
 from tests.conftest import JWT_SECRET
 
@@ -108,7 +108,25 @@ def test_printed_calls_work_and_a_domain_event_becomes_one_visible_observation(l
     assert len(schmidt(bob)) == 1
     stranger = issue_jwt(JWT_SECRET, tenant_id="another-tenant", user_id="eve", permissions=["read:AiObservation"])
     assert schmidt(stranger) == []
-    assert json.loads(httpx.get(f"{api}/readyz").text)["checks"] == {"postgres": True, "nats": True}
+    assert json.loads(httpx.get(f"{api}/readyz").text)["checks"] == {"postgres": True, "nats": True, "schema": True}
+
+
+def test_printed_chat_calls_answer_offline_from_memory(local_stack: Any) -> None:
+    """`make run` without ANTHROPIC_API_KEY: chat-turn answers in marked offline mode from recalled memory."""
+    text = local_stack["log"].read_text()
+    token = next(line.split("'")[1] for line in text.splitlines() if line.startswith("export TOKEN="))
+    chat = "http://127.0.0.1:" + str(int(local_stack["api"].rsplit(":", 1)[1]) + 1)
+    as_json, streamed = chat_examples()
+    assert as_json.curl(chat) in text and streamed.curl(chat) in text
+    r = _call(chat, as_json, token)
+    if r.status_code == 503 and "recall is not configured" in r.text:
+        pytest.skip("needs the recall service (Services.recall), which the retrieval branch provides")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["offline"] is True and body["answer"].startswith("[Offline mode")
+    assert "Müller Maschinenbau" in body["answer"]  # the seeded domain events, recalled
+    sse = _call(chat, streamed, token)
+    assert sse.status_code == 200 and "event: token" in sse.text and "event: done" in sse.text
 
 
 def test_ctrl_c_stops_every_process(local_stack: Any) -> None:

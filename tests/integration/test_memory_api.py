@@ -238,4 +238,4 @@ async def test_ids_and_query_params_are_validated(api: Any, auth: Any, tenant: s
 async def test_health(api: Any) -> None:
     assert (await api.get("/healthz")).json() == {"status": "ok"}
     r = await api.get("/readyz")
-    assert r.status_code == 200 and r.json()["checks"] == {"postgres": True, "nats": True}
+    assert r.status_code == 200 and r.json()["checks"] == {"postgres": True, "nats": True, "schema": True}

@@ -187,6 +187,7 @@ async def test_retrieved_feedback_events(tenant: str, services: Any, workers: An
         "rating": None,
         "query_id": str(result.query_id),
         "stream_origin": "facts",
+        "actor": "system",
     }
     assert msg.headers["ce-type"] == "io.engram.feedback.recorded.v1"
     assert msg.headers["ce-tenantid"] == tenant and msg.headers["ce-userid"] == "alice"

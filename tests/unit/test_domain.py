@@ -106,3 +106,24 @@ def test_is_live() -> None:
     assert not o.model_copy(update={"expires_at": now - timedelta(seconds=1)}).is_live(now)
     assert not o.model_copy(update={"superseded_by": uuid.uuid4()}).is_live(now)
     assert not o.model_copy(update={"valid_from": now + timedelta(days=1)}).is_live(now)
+
+
+def test_feedback_event_shape_per_kind() -> None:
+    import uuid
+
+    import pytest
+    from pydantic import ValidationError
+
+    from engram.domain.events import FeedbackRecorded
+
+    assert FeedbackRecorded(kind="cited", observation_id=uuid.uuid4()).actor == "agent"  # verifies nothing
+    FeedbackRecorded(kind="rated", rating=5, query_id=uuid.uuid4(), stream_origin="facts")
+    for bad in (
+        {"kind": "rated", "rating": 3},
+        {"kind": "rated", "query_id": str(uuid.uuid4())},
+        {"kind": "confirmed"},
+        {"kind": "cited", "observation_id": str(uuid.uuid4()), "rating": 4},
+        {"kind": "cited", "observation_id": str(uuid.uuid4()), "actor": "robot"},
+    ):
+        with pytest.raises(ValidationError):
+            FeedbackRecorded.model_validate(bad)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,12 @@ def _needs_encoding(byte: int) -> bool:
     return byte <= 0x20 or byte >= 0x7F or byte in (0x22, 0x25)
 
 
+_SAFE = re.compile(r"[\x21\x23\x24\x26-\x7e]*")
+
+
 def percent_encode(value: str) -> str:
+    if _SAFE.fullmatch(value):  # the common case: nothing to encode
+        return value
     out = []
     for byte in value.encode("utf-8"):
         out.append(f"%{byte:02X}" if _needs_encoding(byte) else chr(byte))

@@ -34,6 +34,14 @@ async def connect(url: str, *, name: str = "engram") -> NatsClient:
 
 
 @dataclass(frozen=True)
+class RawMessage:
+    subject: str
+    headers: dict[str, str]
+    body: bytes
+    event_id: str
+
+
+@dataclass(frozen=True)
 class Published:
     event_id: str
     subject: str
@@ -60,7 +68,30 @@ class NatsBus:
         return Published(event_id=event_id, subject=subject, duplicate=bool(ack.duplicate), seq=ack.seq)
 
     async def publish_many(self, events: Sequence[CloudEvent]) -> list[Published]:
-        return list(await asyncio.gather(*(self.publish(e) for e in events)))
+        """Publish a batch with pipelined acks; raises the first failure."""
+        items = [RawMessage(subject_for(e["type"]), *to_nats_binary(e), event_id=str(e["id"])) for e in events]
+        results = await self.publish_raw_many(items)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return [r for r in results if isinstance(r, Published)]
+
+    async def publish_raw_many(
+        self, items: Sequence[RawMessage], *, timeout: float = 10.0
+    ) -> list[Published | BaseException]:
+        """Publish without waiting for each ack in turn (JetStream async publish), then collect the acks."""
+        futures = [await self.js.publish_async(m.subject, m.body, headers=m.headers) for m in items]
+        try:
+            acks = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), timeout)
+        except TimeoutError:
+            acks = [f.result() if f.done() and not f.exception() else TimeoutError("no ack") for f in futures]
+        results: list[Published | BaseException] = []
+        for m, ack in zip(items, acks, strict=True):
+            if isinstance(ack, BaseException):
+                results.append(ack)
+            else:
+                results.append(Published(m.event_id, m.subject, bool(ack.duplicate), ack.seq))
+        return results
 
     async def ping(self) -> bool:
         if not self.nc.is_connected:

@@ -197,9 +197,25 @@ def to_observation(row: asyncpg.Record) -> Observation:
 
 
 @dataclass(frozen=True)
+class Change:
+    """What a write did to one row: enough to announce it, without loading the row."""
+
+    id: uuid.UUID
+    tenant_id: str
+    user_id: str | None
+    outcome: WriteOutcome
+    revision: datetime
+
+
+@dataclass(frozen=True)
 class Written:
     observation: Observation
     outcome: WriteOutcome
+
+    @property
+    def change(self) -> Change:
+        o = self.observation
+        return Change(o.id, o.tenant_id, o.user_id, self.outcome, o.updated_at)
 
 
 def _identity(draft: ObservationDraft) -> tuple[str, str, str]:
@@ -215,19 +231,36 @@ class ObservationStore:
         self.conn = conn
 
     async def write_many(self, drafts: Sequence[ObservationDraft]) -> list[Written]:
-        """Write a batch; the result is aligned with `drafts` (duplicates in a batch share a row)."""
+        """Write a batch and read the rows back; aligned with `drafts` (duplicates share a row)."""
+        outcomes = await self._write(drafts)
+        rows = await self.conn.fetch(
+            "SELECT * FROM observations WHERE id = ANY($1::uuid[])", list({i for i, _ in outcomes})
+        )
+        by_id = {r["id"]: to_observation(r) for r in rows}
+        return [Written(by_id[i], outcome) for i, outcome in outcomes]
+
+    async def write_changes(self, drafts: Sequence[ObservationDraft]) -> list[Change]:
+        """Write a batch and return only what changed (the fast path of the workers)."""
+        outcomes = await self._write(drafts)
+        rows = await self.conn.fetch(
+            "SELECT id, updated_at FROM observations WHERE id = ANY($1::uuid[])", list({i for i, _ in outcomes})
+        )
+        revision = {r["id"]: r["updated_at"] for r in rows}
+        return [
+            Change(i, d.tenant_id, d.user_id, outcome, revision[i])
+            for (i, outcome), d in zip(outcomes, drafts, strict=True)
+        ]
+
+    async def _write(self, drafts: Sequence[ObservationDraft]) -> list[tuple[uuid.UUID, WriteOutcome]]:
         if not drafts:
             return []
         try:
             async with self.conn.transaction():  # savepoint: a lost race rolls back only this
                 return await self._write_batch(drafts)
         except asyncpg.UniqueViolationError:
-            results: list[Written] = []
-            for draft in drafts:
-                results.append(await self._write_one_retrying(draft))
-            return results
+            return [await self._write_one_retrying(draft) for draft in drafts]
 
-    async def _write_one_retrying(self, draft: ObservationDraft) -> Written:
+    async def _write_one_retrying(self, draft: ObservationDraft) -> tuple[uuid.UUID, WriteOutcome]:
         for _attempt in range(3):
             try:
                 async with self.conn.transaction():
@@ -236,7 +269,7 @@ class ObservationStore:
                 continue
         raise RuntimeError("observation write kept conflicting with concurrent writers")
 
-    async def _write_batch(self, drafts: Sequence[ObservationDraft]) -> list[Written]:
+    async def _write_batch(self, drafts: Sequence[ObservationDraft]) -> list[tuple[uuid.UUID, WriteOutcome]]:
 
         # one row per identity: the last draft of a batch wins, earlier ones share its result
         unique: dict[tuple[str, str, str], ObservationDraft] = {}
@@ -322,10 +355,7 @@ class ObservationStore:
                         WriteOutcome.updated if was_updated else WriteOutcome.deduplicated,
                     )
 
-        ids = list({v[0] for v in outcome.values()})
-        rows = await self.conn.fetch("SELECT * FROM observations WHERE id = ANY($1::uuid[])", ids)
-        by_id = {r["id"]: to_observation(r) for r in rows}
-        return [Written(by_id[outcome[_identity(d)][0]], outcome[_identity(d)][1]) for d in drafts]
+        return [outcome[_identity(d)] for d in drafts]
 
     async def get(self, observation_id: uuid.UUID) -> Observation | None:
         row = await self.conn.fetchrow("SELECT * FROM observations WHERE id = $1", observation_id)

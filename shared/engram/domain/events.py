@@ -11,10 +11,10 @@ import builtins
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from cloudevents.http import CloudEvent
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engram.domain.models import FeedbackKind
 from engram.domain.observation import Key, Priority, Scope, Tag, TeamId, TypeName
@@ -83,11 +83,32 @@ class ChatTurnCompleted(_Data):
 
 
 class FeedbackRecorded(_Data):
+    """Feedback on an observation (retrieved, cited, confirmed, rejected) or a rating of a query (R-9.1).
+
+    The user is the event's `userid` extension. `actor` says who gave it: only a human's
+    confirmation verifies an observation (R-12.1), so the default is the one that verifies nothing.
+    """
+
     kind: FeedbackKind
     observation_id: uuid.UUID | None = None
     rating: int | None = Field(default=None, ge=1, le=5)
     query_id: uuid.UUID | None = None
     stream_origin: str | None = Field(default=None, max_length=64)
+    actor: Literal["human", "agent", "system"] = Field(
+        default="agent", description="who gave the feedback; only 'human' confirmations set verified"
+    )
+
+    @model_validator(mode="after")
+    def _shape_fits_kind(self) -> FeedbackRecorded:
+        if self.kind is FeedbackKind.rated:
+            if self.rating is None or self.query_id is None:
+                raise ValueError("a rating needs 'rating' (1..5) and 'query_id'")
+        else:
+            if self.observation_id is None:
+                raise ValueError(f"'{self.kind.value}' feedback needs 'observation_id'")
+            if self.rating is not None:
+                raise ValueError("'rating' belongs to kind 'rated' only")
+        return self
 
 
 class SessionEnded(_Data):

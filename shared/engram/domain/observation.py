@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -132,8 +133,9 @@ class ObservationDraft(BaseModel):
             raise ValueError("expires_at must be after valid_from")
         return self
 
-    @property
+    @cached_property
     def content_hash(self) -> str:
+        """Computed once: drafts are not changed after validation."""
         return content_hash(self.type, self.title, self.narrative, self.facts)
 
 

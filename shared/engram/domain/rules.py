@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import fnmatch
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -27,38 +28,58 @@ class MissingValue(InvalidEvent):
     pass
 
 
-class _EventFormatter(string.Formatter):
-    def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, str]:
-        path, sep, default = field_name.partition("|")
-        value: Any = kwargs
-        for part in path.strip().split("."):
-            if isinstance(value, Mapping) and part in value:
-                value = value[part]
-            elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-                value = value[int(part)]
-            else:
-                value = None
-                break
-        if value is None or value == "":
-            if sep:
-                return default, field_name
-            raise MissingValue(f"template field {path.strip()!r} has no value in the event")
-        return value, field_name
+def _lookup(field_name: str, context: Mapping[str, Any]) -> Any:
+    path, sep, default = field_name.partition("|")
+    value: Any = context
+    for part in path.strip().split("."):
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            value = None
+            break
+    if value is None or value == "":
+        if sep:
+            return default
+        raise MissingValue(f"template field {path.strip()!r} has no value in the event")
+    return value
 
-    def format_field(self, value: Any, format_spec: str) -> str:
-        if isinstance(value, datetime) and not format_spec:
+
+def _format(value: Any, spec: str) -> str:
+    if not spec:
+        if isinstance(value, datetime):
             return value.isoformat()
-        if isinstance(value, list | dict) and not format_spec:
-            return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
-        return str(super().format_field(value, format_spec))
+        if isinstance(value, list):
+            return ", ".join(map(str, value))
+        return str(value)
+    return format(value, spec)
 
 
-_FORMATTER = _EventFormatter()
+Segment = tuple[str, str | None, str]
+
+
+@lru_cache(maxsize=4096)
+def _compile(template: str) -> tuple[Segment, ...]:
+    """Parse a template once: (literal, field or None, format spec) segments."""
+    segments: list[Segment] = []
+    for literal, field, spec, conversion in string.Formatter().parse(template):
+        if conversion:
+            raise ValueError(f"conversions like !{conversion} are not supported")
+        if field is not None and ("{" in (spec or "") or field == "" or field.isdigit()):
+            raise ValueError("positional or nested fields are not supported")
+        segments.append((literal, field, spec or ""))
+    return tuple(segments)
 
 
 def render(template: str, context: Mapping[str, Any]) -> str:
     try:
-        return str(_FORMATTER.vformat(template, (), context)).strip()
+        parts = []
+        for literal, field, spec in _compile(template):
+            parts.append(literal)
+            if field is not None:
+                parts.append(_format(_lookup(field, context), spec))
+        return "".join(parts).strip()
     except MissingValue:
         raise
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
@@ -87,7 +108,7 @@ class Rule(BaseModel):
     def _parsable(cls, template: str | None) -> str | None:
         if template is not None:
             try:
-                list(string.Formatter().parse(template))
+                _compile(template)
             except ValueError as exc:
                 raise ValueError(f"bad template {template!r}: {exc}") from exc
         return template

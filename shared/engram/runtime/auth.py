@@ -11,14 +11,18 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
-
-import jwt
+from typing import TYPE_CHECKING, Any
 
 from engram.adapters.postgres import Database
 from engram.domain.hashing import secret_hash
 from engram.domain.scopes import Principal, PrincipalKind
 from engram.settings import Settings
+
+if TYPE_CHECKING:
+    import jwt
+
+# PyJWT (with `cryptography`) is imported where a token is checked or issued, not at import: the
+# event workers build the same services but never authenticate, and start ~50 ms sooner for it.
 
 AGENT_KEY_PREFIX = "egk_"
 
@@ -45,6 +49,8 @@ class Authenticator:
         self._key_cache: dict[str, tuple[float, Principal]] = {}
 
     def _verification_key(self, token: str) -> tuple[Any, list[str]]:
+        import jwt
+
         s = self.settings
         if s.engram_jwt_jwks_url:
             if self._jwks is None:
@@ -57,6 +63,8 @@ class Authenticator:
         raise Unauthorized("JWT authentication is not configured on this server")
 
     def principal_from_jwt(self, token: str) -> Principal:
+        import jwt
+
         try:
             key, algorithms = self._verification_key(token)
             claims = jwt.decode(
@@ -140,6 +148,8 @@ def issue_jwt(
     now: float | None = None,
 ) -> str:
     """A HS256 token for local use and tests (production tokens come from the identity provider)."""
+    import jwt
+
     issued = int(now if now is not None else time.time())
     claims = {
         "sub": user_id,

@@ -193,3 +193,19 @@ def health_routes(app: FastAPI, ready_checks: Callable[[], Awaitable[dict[str, b
             return JSONResponse({"status": "ready", "checks": checks})
         failing = ", ".join(k for k, ok in checks.items() if not ok)
         return problem(503, f"not ready: {failing}", checks=checks)
+
+
+def serve(app_path: str, *, graceful_seconds: int = 20) -> None:
+    """Run an HTTP function: $PORT (Knative sets it), 127.0.0.1 unless HOST is set."""
+    import os
+
+    import uvicorn
+
+    uvicorn.run(
+        app_path,
+        host=os.environ.get("HOST", "127.0.0.1"),
+        port=int(os.environ.get("PORT", "8080")),
+        log_level=os.environ.get("ENGRAM_LOG_LEVEL", "info").lower(),
+        proxy_headers=True,
+        timeout_graceful_shutdown=graceful_seconds,
+    )

@@ -21,6 +21,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -161,6 +162,7 @@ class PullRunner:
             for (msg, event), outcome in zip(ready, outcomes, strict=True):
                 await self._settle(msg, event, outcome)
         self.stats.last_batch_ms = (time.perf_counter() - started) * 1000
+        log.debug("runner.batch", consumer=self.spec.durable, size=len(msgs), ms=round(self.stats.last_batch_ms, 1))
 
     async def _handle(self, msgs: list[Msg], events: list[CloudEvent]) -> Sequence[Outcome]:
         """Run the handler while telling JetStream the batch is still in progress."""
@@ -257,8 +259,13 @@ async def serve(
     batch_size: int = 100,
     on_start: Callable[[], Awaitable[Any]] | None = None,
     on_stop: Callable[[], Awaitable[Any]] | None = None,
+    ready_file: Path | None = None,
 ) -> None:
-    """Run one worker until SIGTERM/SIGINT, then finish the batch in hand and drain."""
+    """Run one worker until SIGTERM/SIGINT, then finish the batch in hand and drain.
+
+    `ready_file` exists exactly while the runner consumes: the Kubernetes readiness probe and
+    `bench.cold_start` look for it (`ENGRAM_READY_FILE`).
+    """
     from engram.adapters.nats_bus import connect
     from engram.settings import get_settings
     from engram.topology import consumer
@@ -272,11 +279,32 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
     spec = consumer(durable, settings.engram_stream)
     runner = PullRunner(nc.jetstream(), spec, handler, batch_size=batch_size)
+    marker = asyncio.create_task(_mark_ready(runner, ready_file)) if ready_file is not None else None
     try:
         if on_start is not None:
             await on_start()
         await runner.run(stop)
     finally:
+        if marker is not None:
+            marker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await marker
+        if ready_file is not None:
+            _flag(ready_file, ready=False)
         if on_stop is not None:
             await on_stop()
         await nc.drain()
+
+
+async def _mark_ready(runner: PullRunner, ready_file: Path) -> None:
+    await runner.consuming.wait()
+    _flag(ready_file, ready=True)
+
+
+def _flag(path: Path, *, ready: bool) -> None:
+    """An empty file on local disk: creating or removing it does not block the loop noticeably."""
+    if ready:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    else:
+        path.unlink(missing_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
 from engram.runtime.logs import configure_logging
 
@@ -15,6 +16,7 @@ def main(module: str, target: str, durable: str) -> None:
 
     async def start() -> None:
         services = await get_services()
+        await services.wait_for_schema()
         services.start_outbox_relay()
 
     asyncio.run(
@@ -25,5 +27,6 @@ def main(module: str, target: str, durable: str) -> None:
             batch_size=int(os.environ.get("ENGRAM_BATCH_SIZE", "200")),
             on_start=start,
             on_stop=shutdown,
+            ready_file=Path(ready) if (ready := os.environ.get("ENGRAM_READY_FILE")) else None,
         )
     )

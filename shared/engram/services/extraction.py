@@ -12,15 +12,17 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Protocol, cast
 
 import structlog
 from cloudevents.http import CloudEvent
 from pydantic import ValidationError
 
+from engram.adapters.observations import Change, ObservationStore
 from engram.adapters.postgres import Connection, Database
 from engram.domain.events import (
     OBSERVATION_MARKED,
+    SESSION_ENDED,
     InvalidEvent,
     ObservationMarked,
     is_engram_type,
@@ -35,8 +37,8 @@ from engram.domain.observation import (
 )
 from engram.domain.rules import RuleSet, apply_rule, event_context
 from engram.ports import EventBus
-from engram.services import outbox, telemetry
-from engram.services.memory import marked_draft, write_and_stage
+from engram.services import telemetry
+from engram.services.memory import change_events, marked_draft
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +54,10 @@ class Planned:
     key: str
     trigger: TriggerSource
     drafts: list[ObservationDraft]
+    model: str | None = None  # chat extraction: the LLM that extracted (R-5.5)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    duration_ms: int = 0
 
 
 @dataclass
@@ -59,10 +65,25 @@ class TenantBatch:
     planned: list[Planned] = field(default_factory=list)
     unknown: int = 0
     invalid: list[str] = field(default_factory=list)
+    invalid_chat: list[str] = field(default_factory=list)
 
 
-# A chat-turn extractor returns drafts for one chat event (issue: chat extraction).
-ChatExtractor = Callable[[Connection, CloudEvent], Awaitable[list[ObservationDraft]]]
+class ChatExtraction(Protocol):
+    """What a chat extractor may return instead of a plain list: drafts plus call metadata."""
+
+    drafts: list[ObservationDraft]
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    duration_ms: int
+
+
+# A chat-turn extractor returns drafts for one chat event (chat turns and ended sessions).
+ChatExtractor = Callable[[Connection, CloudEvent], Awaitable[list[ObservationDraft] | ChatExtraction]]
+
+
+def is_chat_event(event_type: str) -> bool:
+    return event_type.startswith("io.engram.chat.") or event_type == SESSION_ENDED.type
 
 
 def event_key(event: CloudEvent) -> str:
@@ -147,7 +168,7 @@ class Extraction:
         for i, event in enumerate(events):
             try:
                 tenant = tenant_of(event)
-                if self.chat_extractor is not None and event["type"].startswith("io.engram.chat."):
+                if self.chat_extractor is not None and is_chat_event(event["type"]):
                     chat_events.append((i, tenant, event))
                     continue
                 self._plan(i, event, tenant, tenants[tenant])
@@ -159,8 +180,24 @@ class Extraction:
         for i, tenant, event in chat_events:
             try:
                 async with self.db.tenant(tenant) as conn:
-                    drafts = await self.chat_extractor(conn, event)  # type: ignore[misc]
-                tenants[tenant].planned.append(Planned(i, event_key(event), TriggerSource.chat, drafts))
+                    result = await self.chat_extractor(conn, event)  # type: ignore[misc]
+                if isinstance(result, list):
+                    planned = Planned(i, event_key(event), TriggerSource.chat, result)
+                else:
+                    planned = Planned(
+                        i,
+                        event_key(event),
+                        TriggerSource.chat,
+                        result.drafts,
+                        result.model,
+                        result.input_tokens,
+                        result.output_tokens,
+                        result.duration_ms,
+                    )
+                tenants[tenant].planned.append(planned)
+            except InvalidEvent as exc:
+                outcomes[i] = exc
+                tenants[tenant].invalid_chat.append(str(exc))
             except Exception as exc:
                 outcomes[i] = exc
         for tenant, batch in tenants.items():
@@ -175,34 +212,51 @@ class Extraction:
     async def _apply(self, tenant: str, batch: TenantBatch) -> None:
         started = time.perf_counter()
         records: list[telemetry.TelemetryRecord] = []
-        pending: list[outbox.Pending] = []
+        changes: list[Change] = []
         async with self.db.tenant(tenant) as conn:
             if batch.planned:
-                keys = [p.key for p in batch.planned]
-                done = {
-                    r["event_key"]
-                    for r in await conn.fetch(
-                        "SELECT event_key FROM processed_events WHERE consumer = $1 AND event_key = ANY($2::text[])",
-                        CONSUMER,
-                        keys,
-                    )
-                }
-                todo = [p for p in batch.planned if p.key not in done]
-                drafts = [d for p in todo for d in p.drafts]
-                written, pending = await write_and_stage(conn, tenant, drafts, SOURCE)
-                stats: dict[TriggerSource, dict[str, int]] = defaultdict(lambda: {"count": 0, "dedup": 0})
+                rows = await conn.fetch(
+                    "SELECT event_key, produced FROM processed_events"
+                    " WHERE consumer = $1 AND event_key = ANY($2::text[])",
+                    CONSUMER,
+                    [p.key for p in batch.planned],
+                )
+                done = {r["event_key"]: list(r["produced"]) for r in rows}
+                todo: list[Planned] = []
+                repeated: list[Planned] = []  # the same event twice in one batch: applied once
+                taken: set[str] = set()
+                for p in batch.planned:
+                    if p.key in done:
+                        continue
+                    if p.key in taken:
+                        repeated.append(p)
+                    else:
+                        taken.add(p.key)
+                        todo.append(p)
+                written = await ObservationStore(conn).write_changes([d for p in todo for d in p.drafts])
+                changes.extend(written)
+                stats: dict[TriggerSource, dict[str, int]] = defaultdict(
+                    lambda: {"count": 0, "dedup": 0, "input_tokens": 0, "output_tokens": 0, "llm_ms": 0}
+                )
+                models: dict[TriggerSource, str] = {}
                 for p in batch.planned:
                     if p.key in done:  # redelivered or re-published: already applied
                         stats[p.trigger]["dedup"] += 1
+                for p in repeated:
+                    stats[p.trigger]["dedup"] += 1
                 produced: list[str] = []
                 cursor = 0
                 for p in todo:
+                    if p.model:
+                        models.setdefault(p.trigger, p.model)
+                    stats[p.trigger]["input_tokens"] += p.input_tokens
+                    stats[p.trigger]["output_tokens"] += p.output_tokens
+                    stats[p.trigger]["llm_ms"] += p.duration_ms
                     mine = written[cursor : cursor + len(p.drafts)]
                     cursor += len(p.drafts)
-                    produced.append(",".join(str(w.observation.id) for w in mine))
-                    for w in mine:
-                        outcome = "dedup" if w.outcome is WriteOutcome.deduplicated else "count"
-                        stats[p.trigger][outcome] += 1
+                    produced.append(",".join(str(c.id) for c in mine))
+                    for c in mine:
+                        stats[p.trigger]["dedup" if c.outcome is WriteOutcome.deduplicated else "count"] += 1
                 if todo:
                     await conn.execute(
                         "INSERT INTO processed_events (tenant_id, consumer, event_key, produced)"
@@ -214,6 +268,17 @@ class Extraction:
                         [p.key for p in todo],
                         produced,
                     )
+                # An earlier attempt that committed but was never acked may not have announced its
+                # changes: announce them again (same revision = same event id, so JetStream drops
+                # what did go out). This is why the workers need no outbox.
+                replay = [i for ids in done.values() for i in ids]
+                if replay:
+                    rows = await conn.fetch(
+                        "SELECT id, user_id, updated_at FROM observations WHERE id = ANY($1::uuid[])", replay
+                    )
+                    changes.extend(
+                        Change(r["id"], tenant, r["user_id"], WriteOutcome.updated, r["updated_at"]) for r in rows
+                    )
                 elapsed = int((time.perf_counter() - started) * 1000)
                 for trigger, s in stats.items():
                     records.append(
@@ -224,7 +289,10 @@ class Extraction:
                                 "trigger": trigger.value,
                                 "count": s["count"],
                                 "dedup_hits": s["dedup"],
-                                "duration_ms": elapsed,
+                                "model": models.get(trigger),
+                                "input_tokens": s["input_tokens"],
+                                "output_tokens": s["output_tokens"],
+                                "duration_ms": elapsed + s["llm_ms"],
                                 "status": "ok",
                             },
                         )
@@ -244,20 +312,23 @@ class Extraction:
                         },
                     )
                 )
-            for reason in batch.invalid:
-                records.append(
-                    telemetry.record(
-                        tenant,
-                        "memory.extraction",
-                        {
-                            "trigger": "hook",
-                            "count": 0,
-                            "dedup_hits": 0,
-                            "duration_ms": 0,
-                            "status": "failed",
-                            "error": reason[:2000],
-                        },
+            for failed_trigger, reasons in (("hook", batch.invalid), ("chat", batch.invalid_chat)):
+                for reason in reasons:
+                    records.append(
+                        telemetry.record(
+                            tenant,
+                            "memory.extraction",
+                            {
+                                "trigger": failed_trigger,
+                                "count": 0,
+                                "dedup_hits": 0,
+                                "duration_ms": 0,
+                                "status": "failed",
+                                "error": reason[:2000],
+                            },
+                        )
                     )
-                )
             await telemetry.write(conn, records)
-        await outbox.publish(self.db, self.bus, pending)
+        events = change_events(changes, SOURCE)
+        if events:
+            await self.bus.publish_many(events)  # failure -> nak -> redelivery -> replay above

@@ -11,7 +11,7 @@ from typing import Literal
 from cloudevents.http import CloudEvent
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.adapters.observations import ObservationStore, Written
+from engram.adapters.observations import Change, ObservationStore, Written
 from engram.adapters.postgres import Connection, Database
 from engram.domain.events import (
     OBSERVATION_CREATED,
@@ -109,26 +109,25 @@ class Page:
     size: int
 
 
-def change_events(written: Sequence[Written], source: str) -> list[CloudEvent]:
+def change_events(changes: Sequence[Change], source: str) -> list[CloudEvent]:
     """observation.created / .updated for what a write changed; ids are deterministic per revision."""
     events: list[CloudEvent] = []
     seen: set[uuid.UUID] = set()
-    for w in written:
-        if w.outcome is WriteOutcome.deduplicated or w.observation.id in seen:
+    for c in changes:
+        if c.outcome is WriteOutcome.deduplicated or c.id in seen:
             continue
-        seen.add(w.observation.id)
-        obs = w.observation
-        revision = obs.updated_at.isoformat()
-        etype = OBSERVATION_CREATED if w.outcome is WriteOutcome.created else OBSERVATION_UPDATED
+        seen.add(c.id)
+        revision = c.revision.isoformat()
+        etype = OBSERVATION_CREATED if c.outcome is WriteOutcome.created else OBSERVATION_UPDATED
         events.append(
             new_event(
                 etype,
-                ObservationChanged(observation_id=obs.id, revision=revision),
-                tenant_id=obs.tenant_id,
+                ObservationChanged(observation_id=c.id, revision=revision),
+                tenant_id=c.tenant_id,
                 source=source,
-                user_id=obs.user_id,
-                subject=f"observation/{obs.id}",
-                event_id=f"{etype.type}:{obs.id}:{revision}",
+                user_id=c.user_id,
+                subject=f"observation/{c.id}",
+                event_id=f"{etype.type}:{c.id}:{revision}",
             )
         )
     return events
@@ -138,7 +137,7 @@ async def write_and_stage(
     conn: Connection, tenant_id: str, drafts: Sequence[ObservationDraft], source: str
 ) -> tuple[list[Written], list[outbox.Pending]]:
     written = await ObservationStore(conn).write_many(drafts)
-    pending = await outbox.stage(conn, tenant_id, change_events(written, source))
+    pending = await outbox.stage(conn, tenant_id, change_events([w.change for w in written], source))
     return written, pending
 
 

@@ -16,6 +16,7 @@ import structlog
 from cloudevents.http import CloudEvent
 
 from engram.adapters.nats_binding import to_nats_binary
+from engram.adapters.nats_bus import RawMessage
 from engram.adapters.postgres import Connection, Database
 from engram.domain.events import subject_for
 from engram.ports import EventBus
@@ -30,6 +31,10 @@ class Pending:
     subject: str
     headers: dict[str, str]
     body: bytes
+
+    @property
+    def message(self) -> RawMessage:
+        return RawMessage(self.subject, self.headers, self.body, self.event_id)
 
 
 async def stage(conn: Connection, tenant_id: str, events: Sequence[CloudEvent]) -> list[Pending]:
@@ -57,10 +62,7 @@ async def publish(db: Database, bus: EventBus, pending: Sequence[Pending]) -> in
     """Publish after commit; delete what went out. Failures stay for the relay."""
     if not pending:
         return 0
-    results = await asyncio.gather(
-        *(bus.publish_raw(p.subject, p.headers, p.body, event_id=p.event_id) for p in pending),
-        return_exceptions=True,
-    )
+    results = await bus.publish_raw_many([p.message for p in pending])
     done = [p.id for p, r in zip(pending, results, strict=True) if not isinstance(r, BaseException)]
     failed = len(pending) - len(done)
     if failed:
@@ -84,10 +86,7 @@ async def relay_once(db: Database, bus: EventBus, *, older_than_seconds: float =
         pending = [Pending(r["id"], r["event_id"], r["subject"], r["headers"], r["body"]) for r in rows]
         if not pending:
             return 0
-        results = await asyncio.gather(
-            *(bus.publish_raw(p.subject, p.headers, p.body, event_id=p.event_id) for p in pending),
-            return_exceptions=True,
-        )
+        results = await bus.publish_raw_many([p.message for p in pending])
         done = [p.id for p, r in zip(pending, results, strict=True) if not isinstance(r, BaseException)]
         await conn.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", done)
     if done:

@@ -182,6 +182,7 @@ class RecallService:
                     observation_id=hit.observation.id,
                     query_id=result.query_id,
                     stream_origin=stream_origin,
+                    actor="system",  # recorded by recall itself, not given by the caller
                 ),
                 tenant_id=principal.tenant_id,
                 source=SOURCE,

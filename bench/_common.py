@@ -1,0 +1,78 @@
+"""Shared bench plumbing: embedded servers unless DATABASE_URL / NATS_URL are set, JSON output."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console(highlight=False)
+
+
+@dataclass
+class Servers:
+    database_url: str
+    nats_url: str
+
+
+@contextlib.contextmanager
+def servers() -> Iterator[Servers]:
+    """Embedded PostgreSQL and NATS in a temporary folder (or the configured ones), migrated and declared."""
+    import asyncio
+
+    from engram.cli import _declare, _migrate
+    from engram.devstack import EmbeddedNats, EmbeddedPostgres
+
+    tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
+    pg = None if os.environ.get("DATABASE_URL") else EmbeddedPostgres(tmp / "pg").start()
+    nats = None if os.environ.get("NATS_URL") else EmbeddedNats(tmp / "nats").start()
+    try:
+        s = Servers(
+            database_url=os.environ.get("DATABASE_URL") or (pg.url if pg else ""),
+            nats_url=os.environ.get("NATS_URL") or (nats.url if nats else ""),
+        )
+        os.environ["DATABASE_URL"] = s.database_url
+        os.environ["NATS_URL"] = s.nats_url
+        from engram.settings import get_settings
+
+        get_settings.cache_clear()
+        with contextlib.redirect_stdout(open(os.devnull, "w")):
+            asyncio.run(_migrate(s.database_url))
+            asyncio.run(_declare(s.nats_url, get_settings().engram_stream))
+        yield s
+    finally:
+        if nats is not None:
+            nats.stop()
+        if pg is not None:
+            pg.stop()
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_implementation()} "
+        f"{platform.python_version()}",
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
+    t = Table(title=title)
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*(f"{v:,.1f}" if isinstance(v, float) else str(v) for v in r))
+    console.print(t)
+
+
+def emit_json(figures: dict[str, Any]) -> None:
+    print(json.dumps(figures, sort_keys=True))

@@ -1,0 +1,428 @@
+"""`python -m bench.chat_turn`: the time chat-turn adds around the LLM call.
+
+A tenant with 10k observations; the scripted Messages API (in a process of its own, so it does
+not compete for this process's GIL) answers instantly. Each turn goes through the real
+chat-turn app in-process (authentication, multi-stream recall, prompt build, the SDK call,
+persistence, telemetry, outbox publish). Added time = turn time - time inside LLM calls (from
+the `Server-Timing` header). Reported at concurrency 1 and 8, p50/p95; target p95 <= 40 ms.
+
+Baseline of the same run: `GET /api/ai/memory?size=10` on memory-api (authentication plus one
+tenant transaction), so the ratio is comparable across runs on a noisy machine.
+
+`--recall services` (default) uses `Services.recall`, the real recall service; it refuses to
+run without it. `--recall fixed` replaces recall by a stub that answers instantly with seeded
+observations: it measures chat-turn's own overhead with recall excluded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import secrets
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+TENANT = "bench"
+USERS = ("alice", "bob", "carol", "dave")
+TARGET_P95_MS = 40.0
+MESSAGES = (
+    "Was ist mit der Rechnung von Kunde {n} passiert?",
+    "Wann hat Kunde {n} zuletzt bestellt?",
+    "Soll ich Kunde {n} einen Rabatt auf die nächste Bestellung geben?",
+    "What is the billing model for customer {n}?",
+    "Tell me about the order history of customer {n}.",
+    "Should we move customer {n} to quarterly billing?",
+)
+TYPES = (
+    "fact",
+    "decision",
+    "event",
+    "concept",
+    "preference",
+    "identity",
+    "project",
+    "skill",
+    "mistake",
+    "context",
+    "note",
+)
+console = Console(stderr=True)
+
+
+def _serve_stub(conn: Any) -> None:
+    """The scripted Messages API in a child process: instant answers."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.anthropic_server import AnthropicServer, text
+
+    server = AnthropicServer()
+    server.responder = lambda req: text("FACT_WHAT") if "fast" in req.model else text("Gern, hier ist die Antwort.")
+    server.start()
+    conn.send(server.url)
+    conn.recv()  # until the parent says stop
+    server.stop()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def server_timing(header: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part in header.split(","):
+        name, _, dur = part.strip().partition(";dur=")
+        if dur:
+            out[name] = float(dur)
+    return out
+
+
+def drafts(count: int) -> list[Any]:
+    from engram.domain.observation import ObservationDraft, Priority, Scope
+
+    result = []
+    for i in range(count):
+        customer = i % 500
+        kind = TYPES[i % len(TYPES)]
+        user = USERS[i % len(USERS)] if i % 3 == 0 else None
+        result.append(
+            ObservationDraft(
+                tenant_id=TENANT,
+                user_id=user,
+                type=kind,
+                title=f"Kunde {customer}: {kind} Nr. {i} zu Bestellung {1000 + i} und Rechnung R-{7000 + i}",
+                narrative=f"Customer {customer} ({kind}): order {1000 + i}, invoice R-{7000 + i}, "
+                f"billing {'quarterly' if i % 2 else 'monthly'}, contact person number {i % 37}.",
+                tags=[f"customer-{customer}", kind],
+                scope=Scope.private if user and i % 2 else Scope.public,
+                priority=Priority.high if i % 50 == 0 else Priority.normal,
+            )
+        )
+    return result
+
+
+class FixedRecall:
+    """Recall stub for `--recall fixed`: seeded observations per type, no search at all."""
+
+    def __init__(self, by_type: dict[str, list[Any]]) -> None:
+        self.by_type = by_type
+
+    async def search(self, principal: Any, query: Any) -> Any:
+        from engram.domain.recall import RecallResult, SearchHit
+
+        hits = []
+        for kind in query.types or tuple(self.by_type):
+            for obs in self.by_type.get(kind, [])[: query.limit]:
+                hits.append(SearchHit(obs, 1.0, 1, 1, stream_origin=query.stream_origin))
+        return RecallResult(uuid.uuid4(), hits[: query.limit])
+
+
+async def seed(services: Any, count: int) -> None:
+    from engram.services import outbox
+    from engram.services.memory import write_and_stage
+
+    batch = 1_000
+    all_drafts = drafts(count)
+    for start in range(0, count, batch):
+        async with services.db.tenant(TENANT) as conn:
+            _written, pending = await write_and_stage(conn, TENANT, all_drafts[start : start + batch], "/bench")
+        await outbox.publish(services.db, services.bus, pending)
+
+
+async def wait_for_index(services: Any, timeout: float) -> None:
+    """Run the embed-index worker in this process until its consumer has no pending messages."""
+    import importlib.util
+
+    from engram.runtime.jetstream import PullRunner, load_handler
+    from engram.topology import consumer
+
+    if importlib.util.find_spec("functions.embed_index") is None:
+        raise SystemExit("functions.embed_index is not installed: the recall service's index cannot be built")
+    spec = consumer("embed-index")
+    runner = PullRunner(services.bus.js, spec, load_handler("functions.embed_index.main", "embed_index"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop))
+    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    last_report = started
+    try:
+        while time.monotonic() < deadline:
+            info = await services.bus.js.consumer_info(spec.stream, spec.durable)
+            if info.num_pending == 0 and info.num_ack_pending == 0 and runner.stats.acked:
+                console.print(f"indexed in {time.monotonic() - started:.0f}s ({runner.stats.acked} events)")
+                return
+            if time.monotonic() - last_report > 15:
+                last_report = time.monotonic()
+                console.print(
+                    f"indexing: {runner.stats.acked} acked, {info.num_pending} pending, "
+                    f"{info.num_ack_pending} in flight, {runner.stats.dead_lettered} dead-lettered"
+                )
+            await asyncio.sleep(1.0)
+        raise SystemExit(f"the index did not catch up within {timeout:.0f}s")
+    finally:
+        stop.set()
+        await task
+
+
+@dataclass
+class Sample:
+    total_ms: float
+    llm_ms: float
+    stages: dict[str, float]
+
+    @property
+    def added_ms(self) -> float:
+        return self.total_ms - self.llm_ms
+
+
+async def run_level(client: Any, tokens: list[str], concurrency: int, turns: int) -> list[Sample]:
+    samples: list[Sample] = []
+    counter = iter(range(turns))
+
+    async def worker(w: int) -> None:
+        chat_id = uuid.uuid4()
+        headers = {"Authorization": f"Bearer {tokens[w % len(tokens)]}"}
+        for n in counter:
+            message = MESSAGES[n % len(MESSAGES)].format(n=(n * 7 + w) % 500)
+            started = time.perf_counter()
+            r = await client.post(f"/api/ai/chats/{chat_id}/turns", json={"message": message}, headers=headers)
+            elapsed = (time.perf_counter() - started) * 1000
+            if r.status_code != 200:
+                raise SystemExit(f"turn failed: {r.status_code} {r.text[:500]}")
+            timing = server_timing(r.headers.get("server-timing", ""))
+            samples.append(Sample(elapsed, timing.get("llm", 0.0), timing))
+
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    return samples
+
+
+async def baseline(client: Any, token: str, requests: int) -> list[float]:
+    times = []
+    for _ in range(requests):
+        started = time.perf_counter()
+        r = await client.get("/api/ai/memory?size=10", headers={"Authorization": f"Bearer {token}"})
+        times.append((time.perf_counter() - started) * 1000)
+        if r.status_code != 200:
+            raise SystemExit(f"baseline failed: {r.status_code} {r.text[:300]}")
+    return times
+
+
+def summarize(samples: list[Sample]) -> dict[str, float]:
+    added = [s.added_ms for s in samples]
+    stages = {k: statistics.median([s.stages.get(k, 0.0) for s in samples]) for k in ("prepare", "recall", "persist")}
+    return {
+        "turns": len(samples),
+        "p50_added_ms": round(percentile(added, 0.5), 2),
+        "p95_added_ms": round(percentile(added, 0.95), 2),
+        "p50_total_ms": round(percentile([s.total_ms for s in samples], 0.5), 2),
+        "p95_total_ms": round(percentile([s.total_ms for s in samples], 0.95), 2),
+        "p50_llm_ms": round(percentile([s.llm_ms for s in samples], 0.5), 2),
+        **{f"p50_{k}_ms": round(v, 2) for k, v in stages.items()},
+    }
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    import httpx
+
+    from engram import bootstrap
+    from engram.runtime.auth import issue_jwt
+
+    services = await bootstrap.get_services()
+    try:
+        if args.recall == "services" and services.recall is None:
+            raise SystemExit(
+                "Services.recall is not configured: this benchmark measures chat-turn with the real recall "
+                "service (retrieval issue). Run it on a build that has it, or use --recall fixed to measure "
+                "chat-turn's own overhead without recall."
+            )
+        console.print(f"seeding {args.observations} observations ...")
+        started = time.perf_counter()
+        await seed(services, args.observations)
+        console.print(f"seeded in {time.perf_counter() - started:.1f}s")
+        if args.recall == "services":
+            await wait_for_index(services, args.index_timeout)
+        else:
+            from engram.adapters.observations import to_observation
+
+            async with services.db.tenant(TENANT) as conn:
+                rows = await conn.fetch(
+                    "SELECT * FROM observations WHERE scope = 'public' ORDER BY created_at LIMIT 400"
+                )
+            by_type: dict[str, list[Any]] = {}
+            for row in rows:
+                obs = to_observation(row)
+                by_type.setdefault(obs.type, []).append(obs)
+            services.recall = FixedRecall(by_type)
+
+        secret = os.environ["ENGRAM_JWT_SECRET"]
+        perms = ["read:AiObservation", "create:AiObservation"]
+        tokens = [issue_jwt(secret, tenant_id=TENANT, user_id=u, permissions=perms, ttl_seconds=7200) for u in USERS]
+
+        from functions.chat_turn.main import app as chat_app
+        from functions.memory_api.main import app as memory_app
+
+        chat_transport = httpx.ASGITransport(app=chat_app)
+        memory_transport = httpx.ASGITransport(app=memory_app)
+        async with (
+            httpx.AsyncClient(transport=chat_transport, base_url="http://chat", timeout=60) as chat,
+            httpx.AsyncClient(transport=memory_transport, base_url="http://memory", timeout=60) as memory,
+        ):
+            await run_level(chat, tokens, 2, args.warmup)
+            await baseline(memory, tokens[0], 20)
+            base = await baseline(memory, tokens[0], args.turns)
+            levels = {}
+            profiler = None
+            if args.profile:
+                import cProfile
+
+                profiler = cProfile.Profile()
+                profiler.enable()
+            for concurrency in args.concurrency:
+                cpu, wall = time.process_time(), time.perf_counter()
+                samples = await run_level(chat, tokens, concurrency, args.turns)
+                levels[f"c{concurrency}"] = summarize(samples)
+                levels[f"c{concurrency}"]["cpu_ms_per_turn"] = round(
+                    (time.process_time() - cpu) * 1000 / len(samples), 2
+                )
+                levels[f"c{concurrency}"]["turns_per_second"] = round(len(samples) / (time.perf_counter() - wall), 1)
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(args.profile)
+        base_p95 = percentile(base, 0.95)
+        result: dict[str, Any] = {
+            "bench": "chat_turn",
+            "recall": args.recall,
+            "observations": args.observations,
+            "baseline": "GET /api/ai/memory?size=10",
+            "baseline_p50_ms": round(percentile(base, 0.5), 2),
+            "baseline_p95_ms": round(base_p95, 2),
+            "target_p95_added_ms": TARGET_P95_MS,
+            **levels,
+        }
+        for name, level in levels.items():
+            result[f"ratio_{name}_p95_added_to_baseline"] = round(level["p95_added_ms"] / base_p95, 2)
+        result["meets_target"] = all(level["p95_added_ms"] <= TARGET_P95_MS for level in levels.values())
+        return result
+    finally:
+        await bootstrap.shutdown()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.chat_turn", description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    parser.add_argument("--observations", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=200, help="measured turns per concurrency level")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--concurrency", type=lambda v: [int(x) for x in v.split(",")], default=[1, 8])
+    parser.add_argument("--recall", choices=("services", "fixed"), default="services")
+    parser.add_argument("--index-timeout", type=float, default=900.0)
+    parser.add_argument("--profile", metavar="PATH", help="write a cProfile of the measured turns to PATH")
+    args = parser.parse_args()
+
+    from engram.runtime.logs import configure_logging
+
+    os.environ.setdefault("ENGRAM_LOG_LEVEL", "WARNING")
+    configure_logging()
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    stub = ctx.Process(target=_serve_stub, args=(child,), daemon=True)
+    stub.start()
+    os.environ["ANTHROPIC_BASE_URL"] = parent.recv()
+    os.environ["ANTHROPIC_API_KEY"] = "bench-key"
+    os.environ.setdefault("ENGRAM_FAST_MODEL", "claude-fast-bench")
+    os.environ.setdefault("ENGRAM_JWT_SECRET", secrets.token_urlsafe(32))
+
+    from engram.cli import _declare, _migrate
+    from engram.devstack import EmbeddedNats, EmbeddedPostgres
+
+    tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
+    pg = nats = None
+    try:
+        if not os.environ.get("DATABASE_URL"):
+            pg = EmbeddedPostgres(tmp / "postgres").start()
+            os.environ["DATABASE_URL"] = pg.url
+        if not os.environ.get("NATS_URL"):
+            nats = EmbeddedNats(tmp / "nats").start()
+            os.environ["NATS_URL"] = nats.url
+        from engram.settings import get_settings
+
+        get_settings.cache_clear()
+        asyncio.run(_migrate(os.environ["DATABASE_URL"]))
+        asyncio.run(_declare(os.environ["NATS_URL"], get_settings().engram_stream))
+        try:
+            result = asyncio.run(main_async(args))
+        except SystemExit as exc:
+            console.print(f"[red]{exc}[/red]")
+            if args.json:
+                print(json.dumps({"bench": "chat_turn", "error": str(exc)}))
+            return 2
+    finally:
+        parent.send("stop")
+        stub.join(5)
+        if nats is not None:
+            nats.stop()
+        if pg is not None:
+            pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    table = Table(title=f"chat-turn added time ({args.observations} observations, recall: {args.recall})")
+    for column in (
+        "level",
+        "turns",
+        "p50 added",
+        "p95 added",
+        "p50 total",
+        "p50 LLM",
+        "p50 prepare",
+        "p50 recall",
+        "p50 persist",
+        "p95 / baseline",
+    ):
+        table.add_column(column, justify="right")
+    for name in (f"c{c}" for c in args.concurrency):
+        lv = result[name]
+        table.add_row(
+            name,
+            str(lv["turns"]),
+            f"{lv['p50_added_ms']:.1f} ms",
+            f"{lv['p95_added_ms']:.1f} ms",
+            f"{lv['p50_total_ms']:.1f} ms",
+            f"{lv['p50_llm_ms']:.1f} ms",
+            f"{lv['p50_prepare_ms']:.1f} ms",
+            f"{lv['p50_recall_ms']:.1f} ms",
+            f"{lv['p50_persist_ms']:.1f} ms",
+            f"{result[f'ratio_{name}_p95_added_to_baseline']:.1f}x",
+        )
+    Console().print(table)
+    Console().print(
+        f"baseline ({result['baseline']}): p50 {result['baseline_p50_ms']} ms, p95 {result['baseline_p95_ms']} ms; "
+        f"target p95 added <= {TARGET_P95_MS:.0f} ms: {'met' if result['meets_target'] else 'NOT met'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

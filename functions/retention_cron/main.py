@@ -1,0 +1,82 @@
+"""retention-cron (R-11.1): archive and delete expired telemetry, once per call.
+
+Kubernetes runs it as a CronJob (daily 03:30 Europe/Berlin, `concurrencyPolicy: Forbid`):
+`python -m functions.retention_cron`. The exit code is 0 when every expired day was
+handled and 1 when an archive failed (those days' rows stay, and the Job shows as failed).
+`--next N` prints the next runs; `--daemon` keeps a process running on the same schedule
+where no CronJob exists. Needs PostgreSQL only (and S3 when a bucket is configured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from datetime import UTC, datetime
+
+import structlog
+
+from engram.adapters.postgres import Database
+from engram.adapters.s3_archive import S3Archive
+from engram.domain.schedule import RETENTION_SCHEDULE
+from engram.runtime.logs import configure_logging
+from engram.services.retention import Retention, RetentionReport
+from engram.settings import Settings, get_settings
+
+log = structlog.get_logger(__name__)
+
+
+def build_retention(settings: Settings, db: Database) -> Retention:
+    archive = (
+        S3Archive(settings.engram_archive_bucket, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region)
+        if settings.engram_archive_bucket
+        else None
+    )
+    return Retention(
+        db,
+        retention_days=settings.ai_events_retention_days,
+        archive=archive,
+        prefix=settings.engram_archive_prefix,
+        batch_size=settings.engram_retention_batch_size,
+    )
+
+
+async def run_once(settings: Settings | None = None, now: datetime | None = None) -> RetentionReport:
+    settings = settings or get_settings()
+    db = await Database.connect(settings.require_database_url(), min_size=1, max_size=2)
+    try:
+        return await build_retention(settings, db).run(now)
+    finally:
+        await db.close()
+
+
+async def daemon() -> None:
+    while True:
+        now = datetime.now(UTC)
+        due = RETENTION_SCHEDULE.next_after(now)
+        log.info("retention.sleeping", until=due.isoformat())
+        await asyncio.sleep((due - now).total_seconds())
+        try:
+            await run_once()
+        except Exception as exc:  # a failed run is logged; the next day tries again
+            log.error("retention.run_failed", error=str(exc))
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
+    parser = argparse.ArgumentParser(prog="python -m functions.retention_cron", description=__doc__)
+    parser.add_argument("--next", type=int, metavar="N", help="print the next N scheduled runs and exit")
+    parser.add_argument("--daemon", action="store_true", help="stay running and run on the schedule")
+    args = parser.parse_args(argv)
+    if args.next:
+        for run in RETENTION_SCHEDULE.upcoming(datetime.now(UTC), args.next):
+            local = run.astimezone(RETENTION_SCHEDULE.zone)
+            sys.stdout.write(f"{local.isoformat()}  ({run.isoformat()})\n")
+        return 0
+    if args.daemon:
+        asyncio.run(daemon())
+        return 0
+    report = asyncio.run(run_once())
+    sys.stdout.write(json.dumps(report.summary()) + "\n")
+    return 1 if report.failed else 0

@@ -1,0 +1,243 @@
+"""Chats, sessions, messages and summaries on PostgreSQL (R-4.3, R-4.4).
+
+Queries on one connection inside a tenant transaction (RLS applies); the chat service
+decides, this module only reads and writes rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from engram.adapters.postgres import Connection
+from engram.domain.models import Chat, ChatKind, ChatMessage, Session, SessionStatus, Summary
+
+
+def _chat(row: asyncpg.Record) -> Chat:
+    return Chat(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        user_id=row["user_id"],
+        kind=ChatKind(row["kind"]),
+        title=row["title"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _session(row: asyncpg.Record) -> Session:
+    return Session(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        user_id=row["user_id"],
+        chat_id=row["chat_id"],
+        user_prompt=row["user_prompt"],
+        status=SessionStatus(row["status"]),
+        metadata=dict(row["metadata"] or {}),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _message(row: asyncpg.Record) -> ChatMessage:
+    return ChatMessage(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        chat_id=row["chat_id"],
+        session_id=row["session_id"],
+        role=row["role"],
+        content=row["content"],
+        model=row["model"],
+        duration_ms=row["duration_ms"],
+        memory_trace=dict(row["memory_trace"] or {}),
+        created_at=row["created_at"],
+    )
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A message of the history as the next turn sends it back."""
+
+    role: str
+    content: str
+    content_blocks: list[dict[str, Any]] | None
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    id: uuid.UUID
+    role: str
+    content: str
+    model: str | None = None
+    duration_ms: int | None = None
+    memory_trace: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
+    content_blocks: list[dict[str, Any]] | None = None
+
+
+class ChatStore:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    async def lock_chat(self, chat_id: uuid.UUID) -> Chat | None:
+        """The chat, locked until the transaction ends: turns of one chat never race on its session."""
+        row = await self.conn.fetchrow("SELECT * FROM chats WHERE id = $1 FOR UPDATE", chat_id)
+        return _chat(row) if row else None
+
+    async def create_chat(self, chat_id: uuid.UUID, tenant_id: str, user_id: str, title: str | None) -> Chat | None:
+        """An AI chat owned by the user; None when the id is taken (in any tenant)."""
+        row = await self.conn.fetchrow(
+            "INSERT INTO chats (id, tenant_id, user_id, kind, title) VALUES ($1, $2, $3, 'ai', $4)"
+            " ON CONFLICT (id) DO NOTHING RETURNING *",
+            chat_id,
+            tenant_id,
+            user_id,
+            title,
+        )
+        return _chat(row) if row else None
+
+    async def touch_chat(self, chat_id: uuid.UUID, title: str | None) -> None:
+        await self.conn.execute(
+            "UPDATE chats SET updated_at = now(), title = coalesce(title, $2) WHERE id = $1", chat_id, title
+        )
+
+    async def active_session(self, chat_id: uuid.UUID) -> Session | None:
+        row = await self.conn.fetchrow(
+            "SELECT * FROM sessions WHERE chat_id = $1 AND status = 'active' ORDER BY updated_at DESC LIMIT 1",
+            chat_id,
+        )
+        return _session(row) if row else None
+
+    async def get_session(self, session_id: uuid.UUID) -> Session | None:
+        row = await self.conn.fetchrow("SELECT * FROM sessions WHERE id = $1", session_id)
+        return _session(row) if row else None
+
+    async def create_session(
+        self, tenant_id: str, user_id: str, chat_id: uuid.UUID, user_prompt: str, metadata: dict[str, Any]
+    ) -> Session:
+        row = await self.conn.fetchrow(
+            "INSERT INTO sessions (id, tenant_id, user_id, chat_id, user_prompt, status, metadata)"
+            " VALUES ($1, $2, $3, $4, $5, 'active', $6) RETURNING *",
+            uuid.uuid4(),
+            tenant_id,
+            user_id,
+            chat_id,
+            user_prompt,
+            metadata,
+        )
+        return _session(row)
+
+    async def update_session(
+        self, session_id: uuid.UUID, *, status: SessionStatus | None = None, metadata: dict[str, Any] | None = None
+    ) -> None:
+        await self.conn.execute(
+            "UPDATE sessions SET updated_at = now(), status = coalesce($2, status),"
+            " metadata = metadata || coalesce($3::jsonb, '{}'::jsonb) WHERE id = $1",
+            session_id,
+            status.value if status else None,
+            metadata,
+        )
+
+    async def end_session(self, session_id: uuid.UUID, status: SessionStatus = SessionStatus.completed) -> bool:
+        """Active -> completed (or failed); False if it had already ended."""
+        result = await self.conn.execute(
+            "UPDATE sessions SET status = $2, updated_at = now() WHERE id = $1 AND status = 'active'",
+            session_id,
+            status.value,
+        )
+        return bool(result.endswith(" 1"))
+
+    async def history(self, chat_id: uuid.UUID, limit: int) -> list[StoredMessage]:
+        if limit <= 0:
+            return []
+        rows = await self.conn.fetch(
+            "SELECT role, content, content_blocks FROM (SELECT id, role, content, content_blocks, created_at"
+            " FROM chat_messages WHERE chat_id = $1 AND role IN ('user', 'assistant')"
+            " ORDER BY created_at DESC, id DESC LIMIT $2) m ORDER BY created_at, id",
+            chat_id,
+            limit,
+        )
+        return [StoredMessage(r["role"], r["content"], r["content_blocks"]) for r in rows]
+
+    async def session_messages(self, session_id: uuid.UUID, limit: int = 200) -> list[ChatMessage]:
+        rows = await self.conn.fetch(
+            "SELECT * FROM chat_messages WHERE session_id = $1 ORDER BY created_at, id LIMIT $2", session_id, limit
+        )
+        return [_message(r) for r in rows]
+
+    async def add_messages(
+        self,
+        tenant_id: str,
+        chat_id: uuid.UUID,
+        session_id: uuid.UUID,
+        user_id: str,
+        messages: Sequence[NewMessage],
+        at: datetime,
+    ) -> None:
+        """Messages of one turn, in order (a microsecond apart, so history keeps their order)."""
+        await self.conn.executemany(
+            "INSERT INTO chat_messages (id, tenant_id, chat_id, session_id, user_id, role, content, model,"
+            " duration_ms, memory_trace, usage, content_blocks, created_at)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+            " $13::timestamptz + make_interval(secs => $14::float8))",
+            [
+                (
+                    m.id,
+                    tenant_id,
+                    chat_id,
+                    session_id,
+                    user_id,
+                    m.role,
+                    m.content,
+                    m.model,
+                    m.duration_ms,
+                    m.memory_trace or {},
+                    m.usage or {},
+                    m.content_blocks,
+                    at,
+                    i / 1_000_000,
+                )
+                for i, m in enumerate(messages)
+            ],
+        )
+
+    async def set_extraction(self, message_id: uuid.UUID, status: dict[str, Any]) -> None:
+        await self.conn.execute(
+            "UPDATE chat_messages SET memory_trace = jsonb_set(memory_trace, '{extraction}', $2::jsonb) WHERE id = $1",
+            message_id,
+            status,
+        )
+
+    async def save_summary(
+        self, tenant_id: str, session_id: uuid.UUID, user_id: str | None, fields: dict[str, str], model: str
+    ) -> Summary:
+        """One summary per session (a redelivered event rewrites it, never duplicates it)."""
+        row = await self.conn.fetchrow(
+            "INSERT INTO summaries (id, tenant_id, session_id, user_id, request, investigated, learned, completed,"
+            " next_steps, notes, generated_by_model) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            " ON CONFLICT (tenant_id, session_id) DO UPDATE SET request = EXCLUDED.request,"
+            " investigated = EXCLUDED.investigated, learned = EXCLUDED.learned, completed = EXCLUDED.completed,"
+            " next_steps = EXCLUDED.next_steps, notes = EXCLUDED.notes,"
+            " generated_by_model = EXCLUDED.generated_by_model RETURNING *",
+            uuid.uuid4(),
+            tenant_id,
+            session_id,
+            user_id,
+            fields["request"],
+            fields["investigated"],
+            fields["learned"],
+            fields["completed"],
+            fields["next_steps"],
+            fields["notes"],
+            model,
+        )
+        return Summary(**dict(row.items()))
+
+    async def get_summary(self, session_id: uuid.UUID) -> Summary | None:
+        row = await self.conn.fetchrow("SELECT * FROM summaries WHERE session_id = $1", session_id)
+        return Summary(**dict(row.items())) if row else None

@@ -1,0 +1,382 @@
+"""What a chat turn leaves behind (R-5.2, R-4.3): pure rules, no I/O.
+
+- `ExtractionOutput`: the JSON schema of the LLM's `record_observations` tool, validated by
+  pydantic; `to_drafts` turns it into observation drafts.
+- `offline_observations`: without an LLM, salient statements of the user (decisions, dates,
+  names, preferences, explicit "remember this") in German and English.
+- `SummaryOutput` and `offline_summary`: a session's structured summary.
+- `detect_language`: German or English, by function words.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engram.domain.observation import ObservationDraft, Priority, Provenance, Scope, Source, TriggerSource
+
+# ---- language ---------------------------------------------------------------------------------
+
+_DE = frozenset(
+    "und der die das ist nicht ich wir sie ein eine mit für auf dem den des zu von bitte wann soll "
+    "habe haben wird werden auch noch aber oder wie was warum mein meine unser unsere ab bis".split()
+)
+_EN = frozenset(
+    "and the is not i we they a an with for on of to from please when should have has will "
+    "also still but or how what why my our your this that from until".split()
+)
+_TOKEN = re.compile(r"[a-zäöüß]+", re.IGNORECASE)
+
+
+def detect_language(text: str) -> Literal["de", "en"]:
+    words = [w.casefold() for w in _TOKEN.findall(text)]
+    de = sum(w in _DE for w in words) + 2 * sum(ch in "äöüß" for ch in text.casefold())
+    en = sum(w in _EN for w in words)
+    return "de" if de > en else "en"
+
+
+# ---- LLM output schema --------------------------------------------------------------------------
+
+
+class ExtractedObservation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(description="one of the allowed observation types")
+    title: str = Field(min_length=3, max_length=300, description="one self-contained sentence")
+    narrative: str = Field(default="", max_length=4_000)
+    facts: list[str] = Field(default_factory=list, max_length=20)
+    concepts: list[str] = Field(default_factory=list, max_length=20)
+    tags: list[str] = Field(default_factory=list, max_length=10)
+    key: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=r"^[^\s].*$",
+        description="stable identifier when this updates a known fact, e.g. 'preference:answer-style'",
+    )
+    priority: Priority = Priority.normal
+    sensitive: bool = Field(default=False, description="health, HR or personal data that needs protection")
+
+
+class ExtractionOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    language: str = Field(default="", max_length=10, description="the conversation's language, e.g. de or en")
+    observations: list[ExtractedObservation] = Field(default_factory=list, max_length=20)
+
+
+def extraction_tool_schema(types: Sequence[str]) -> dict[str, Any]:
+    """The tool's input schema; the `type` field is limited to the configured observation types."""
+    schema = ExtractionOutput.model_json_schema()
+    item = schema["$defs"]["ExtractedObservation"]
+    item["properties"]["type"]["enum"] = sorted(types)
+    return schema
+
+
+class InvalidExtraction(ValueError):
+    """The model's output does not fit the schema (or uses an unknown type)."""
+
+
+def check_types(output: ExtractionOutput, types: frozenset[str]) -> None:
+    unknown = sorted({o.type for o in output.observations} - types)
+    if unknown:
+        raise InvalidExtraction(f"unknown observation type(s) {unknown}; allowed: {sorted(types)}")
+
+
+@dataclass(frozen=True)
+class Origin:
+    tenant_id: str
+    user_id: str
+    session_id: uuid.UUID | None
+    message_id: uuid.UUID | None
+    event_id: str
+
+
+def to_drafts(output: ExtractionOutput, origin: Origin) -> list[ObservationDraft]:
+    """Agent-sourced, unverified, private to the user (or sensitive when the model says so)."""
+    drafts = []
+    for item in output.observations:
+        drafts.append(
+            ObservationDraft(
+                tenant_id=origin.tenant_id,
+                user_id=origin.user_id,
+                type=item.type,
+                title=item.title.strip(),
+                narrative=item.narrative.strip(),
+                facts=item.facts,
+                concepts=item.concepts,
+                tags=item.tags,
+                key=item.key,
+                priority=item.priority,
+                source=Source.agent,
+                verified=False,
+                confidence=0.7,
+                scope=Scope.sensitive if item.sensitive else Scope.private,
+                trigger_source=TriggerSource.chat,
+                provenance=Provenance(
+                    session_id=origin.session_id, chat_message_id=origin.message_id, source_event_id=origin.event_id
+                ),
+            )
+        )
+    return drafts
+
+
+# ---- offline extraction -------------------------------------------------------------------------
+
+_MONTHS = (
+    "januar|februar|märz|maerz|april|mai|juni|juli|august|september|oktober|november|dezember|"
+    "january|february|march|may|june|july|october|december"
+)
+_WEEKDAYS = (
+    "montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|"
+    "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+)
+
+# (observation type, key prefix, patterns): first matching rule wins for a sentence.
+_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "note",
+        "remember",
+        (
+            r"\bmerk(e)? dir\b",
+            r"\bbitte merken\b",
+            r"\bvergiss nicht\b",
+            r"\bnicht vergessen\b",
+            r"\bremember (that|this)\b",
+            r"\bdon'?t forget\b",
+            r"\bnote that\b",
+            r"\bkeep in mind\b",
+        ),
+    ),
+    (
+        "decision",
+        "decision",
+        (
+            r"\bwir haben (uns )?(entschieden|beschlossen)\b",
+            r"\b(entschieden|beschlossen|festgelegt|vereinbart)\b",
+            r"\bab (sofort|jetzt)\b",
+            r"\bwir (stellen|steigen|wechseln|gehen) .* (um|über|auf)\b",
+            r"\bwe (have )?(decided|agreed|settled)\b",
+            r"\b(decided|agreed) to\b",
+            r"\bfrom now on\b",
+            r"\bgoing forward\b",
+            r"\blet'?s go with\b",
+            r"\bwe will (switch|move|use|bill|stop|start)\b",
+        ),
+    ),
+    (
+        "preference",
+        "preference",
+        (
+            r"\bich (bevorzuge|mag|möchte lieber|hätte lieber|hasse)\b",
+            r"\bmir ist (es )?wichtig\b",
+            r"\bbitte (immer|nie|keine?n?)\b",
+            r"\blieber\b.*\bals\b",
+            r"\bi (prefer|like|love|hate|dislike|don'?t like|'d rather|would rather)\b",
+            r"\bplease (always|never|don'?t)\b",
+            r"\bit'?s important to me\b",
+        ),
+    ),
+    (
+        "identity",
+        "identity",
+        (
+            r"\bmein name ist\b",
+            r"\bich hei(ß|ss)e\b",
+            r"\bich (bin|arbeite) (als|bei|im|in der)\b",
+            r"\bich bin (zuständig|verantwortlich)\b",
+            r"\bmy name is\b",
+            r"\bi('m| am) (the|a|an) [a-z]+ (at|of|for|in)\b",
+            r"\bi work (at|for|as|in)\b",
+            r"\bi('m| am) responsible for\b",
+        ),
+    ),
+    (
+        "fact",
+        "contact",
+        (
+            r"\bansprechpartner(in)?\b",
+            r"\bkontaktperson\b",
+            r"\b(herr|frau|hr\.|fr\.) [A-ZÄÖÜ][\wäöüß-]+",
+            r"\bcontact (person )?(is|at)\b",
+            r"\b(mr|mrs|ms|dr)\.? [A-Z][\w-]+",
+            r"\bmeeting with [A-Z][\w-]+",
+            r"\btermin mit [A-ZÄÖÜ][\wäöüß-]+",
+        ),
+    ),
+    (
+        "event",
+        "date",
+        (
+            r"\b\d{4}-\d{2}-\d{2}\b",
+            r"\b\d{1,2}\.\s?\d{1,2}\.(\d{2,4})?\b",
+            rf"\b\d{{1,2}}\.? ({_MONTHS})\b",
+            rf"\b({_MONTHS}) \d{{1,2}}(st|nd|rd|th)?\b",
+            rf"\b(am|bis|ab|on|by|until|next) ({_WEEKDAYS})\b",
+            r"\b(deadline|frist|stichtag|termin|due)\b",
+            r"\b(nächste|kommende|next) (woche|monat|week|month|quartal|quarter)\b",
+        ),
+    ),
+)
+_COMPILED = tuple((t, k, tuple(re.compile(p, re.IGNORECASE | re.UNICODE) for p in ps)) for t, k, ps in _RULES)
+_BREAK = re.compile(r"[.!?]+\s+|\n+")
+_ABBREVIATIONS = frozenset(
+    "hr fr frau herr dr prof mr mrs ms st nr ca bzw evtl inkl ggf usw etc vs z.b u.a d.h e.g i.e".split()
+)
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences of at least 12 characters; "15. März", "Hr. Schneider" and "z.B. so" do not end one."""
+    parts: list[str] = []
+    start = 0
+    for match in _BREAK.finditer(text):
+        if not match.group().startswith("\n"):
+            before = text[start : match.start()].split()
+            last = before[-1].casefold().rstrip(".") if before else ""
+            if last.isdigit() or last in _ABBREVIATIONS:
+                continue
+        parts.append(text[start : match.start() + (1 if match.group()[0] in ".!?" else 0)])
+        start = match.end()
+    parts.append(text[start:])
+    return [p.strip(" -*•\t") for p in parts if len(p.strip()) >= 12]
+
+
+def salient(sentence: str) -> str | None:
+    """The observation type a statement deserves, or None for small talk and questions."""
+    if sentence.rstrip().endswith("?"):
+        return None
+    for obs_type, _key, patterns in _COMPILED:
+        if any(p.search(sentence) for p in patterns):
+            return obs_type
+    return None
+
+
+def _title(sentence: str) -> str:
+    text = " ".join(sentence.split())
+    for prefix in (r"^(bitte )?merk(e)? dir[,:]?\s*(dass\s*)?", r"^(please )?remember (that )?", r"^note that "):
+        text = re.sub(prefix, "", text, flags=re.IGNORECASE)
+    text = text[:1].upper() + text[1:] if text else text
+    return text if len(text) <= 300 else text[:297].rsplit(" ", 1)[0] + "..."
+
+
+def offline_observations(user_message: str, origin: Origin, allowed_types: frozenset[str]) -> list[ObservationDraft]:
+    """Salient statements of the user, one observation each (no LLM, so the pipeline works without a key)."""
+    drafts: list[ObservationDraft] = []
+    for sentence in sentences(user_message)[:20]:
+        obs_type = salient(sentence)
+        if obs_type is None:
+            continue
+        if obs_type not in allowed_types:
+            obs_type = "note" if "note" in allowed_types else next(iter(sorted(allowed_types)))
+        title = _title(sentence)
+        if len(title) < 3:
+            continue
+        drafts.append(
+            ObservationDraft(
+                tenant_id=origin.tenant_id,
+                user_id=origin.user_id,
+                type=obs_type,
+                title=title,
+                narrative=sentence if sentence != title else "",
+                tags=["chat"],
+                source=Source.agent,
+                verified=False,
+                confidence=0.6,
+                scope=Scope.private,
+                trigger_source=TriggerSource.chat,
+                provenance=Provenance(
+                    session_id=origin.session_id, chat_message_id=origin.message_id, source_event_id=origin.event_id
+                ),
+            )
+        )
+    return drafts
+
+
+# ---- session summaries ----------------------------------------------------------------------------
+
+
+class SummaryOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request: str = Field(max_length=2_000, description="what the user wanted in this session")
+    investigated: str = Field(default="", max_length=4_000)
+    learned: str = Field(default="", max_length=4_000)
+    completed: str = Field(default="", max_length=4_000)
+    next_steps: str = Field(default="", max_length=4_000)
+    notes: str = Field(default="", max_length=4_000)
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str
+    content: str
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3].rsplit(" ", 1)[0] + "..."
+
+
+_NEXT = re.compile(
+    r"\b(next step|todo|to do|we still need|need to|will|nächste[rn]? schritt|muss noch|müssen noch|"
+    r"noch zu tun|sollten wir|werde ich|werden wir)\b",
+    re.IGNORECASE,
+)
+
+
+def offline_summary(turns: Sequence[Turn], language: str) -> SummaryOutput:
+    """A summary without an LLM: the first request, the questions asked, salient statements, open items."""
+    user = [t.content for t in turns if t.role == "user"]
+    assistant = [t.content for t in turns if t.role == "assistant"]
+    questions = [s for u in user for s in re.split(r"(?<=[?])\s+", u) if s.strip().endswith("?")]
+    statements = [s for u in user for s in sentences(u) if salient(s)]
+    next_steps = [s for text in user + assistant for s in sentences(text) if _NEXT.search(s)]
+    de = language == "de"
+    return SummaryOutput(
+        request=_clip(user[0], 500) if user else "",
+        investigated=_clip(" | ".join(questions[:10]), 2_000),
+        learned=_clip(" | ".join(statements[:10]), 2_000),
+        completed=(
+            f"{len(assistant)} Antwort(en) auf {len(user)} Nachricht(en)"
+            if de
+            else f"{len(assistant)} answer(s) to {len(user)} message(s)"
+        ),
+        next_steps=_clip(" | ".join(next_steps[:5]), 2_000),
+        notes="Offline-Zusammenfassung (ohne Sprachmodell)" if de else "offline summary (no language model)",
+    )
+
+
+def summary_draft(
+    summary: SummaryOutput, origin: Origin, session_id: uuid.UUID, generated_by_model: str
+) -> ObservationDraft:
+    """Summaries are recallable like observations: one `context` observation per session, keyed."""
+    parts = [
+        ("Request", summary.request),
+        ("Investigated", summary.investigated),
+        ("Learned", summary.learned),
+        ("Completed", summary.completed),
+        ("Next steps", summary.next_steps),
+        ("Notes", summary.notes),
+    ]
+    narrative = "\n".join(f"{label}: {text}" for label, text in parts if text.strip())
+    title = _clip(f"Session summary: {summary.request or 'chat session'}", 300)
+    return ObservationDraft(
+        tenant_id=origin.tenant_id,
+        user_id=origin.user_id,
+        type="context",
+        title=title,
+        narrative=narrative[:20_000],
+        tags=["session-summary"],
+        key=f"session-summary:{session_id}",
+        source=Source.agent,
+        verified=False,
+        confidence=0.7,
+        scope=Scope.private,
+        trigger_source=TriggerSource.chat,
+        discovery_tokens=[generated_by_model] if generated_by_model else [],
+        provenance=Provenance(session_id=session_id, source_event_id=origin.event_id),
+    )

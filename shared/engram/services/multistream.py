@@ -1,0 +1,185 @@
+"""Multi-stream recall (R-7.4): intent -> parallel streams -> compression -> one memory block.
+
+1. Intent: the keyword fast path from `decision_engine.yaml`; if nothing matches, the LLM slow
+   path through the gateway's fast profile with a tolerant parser; otherwise FACT_WHAT.
+2. Streams run concurrently, each a `Recall.search` with the stream's types, boosts, query
+   template and limit, always `want_sensitive=False` (standard chat context, R-7.2). A stream
+   that fails or times out is recorded and skipped; the others still answer.
+3. Every hit carries `stream_origin`; hits the caller may not see in standard context are
+   dropped again here (defence in depth); an observation found by two streams is kept once.
+4. A stream whose text exceeds its `compression_threshold` is condensed by the fast profile;
+   on any failure the original text is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+
+import structlog
+
+from engram.domain.llm import LlmError, Priority
+from engram.domain.recall import RecallQuery
+from engram.domain.scopes import Principal
+from engram.domain.streams import (
+    DecisionEngine,
+    Intent,
+    StreamResult,
+    dedupe_across_streams,
+    keyword_intent,
+    live_only,
+    memory_context,
+    parse_intent,
+    render_stream,
+    standard_context_filter,
+    with_origin,
+)
+from engram.domain.telemetry import ChatError
+from engram.ports import Recall
+from engram.services.gateway import LlmGateway, TelemetryBuffer
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class MultiStreamResult:
+    intent: Intent
+    streams: list[StreamResult]
+    query_id: uuid.UUID
+    memory: str | None
+    duration_ms: float = 0.0
+    router_ms: float = 0.0
+
+    @property
+    def hit_count(self) -> int:
+        return sum(len(s.hits) for s in self.streams)
+
+    def trace(self) -> dict[str, object]:
+        return {
+            "intent": self.intent.name,
+            "intent_source": self.intent.source,
+            "intent_keywords": list(self.intent.matched),
+            "streams": {
+                s.name: {
+                    "hits": len(s.hits),
+                    "error": s.error,
+                    "compressed": s.compressed,
+                    "duration_ms": round(s.duration_ms, 1),
+                    "query_id": s.query_id,
+                }
+                for s in self.streams
+            },
+        }
+
+
+class MultiStreamRecall:
+    def __init__(self, engine: DecisionEngine, gateway: LlmGateway) -> None:
+        self.engine = engine
+        self.gateway = gateway
+
+    async def classify(self, text: str, telemetry: TelemetryBuffer) -> Intent:
+        fast = keyword_intent(text, self.engine)
+        if fast is not None:
+            return fast
+        router = self.engine.router
+        if router.llm_slow_path and self.gateway.available:
+            try:
+                reply = await self.gateway.prompt(
+                    router.task,
+                    router.prompt_key,
+                    {"query": text[:4_000]},
+                    timeout=router.timeout_seconds,
+                    max_tokens=20,
+                    telemetry=telemetry,
+                )
+                parsed = parse_intent(reply.text, self.engine.intents)
+                if parsed is not None:
+                    return Intent(parsed, "llm")
+                log.info("intent.unparsed", output=reply.text[:100])
+            except LlmError as exc:
+                log.info("intent.llm_failed", error=str(exc))
+        return Intent(router.fallback, "fallback")
+
+    async def _stream(self, name: str, principal: Principal, recall: Recall, text: str) -> StreamResult:
+        spec = self.engine.streams[name]
+        started = time.perf_counter()
+        result = StreamResult(name)
+        try:
+            found = await asyncio.wait_for(
+                recall.search(
+                    principal,
+                    RecallQuery(
+                        text=spec.query(text),
+                        limit=spec.limit,
+                        types=spec.types,
+                        type_boosts=dict(spec.boosts),
+                        want_sensitive=False,  # never sensitive in standard chat context (R-7.2)
+                        stream_origin=name,
+                    ),
+                ),
+                timeout=self.engine.stream_timeout_seconds,
+            )
+            result.query_id = str(found.query_id)
+            result.hits = with_origin(live_only(standard_context_filter(principal, found.hits)), name)
+        except TimeoutError:
+            result.error = f"timed out after {self.engine.stream_timeout_seconds}s"
+        except Exception as exc:  # one stream's failure never fails the recall
+            result.error = f"{type(exc).__name__}: {exc}"[:500]
+        result.duration_ms = (time.perf_counter() - started) * 1000
+        return result
+
+    async def _compress(self, result: StreamResult, text: str, telemetry: TelemetryBuffer) -> None:
+        spec = self.engine.streams[result.name]
+        if len(result.text) <= spec.compression_threshold:
+            return
+        if not (self.engine.compression.enabled and self.gateway.available):
+            return
+        try:
+            reply = await self.gateway.prompt(
+                self.engine.compression.task,
+                self.engine.compression.prompt_key,
+                {"stream": result.name, "query": text[:2_000], "content": result.text},
+                priority=Priority.realtime,
+                max_tokens=max(200, spec.compression_threshold // 4),
+                telemetry=telemetry,
+            )
+            condensed = reply.text.strip()
+            if condensed and len(condensed) < len(result.text):
+                result.text = condensed
+                result.compressed = True
+        except LlmError as exc:  # the original text is used
+            telemetry.emit(
+                ChatError(stage=f"compression:{result.name}", error_type=type(exc).__name__, message=str(exc)[:2000])
+            )
+
+    async def recall(
+        self, principal: Principal, recall: Recall, text: str, telemetry: TelemetryBuffer
+    ) -> MultiStreamResult:
+        started = time.perf_counter()
+        intent = await self.classify(text, telemetry)
+        router_ms = (time.perf_counter() - started) * 1000
+        names = self.engine.strategies[intent.name].streams
+        results = list(await asyncio.gather(*(self._stream(n, principal, recall, text) for n in names)))
+        for r in results:
+            if r.error is not None:
+                log.warning("recall.stream_failed", stream=r.name, error=r.error)
+                telemetry.emit(ChatError(stage=f"recall:{r.name}", error_type="stream_failed", message=r.error))
+        dedupe_across_streams(results)
+        per_stream = max(400, self.engine.memory_budget_chars // max(1, len(results)))
+        for r in results:
+            spec = self.engine.streams[r.name]
+            r.text = render_stream(r, max(per_stream, spec.compression_threshold * 4))
+        await asyncio.gather(*(self._compress(r, text, telemetry) for r in results))
+        for r in results:
+            if len(r.text) > per_stream:
+                r.text = render_stream(r, per_stream) if not r.compressed else r.text[:per_stream]
+        return MultiStreamResult(
+            intent=intent,
+            streams=results,
+            query_id=uuid.uuid4(),
+            memory=memory_context(results, intent.name),
+            duration_ms=(time.perf_counter() - started) * 1000,
+            router_ms=router_ms,
+        )

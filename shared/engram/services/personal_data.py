@@ -1,0 +1,159 @@
+"""A user's personal memory on request (R-11.3): export as JSON Lines, and erasure.
+
+"Personal" = the observations the user owns (`user_id`, whatever their scope) and the
+feedback the user gave. Tenant-wide observations (`user_id` NULL) belong to nobody and stay.
+
+Erasure deletes, in one tenant transaction, the user's observations (with every feedback
+row on them), the user's own feedback rows, and stages one `observation.deleted` event per
+observation in the outbox; after commit they are published, and the embed-index worker
+removes the index entries. It also notes when the erasure happened, so feedback the user
+gave before it that was still on its way is dropped by record-feedback.
+
+A user may export or erase their own memory; another user's needs `manage:AiObservation`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from engram.adapters.observations import to_observation
+from engram.adapters.postgres import Database
+from engram.domain.events import OBSERVATION_DELETED, ObservationChanged, new_event
+from engram.domain.scopes import Permission, Principal
+from engram.ports import EventBus
+from engram.services import outbox
+from engram.services.memory import Forbidden, Unprocessable, require
+
+SOURCE = "/engram/memory-api"
+EXPORT_FORMAT = "engram.personal-memory.v1"
+
+
+class Erasure(BaseModel):
+    user_id: str
+    observations: int
+    feedback: int
+    index_entries: int  # observation.deleted events published: the index drops one entry each
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n"
+
+
+class PersonalData:
+    def __init__(self, db: Database, bus: EventBus) -> None:
+        self.db = db
+        self.bus = bus
+
+    @staticmethod
+    def target(principal: Principal, user: str | None, own_permission: Permission) -> str:
+        """Whose memory the call is about; raises Forbidden/Unprocessable before any work starts."""
+        target = user if user is not None else principal.user_id
+        if target is None:
+            raise Unprocessable("user", "this agent key acts for no user; name one with ?user=")
+        if not target.strip() or len(target) > 128:
+            raise Unprocessable("user", "user must be 1..128 characters")
+        if target == principal.user_id:
+            require(principal, own_permission)
+        elif not principal.has(Permission.manage_observation):
+            raise Forbidden(f"another user's memory needs {Permission.manage_observation.value!r}")
+        return target
+
+    async def export(self, tenant_id: str, user_id: str) -> AsyncIterator[bytes]:
+        """JSON Lines: a header, every owned observation, every feedback row, a trailer with counts."""
+        yield _line(
+            {
+                "record": "export",
+                "format": EXPORT_FORMAT,
+                "tenant_id": tenant_id,
+                "user_id": user_id,
+                "exported_at": datetime.now(UTC).isoformat(),
+            }
+        )
+        counts = {"observations": 0, "feedback": 0}
+        async with self.db.tenant(tenant_id) as conn:
+            async for row in conn.cursor(
+                "SELECT * FROM observations WHERE tenant_id = $1 AND owner_key = $2 ORDER BY created_at, id",
+                tenant_id,
+                user_id,
+                prefetch=500,
+            ):
+                counts["observations"] += 1
+                yield _line({"record": "observation", **to_observation(row).model_dump(mode="json")})
+            async for row in conn.cursor(
+                "SELECT observation_id, kind, rating, query_id, stream_origin, created_at FROM observation_feedback"
+                " WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at, id",
+                tenant_id,
+                user_id,
+                prefetch=2_000,
+            ):
+                counts["feedback"] += 1
+                yield _line(
+                    {
+                        "record": "feedback",
+                        "observation_id": str(row["observation_id"]) if row["observation_id"] else None,
+                        "kind": row["kind"],
+                        "rating": row["rating"],
+                        "query_id": str(row["query_id"]) if row["query_id"] else None,
+                        "stream_origin": row["stream_origin"],
+                        "created_at": row["created_at"].isoformat(),
+                    }
+                )
+        yield _line({"record": "end", **counts})
+
+    async def erase(self, principal: Principal, user: str | None) -> Erasure:
+        user_id = self.target(principal, user, Permission.delete_observation)
+        tenant_id = principal.tenant_id
+        async with self.db.tenant(tenant_id) as conn:
+            ids: list[uuid.UUID] = [
+                r["id"]
+                for r in await conn.fetch(
+                    "SELECT id FROM observations WHERE tenant_id = $1 AND owner_key = $2 ORDER BY id FOR UPDATE",
+                    tenant_id,
+                    user_id,
+                )
+            ]
+            feedback = int(
+                (
+                    await conn.execute(
+                        "DELETE FROM observation_feedback WHERE tenant_id = $1"
+                        " AND (user_id = $2 OR observation_id = ANY($3::uuid[]))",
+                        tenant_id,
+                        user_id,
+                        ids,
+                    )
+                ).split()[-1]
+            )
+            # in-flight feedback the user gave before now is dropped by record-feedback
+            await conn.execute(
+                "INSERT INTO personal_data_erasures (tenant_id, user_id, erased_at) VALUES ($1, $2, now())"
+                " ON CONFLICT (tenant_id, user_id) DO UPDATE SET erased_at = EXCLUDED.erased_at",
+                tenant_id,
+                user_id,
+            )
+            deleted = await conn.fetch(
+                "DELETE FROM observations WHERE tenant_id = $1 AND id = ANY($2::uuid[]) RETURNING id, user_id",
+                tenant_id,
+                ids,
+            )
+            revision = datetime.now(UTC).isoformat()
+            events = [
+                new_event(
+                    OBSERVATION_DELETED,
+                    ObservationChanged(observation_id=r["id"], revision=revision),
+                    tenant_id=tenant_id,
+                    source=SOURCE,
+                    user_id=r["user_id"],
+                    subject=f"observation/{r['id']}",
+                    event_id=f"{OBSERVATION_DELETED.type}:{r['id']}",
+                )
+                for r in deleted
+            ]
+            pending = await outbox.stage(conn, tenant_id, events)
+        await outbox.publish(self.db, self.bus, pending)
+        return Erasure(user_id=user_id, observations=len(deleted), feedback=feedback, index_entries=len(events))

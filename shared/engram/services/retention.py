@@ -1,0 +1,230 @@
+"""Telemetry retention (R-11.1): archive, then delete ai_events older than the retention period.
+
+Work goes by (tenant, UTC day), oldest first, for days that ended before the cutoff
+(`AI_EVENTS_RETENTION_DAYS` before the start of today, UTC), so each day is handled whole
+and a second run on the same day finds nothing to do:
+
+1. read the day's rows (a server-side cursor, never the whole table in memory) into a gzip
+   JSON Lines file, one line per event;
+2. with a bucket configured, upload it as
+   `<prefix>/<tenant>/<YYYY>/<MM>/<DD>/<first id>-<last id>.jsonl.gz`; S3 checks the MD5 and
+   a HEAD confirms the size. If that fails, that day's rows stay and the run reports failure;
+3. delete exactly the ids that were archived, in batches of `batch_size` rows, each in its
+   own short transaction (no long locks), logging progress.
+
+Observations are never touched (R-11.2). A PostgreSQL advisory lock keeps two runs apart
+even if the CronJob's `concurrencyPolicy: Forbid` is bypassed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hashlib
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import IO, Any
+from urllib.parse import quote
+
+import structlog
+
+from engram.adapters.postgres import Database
+from engram.adapters.s3_archive import ArchiveError, S3Archive
+
+log = structlog.get_logger(__name__)
+
+_LOCK_ID = 0x656E6772616D01  # "engram" + 1: retention
+
+
+@dataclass
+class DayResult:
+    tenant_id: str
+    day: date
+    rows: int = 0
+    deleted: int = 0
+    archive_key: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class RetentionReport:
+    cutoff: datetime
+    archived_to: str | None
+    days: list[DayResult] = field(default_factory=list)
+    skipped_locked: bool = False
+    seconds: float = 0.0
+
+    @property
+    def deleted(self) -> int:
+        return sum(d.deleted for d in self.days)
+
+    @property
+    def failed(self) -> list[DayResult]:
+        return [d for d in self.days if d.error is not None]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "cutoff": self.cutoff.isoformat(),
+            "archived_to": self.archived_to,
+            "days": len(self.days),
+            "deleted": self.deleted,
+            "failed": [f"{d.tenant_id}/{d.day.isoformat()}: {d.error}" for d in self.failed],
+            "skipped_locked": self.skipped_locked,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def cutoff_for(now: datetime, retention_days: int) -> datetime:
+    """Rows created before this instant are expired: the start of the UTC day `retention_days` ago."""
+    start_of_today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return start_of_today - timedelta(days=retention_days)
+
+
+def archive_key(prefix: str, tenant_id: str, day: date, first_id: int, last_id: int) -> str:
+    return f"{prefix}/{quote(tenant_id, safe='')}/{day:%Y/%m/%d}/{first_id}-{last_id}.jsonl.gz"
+
+
+class _Md5Writer:
+    """A file wrapper that hashes what gzip writes through it."""
+
+    def __init__(self, target: IO[bytes]) -> None:
+        self.target = target
+        self.md5 = hashlib.md5(usedforsecurity=False)
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.md5.update(data)
+        self.size += len(data)
+        return self.target.write(data)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+
+def _line(row: Any) -> bytes:
+    return (
+        json.dumps(
+            {
+                "id": row["id"],
+                "tenant_id": row["tenant_id"],
+                "event_name": row["event_name"],
+                "user_id": row["user_id"],
+                "chat_id": str(row["chat_id"]) if row["chat_id"] else None,
+                "metadata": row["metadata"],
+                "created_at": row["created_at"].isoformat(),
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode()
+        + b"\n"
+    )
+
+
+class Retention:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        retention_days: int,
+        archive: S3Archive | None = None,
+        prefix: str = "ai-events",
+        batch_size: int = 5_000,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        self.db = db
+        self.retention_days = retention_days
+        self.archive = archive
+        self.prefix = prefix.strip("/")
+        self.batch_size = batch_size
+
+    async def run(self, now: datetime | None = None) -> RetentionReport:
+        started = time.perf_counter()
+        now = now or datetime.now(UTC)
+        cutoff = cutoff_for(now, self.retention_days)
+        report = RetentionReport(
+            cutoff=cutoff, archived_to=f"s3://{self.archive.bucket}/{self.prefix}/" if self.archive else None
+        )
+        async with self.db.pool.acquire() as lock_conn:
+            if not await lock_conn.fetchval("SELECT pg_try_advisory_lock($1)", _LOCK_ID):
+                log.warning("retention.already_running")
+                report.skipped_locked = True
+                return report
+            try:
+                async with self.db.system() as conn:
+                    groups = await conn.fetch(
+                        "SELECT tenant_id, (date_trunc('day', created_at, 'UTC') AT TIME ZONE 'UTC')::date AS day,"
+                        " count(*) AS n FROM ai_events WHERE created_at < $1 GROUP BY 1, 2 ORDER BY 2, 1",
+                        cutoff,
+                    )
+                log.info(
+                    "retention.start",
+                    cutoff=cutoff.isoformat(),
+                    days=len(groups),
+                    rows=sum(g["n"] for g in groups),
+                    archive=report.archived_to,
+                )
+                for g in groups:
+                    report.days.append(await self._day(g["tenant_id"], g["day"], cutoff))
+            finally:
+                await lock_conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
+        report.seconds = time.perf_counter() - started
+        log.info("retention.done", **report.summary())
+        return report
+
+    async def _day(self, tenant_id: str, day: date, cutoff: datetime) -> DayResult:
+        result = DayResult(tenant_id, day)
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        end = min(start + timedelta(days=1), cutoff)
+        ids: list[int] = []
+        with tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024) as spool:
+            hashing = _Md5Writer(spool)
+            with gzip.GzipFile(fileobj=hashing, mode="wb", mtime=0) as gz:
+                async with self.db.system() as conn:
+                    async for row in conn.cursor(
+                        "SELECT id, tenant_id, event_name, user_id, chat_id, metadata, created_at FROM ai_events"
+                        " WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3 ORDER BY id",
+                        tenant_id,
+                        start,
+                        end,
+                        prefetch=2_000,
+                    ):
+                        ids.append(row["id"])
+                        gz.write(_line(row))
+            result.rows = len(ids)
+            if not ids:
+                return result
+            if self.archive is not None:
+                key = archive_key(self.prefix, tenant_id, day, ids[0], ids[-1])
+                spool.seek(0)
+                try:
+                    await asyncio.to_thread(
+                        self.archive.put,
+                        key,
+                        spool,
+                        size=hashing.size,
+                        content_md5=hashing.md5.digest(),
+                        metadata={"tenant": quote(tenant_id, safe=""), "day": day.isoformat(), "rows": str(len(ids))},
+                    )
+                except ArchiveError as exc:
+                    result.error = str(exc)
+                    log.error("retention.archive_failed", tenant=tenant_id, day=day.isoformat(), error=str(exc))
+                    return result  # nothing deleted: the rows wait for the next run
+                result.archive_key = key
+                log.info("retention.archived", tenant=tenant_id, day=day.isoformat(), rows=len(ids), key=key)
+        result.deleted = await self._delete(tenant_id, day, ids)
+        return result
+
+    async def _delete(self, tenant_id: str, day: date, ids: Sequence[int]) -> int:
+        deleted = 0
+        for offset in range(0, len(ids), self.batch_size):
+            chunk = list(ids[offset : offset + self.batch_size])
+            async with self.db.system() as conn:
+                status = await conn.execute("DELETE FROM ai_events WHERE id = ANY($1::bigint[])", chunk)
+            deleted += int(status.split()[-1])
+            log.info("retention.progress", tenant=tenant_id, day=day.isoformat(), deleted=deleted, of=len(ids))
+        return deleted

@@ -1,0 +1,272 @@
+"""Chat extraction and session summaries in extract-observation (R-5.2, R-5.5, R-4.3).
+
+Turns go through chat-turn's HTTP API, their events through NATS to the real worker; the LLM
+is the scripted Messages API. Replies are matched by a marker in the conversation, so events
+of other tests that the worker happens to process at the same time never take them.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.anthropic_server import AnthropicServer, Recorded, Reply, tool_use
+from tests.conftest import EXTRACTION_TEST_MODEL, eventually
+from tests.fakes import FakeRecall
+
+
+def marked(anthropic: AnthropicServer, marker: str, *replies: Reply) -> list[Recorded]:
+    """Answer extraction requests that mention `marker` and ask for the reply's tool, in order."""
+    queue = list(replies)
+    seen: list[Recorded] = []
+    fallback: Callable[[Recorded], Reply] = anthropic.responder
+
+    def respond(request: Recorded) -> Reply:
+        wanted = (request.body.get("tool_choice") or {}).get("name")
+        if request.model == EXTRACTION_TEST_MODEL and marker in request.prompt_text() and queue:
+            if queue[0].content and queue[0].content[-1].get("name") == wanted:
+                seen.append(request)
+                return queue.pop(0)
+        return fallback(request)
+
+    anthropic.responder = respond
+    return seen
+
+
+async def turn(
+    chat_api: httpx.AsyncClient, headers: dict[str, str], chat_id: uuid.UUID, message: str, **kw: Any
+) -> Any:
+    r = await chat_api.post(f"/api/ai/chats/{chat_id}/turns", json={"message": message, **kw}, headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def observations(services: Any, tenant: str) -> list[Any]:
+    async with services.db.tenant(tenant) as conn:
+        return list(await conn.fetch("SELECT * FROM observations ORDER BY created_at"))
+
+
+async def extraction_events(services: Any, tenant: str) -> list[dict[str, Any]]:
+    async with services.db.tenant(tenant) as conn:
+        found = await conn.fetch(
+            "SELECT metadata FROM ai_events WHERE event_name = 'memory.extraction' AND metadata->>'trigger' = 'chat'"
+            " ORDER BY id"
+        )
+    return [r["metadata"] for r in found]
+
+
+async def test_offline_extraction_keeps_salient_statements(
+    services: Any, workers: Any, fake_recall: FakeRecall, chat_api: httpx.AsyncClient, auth: Any, tenant: str
+) -> None:
+    chat_id = uuid.uuid4()
+    body = await turn(
+        chat_api,
+        auth(tenant),
+        chat_id,
+        "Wir haben entschieden, Müller ab Januar quartalsweise abzurechnen. Ich bevorzuge kurze Antworten. "
+        "Wie ist das Wetter?",
+    )
+    found = await eventually(lambda: observations(services, tenant))
+    assert {(o["type"], o["trigger_source"], o["user_id"], o["scope"], o["source"]) for o in found} == {
+        ("decision", "chat", "alice", "private", "agent"),
+        ("preference", "chat", "alice", "private", "agent"),
+    }
+    assert all(o["session_id"] == uuid.UUID(body["session_id"]) for o in found)
+    (stats,) = await eventually(lambda: extraction_events(services, tenant))
+    assert stats["count"] == 2 and stats["model"] == "offline" and stats["status"] == "ok"
+    async with services.db.tenant(tenant) as conn:
+        trace = await conn.fetchval(
+            "SELECT memory_trace FROM chat_messages WHERE id = $1", uuid.UUID(body["message_id"])
+        )
+    assert trace["extraction"] == {"status": "done", "count": 2, "model": "offline"}
+
+
+async def test_llm_extraction_in_the_conversations_language_deduplicated(
+    services: Any,
+    workers: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    auth: Any,
+    tenant: str,
+) -> None:
+    marker = f"Kunde-{uuid.uuid4().hex[:8]}"
+    extracted = {
+        "language": "de",
+        "observations": [
+            {"type": "decision", "title": f"{marker} wird ab Januar quartalsweise abgerechnet", "tags": ["abrechnung"]},
+            {"type": "preference", "title": "Alice bevorzugt kurze Antworten", "key": "preference:answer-style"},
+        ],
+    }
+    again = {
+        "observations": [
+            {"type": "decision", "title": f"{marker} wird ab Januar quartalsweise abgerechnet", "tags": ["abrechnung"]},
+            {
+                "type": "preference",
+                "title": "Alice bevorzugt Antworten mit Stichpunkten",
+                "key": "preference:answer-style",
+            },
+        ]
+    }
+    seen = marked(
+        anthropic,
+        marker,
+        tool_use("record_observations", extracted),
+        tool_use("record_observations", again),
+    )
+    chat_id = uuid.uuid4()
+    await turn(
+        chat_api, auth(tenant), chat_id, f"Wir rechnen {marker} ab Januar quartalsweise ab, bitte kurz antworten."
+    )
+    await eventually(lambda: len(seen) == 1 and observations(services, tenant))
+    await eventually(lambda: extraction_events(services, tenant))
+    await turn(chat_api, auth(tenant), chat_id, f"Zu {marker}: bitte künftig in Stichpunkten.")
+    await eventually(lambda: len(seen) == 2)
+
+    async def settled() -> list[dict[str, Any]]:
+        stats = await extraction_events(services, tenant)
+        return stats if len(stats) == 2 else []
+
+    first, second = await eventually(settled)
+    found = await observations(services, tenant)
+    assert len(found) == 2  # the same decision is stored once; the keyed preference is updated in place
+    preference = next(o for o in found if o["type"] == "preference")
+    assert preference["title"] == "Alice bevorzugt Antworten mit Stichpunkten"
+    assert preference["key"] == "preference:answer-style" and preference["confidence"] == pytest.approx(0.7)
+    assert first["count"] == 2 and first["model"] == EXTRACTION_TEST_MODEL and first["inputTokens"] > 0
+    assert second["dedupHits"] == 1 and second["count"] == 1
+
+    request = seen[0].body
+    assert request["tool_choice"] == {"type": "tool", "name": "record_observations"}
+    schema = request["tools"][0]["input_schema"]
+    assert "decision" in schema["$defs"]["ExtractedObservation"]["properties"]["type"]["enum"]
+    assert "(de)" in seen[0].prompt_text()
+    assert "preference:answer-style" in seen[1].prompt_text()  # known memories go into the next prompt
+    assert llm.gate.background_peak >= 1  # extraction ran at background priority
+
+
+async def test_invalid_output_is_retried_once_with_the_reason(
+    services: Any,
+    workers: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    auth: Any,
+    tenant: str,
+) -> None:
+    marker = f"Projekt-{uuid.uuid4().hex[:8]}"
+    seen = marked(
+        anthropic,
+        marker,
+        tool_use("record_observations", {"observations": [{"type": "gossip", "title": f"{marker} rumour"}]}),
+        tool_use("record_observations", {"observations": [{"type": "project", "title": f"{marker} starts in May"}]}),
+    )
+    await turn(chat_api, auth(tenant), uuid.uuid4(), f"{marker} startet im Mai.")
+    found = await eventually(lambda: observations(services, tenant))
+    assert [o["title"] for o in found] == [f"{marker} starts in May"]
+    retry = seen[1].body["messages"]
+    assert retry[-1]["content"][0]["is_error"] is True
+    assert "unknown observation type" in retry[-1]["content"][0]["content"]
+
+
+async def test_invalid_output_twice_is_dead_lettered_with_the_reason(
+    services: Any,
+    workers: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    auth: Any,
+    tenant: str,
+) -> None:
+    marker = f"Vorgang-{uuid.uuid4().hex[:8]}"
+    bad = {"observations": [{"type": "fact", "title": ""}]}
+    seen = marked(anthropic, marker, tool_use("record_observations", bad), tool_use("record_observations", bad))
+    dlq = await services.bus.js.pull_subscribe("dlq.engram.extract-observation", stream="ENGRAM_DLQ")
+    await turn(chat_api, auth(tenant), uuid.uuid4(), f"{marker} ist abgeschlossen.")
+
+    async def dead_letter() -> Any:
+        for m in await dlq.fetch(50, timeout=1):
+            await m.ack()
+            if m.headers.get("ce-tenantid") == tenant:
+                return m
+        return None
+
+    letter = await eventually(dead_letter, timeout=15)
+    assert "record_observations: the model's output was invalid twice" in letter.headers["Engram-Dlq-Reason"]
+    assert "title" in letter.headers["Engram-Dlq-Reason"]
+    assert json.loads(letter.data)["user_message"].startswith(marker)
+    assert len(seen) == 2 and await observations(services, tenant) == []
+    (failed,) = await eventually(lambda: extraction_events(services, tenant))
+    assert failed["status"] == "failed" and "invalid twice" in failed["error"]
+    await dlq.unsubscribe()
+
+
+async def test_an_ended_session_gets_a_summary_that_is_recallable(
+    services: Any,
+    workers: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    auth: Any,
+    tenant: str,
+) -> None:
+    marker = f"Kunde-{uuid.uuid4().hex[:8]}"
+    summary = {
+        "request": f"Abrechnung von {marker} klären",
+        "investigated": "Bisheriges Abrechnungsmodell",
+        "learned": "Quartalsweise ab Januar",
+        "completed": "Entscheidung dokumentiert",
+        "next_steps": "Vertrag anpassen",
+        "notes": "",
+    }
+    seen = marked(anthropic, marker, tool_use("record_summary", summary))
+    chat_id = uuid.uuid4()
+    await turn(chat_api, auth(tenant), chat_id, f"Wie rechnen wir {marker} ab?")
+    body = await turn(chat_api, auth(tenant), chat_id, f"Gut, {marker} also quartalsweise.", end_session=True)
+    session_id = uuid.UUID(body["session_id"])
+
+    async def stored() -> Any:
+        async with services.db.tenant(tenant) as conn:
+            return await conn.fetchrow("SELECT * FROM summaries WHERE session_id = $1", session_id)
+
+    row = await eventually(stored, timeout=15)
+    assert row["request"] == f"Abrechnung von {marker} klären" and row["next_steps"] == "Vertrag anpassen"
+    assert row["generated_by_model"] == EXTRACTION_TEST_MODEL and row["user_id"] == "alice"
+    assert seen[0].body["tool_choice"]["name"] == "record_summary"
+    transcript = seen[0].prompt_text()
+    assert f"Wie rechnen wir {marker} ab?" in transcript and "Scripted answer." in transcript
+
+    async def summary_observation() -> Any:
+        return [o for o in await observations(services, tenant) if o["key"] == f"session-summary:{session_id}"]
+
+    (obs,) = await eventually(summary_observation)
+    assert obs["type"] == "context" and obs["title"].startswith("Session summary: Abrechnung von")
+    assert "Learned: Quartalsweise ab Januar" in obs["narrative"] and obs["scope"] == "private"
+
+
+async def test_offline_summary_without_a_key(
+    services: Any, workers: Any, fake_recall: FakeRecall, chat_api: httpx.AsyncClient, auth: Any, tenant: str
+) -> None:
+    chat_id = uuid.uuid4()
+    await turn(chat_api, auth(tenant), chat_id, "Wann läuft der Wartungsvertrag mit Müller aus?")
+    body = await turn(
+        chat_api, auth(tenant), chat_id, "Wir haben entschieden, ihn um ein Jahr zu verlängern.", end_session=True
+    )
+
+    async def stored() -> Any:
+        async with services.db.tenant(tenant) as conn:
+            return await conn.fetchrow("SELECT * FROM summaries WHERE session_id = $1", uuid.UUID(body["session_id"]))
+
+    row = await eventually(stored, timeout=15)
+    assert row["generated_by_model"] == "offline"
+    assert row["request"] == "Wann läuft der Wartungsvertrag mit Müller aus?"
+    assert "verlängern" in row["learned"] and row["notes"] == "Offline-Zusammenfassung (ohne Sprachmodell)"

@@ -1,0 +1,154 @@
+"""A user's personal memory (R-11.3): JSON Lines export and erasure through the memory API.
+
+After erasure nothing of the user is left in PostgreSQL, and one `observation.deleted`
+event per observation is on the stream: what the embed-index worker (retrieval branch)
+applies to drop the index entries.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from engram.domain.events import FEEDBACK_RECORDED, OBSERVATION_DELETED, FeedbackRecorded, new_event
+from engram.runtime.auth import create_agent_key
+from tests.conftest import ALL_PERMISSIONS, eventually
+from tests.events import published
+
+PROBLEM = "application/problem+json"
+ADMIN = [*ALL_PERMISSIONS, "manage:AiObservation"]
+
+
+async def remember(api: Any, headers: dict[str, str], title: str, **body: Any) -> str:
+    r = await api.post("/api/ai/memory", headers=headers, json={"title": title, **body})
+    assert r.status_code in (200, 201), r.text
+    return str(r.json()["observation"]["id"])
+
+
+def lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+async def seed(api: Any, auth: Any, tenant: str, workers: Any, db: Any) -> dict[str, Any]:
+    alice, bob = auth(tenant, "alice", teams=["sales"]), auth(tenant, "bob", teams=["sales"])
+    mine = [
+        await remember(api, alice, "Alice prefers tea", type="preference"),
+        await remember(api, alice, "Sales meets on Mondays", scope="team", team_ids=["sales"]),
+        await remember(api, alice, "Alice's public tip: use the staging VPN", scope="public"),
+    ]
+    bobs = await remember(api, bob, "Bob's public note about invoices", scope="public")
+    tenant_wide = await remember(
+        api, auth(tenant, permissions=ADMIN), "Company holiday on May 1", owner="tenant", scope="public"
+    )
+    for body, headers in [
+        ({"kind": "cited", "observation_id": bobs}, alice),  # alice's feedback on bob's observation
+        ({"kind": "rejected", "observation_id": tenant_wide}, alice),
+        ({"kind": "rated", "rating": 2, "query_id": str(uuid.uuid4()), "stream_origin": "facts"}, alice),
+        ({"kind": "confirmed", "observation_id": mine[2]}, bob),  # bob's feedback on alice's observation
+        ({"kind": "cited", "observation_id": bobs}, bob),
+    ]:
+        r = await api.post("/api/ai/memory/feedback", headers=headers, json=body)
+        assert r.status_code == 202, r.text
+
+    async def applied() -> bool:
+        async with db.tenant(tenant) as conn:
+            return bool(await conn.fetchval("SELECT count(*) FROM observation_feedback") == 5)
+
+    await eventually(applied)
+    return {"mine": mine, "bobs": bobs, "tenant_wide": tenant_wide, "alice": alice, "bob": bob}
+
+
+async def test_export_is_json_lines_of_own_observations_and_feedback(
+    api: Any, auth: Any, tenant: str, workers: Any, db: Any
+) -> None:
+    s = await seed(api, auth, tenant, workers, db)
+    r = await api.get("/api/ai/memory/export", headers=s["alice"])
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/x-ndjson")
+    assert "attachment" in r.headers["content-disposition"] and "alice" in r.headers["content-disposition"]
+    records = lines(r.text)
+    assert records[0]["record"] == "export" and records[0]["user_id"] == "alice" and records[0]["tenant_id"] == tenant
+    observations = [x for x in records if x["record"] == "observation"]
+    assert sorted(o["id"] for o in observations) == sorted(s["mine"])
+    assert all(o["user_id"] == "alice" and o["tenant_id"] == tenant for o in observations)
+    feedback = [x for x in records if x["record"] == "feedback"]
+    assert sorted(f["kind"] for f in feedback) == ["cited", "rated", "rejected"]  # only what alice gave
+    assert records[-1] == {"record": "end", "observations": 3, "feedback": 3}
+
+
+async def test_export_of_another_user_needs_the_admin_permission(
+    api: Any, auth: Any, tenant: str, other_tenant: str, services: Any
+) -> None:
+    await remember(api, auth(tenant, "bob"), "Bob's note")
+    denied = await api.get("/api/ai/memory/export?user=bob", headers=auth(tenant, "alice"))
+    assert denied.status_code == 403 and denied.headers["content-type"].startswith(PROBLEM)
+    admin = await api.get("/api/ai/memory/export?user=bob", headers=auth(tenant, "alice", permissions=ADMIN))
+    assert admin.status_code == 200 and lines(admin.text)[-1]["observations"] == 1
+    elsewhere = await api.get("/api/ai/memory/export?user=bob", headers=auth(other_tenant, "alice", permissions=ADMIN))
+    assert lines(elsewhere.text)[-1] == {"record": "end", "observations": 0, "feedback": 0}  # tenant-scoped
+    no_read = await api.get("/api/ai/memory/export", headers=auth(tenant, "bob", permissions=["create:AiObservation"]))
+    assert no_read.status_code == 403
+    userless = await create_agent_key(
+        services.db, tenant_id=tenant, name="ops", user_id=None, teams=[], permissions=["read:AiObservation"]
+    )
+    r = await api.get("/api/ai/memory/export", headers={"X-Agent-Key": userless.secret})
+    assert r.status_code == 422 and r.json()["field"] == "user"
+
+
+async def test_erasure_leaves_nothing_of_the_user(
+    api: Any, auth: Any, tenant: str, workers: Any, db: Any, services: Any
+) -> None:
+    s = await seed(api, auth, tenant, workers, db)
+    r = await api.delete("/api/ai/memory?user=alice", headers=s["alice"])
+    assert r.status_code == 200, r.text
+    # alice's 3 observations; her 3 feedback rows plus bob's confirmation on her observation
+    assert r.json() == {"user_id": "alice", "observations": 3, "feedback": 4, "index_entries": 3}
+
+    async with db.tenant(tenant) as conn:
+        assert await conn.fetchval("SELECT count(*) FROM observations WHERE user_id = 'alice'") == 0
+        assert await conn.fetchval("SELECT count(*) FROM observation_feedback WHERE user_id = 'alice'") == 0
+        left = {str(x["id"]) for x in await conn.fetch("SELECT id FROM observations")}
+        assert left == {s["bobs"], s["tenant_wide"]}  # other people's and tenant-wide memories stay
+        feedback_left = await conn.fetch("SELECT user_id, kind, observation_id FROM observation_feedback")
+        assert [(f["user_id"], f["kind"], str(f["observation_id"])) for f in feedback_left] == [
+            ("bob", "cited", s["bobs"])
+        ]
+        assert await conn.fetchval("SELECT count(*) FROM outbox") == 0  # every deletion event went out
+
+    deleted = {e["subject"] for e in await published(services, OBSERVATION_DELETED.subject) if e["tenantid"] == tenant}
+    assert deleted == {f"observation/{i}" for i in s["mine"]}
+
+    export = await api.get("/api/ai/memory/export", headers=s["alice"])
+    assert lines(export.text)[-1] == {"record": "end", "observations": 0, "feedback": 0}
+    again = await api.delete("/api/ai/memory?user=alice", headers=s["alice"])
+    assert again.json() == {"user_id": "alice", "observations": 0, "feedback": 0, "index_entries": 0}
+
+    # feedback alice gave before the erasure but still in flight is dropped; later feedback counts
+    def cited(at: datetime) -> Any:
+        data = FeedbackRecorded(kind="cited", observation_id=uuid.UUID(s["bobs"]), actor="human")
+        return new_event(FEEDBACK_RECORDED, data, tenant_id=tenant, source="/t", user_id="alice", time=at.isoformat())
+
+    in_flight, later = cited(datetime.now(UTC) - timedelta(seconds=30)), cited(datetime.now(UTC) + timedelta(seconds=1))
+    assert await services.feedback_recorder.handle_batch([in_flight, later]) == [None, None]
+    assert services.feedback_recorder.last_report.erased == 1
+    async with db.tenant(tenant) as conn:
+        assert await conn.fetchval("SELECT count(*) FROM observation_feedback WHERE user_id = 'alice'") == 1
+
+
+async def test_erasure_permissions_and_parameters(api: Any, auth: Any, tenant: str) -> None:
+    bobs = await remember(api, auth(tenant, "bob"), "Bob's private note")
+    denied = await api.delete("/api/ai/memory?user=bob", headers=auth(tenant, "alice"))
+    assert denied.status_code == 403 and denied.headers["content-type"].startswith(PROBLEM)
+    missing = await api.delete("/api/ai/memory", headers=auth(tenant, "bob"))
+    assert missing.status_code == 422 and missing.json()["field"] == "query.user"
+    no_delete = await api.delete(
+        "/api/ai/memory?user=bob", headers=auth(tenant, "bob", permissions=["read:AiObservation"])
+    )
+    assert no_delete.status_code == 403
+    still = await api.get(f"/api/ai/memory/{bobs}", headers=auth(tenant, "bob"))
+    assert still.status_code == 200
+    admin = await api.delete("/api/ai/memory?user=bob", headers=auth(tenant, "alice", permissions=ADMIN))
+    assert admin.json()["observations"] == 1
+    assert (await api.get(f"/api/ai/memory/{bobs}", headers=auth(tenant, "bob"))).status_code == 404

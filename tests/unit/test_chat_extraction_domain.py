@@ -1,0 +1,121 @@
+"""What a chat turn leaves behind without an LLM, and the LLM's output schema (R-5.2, R-4.3)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from pydantic import ValidationError
+
+from engram.domain.chat_extraction import (
+    ExtractionOutput,
+    InvalidExtraction,
+    Origin,
+    Turn,
+    check_types,
+    detect_language,
+    extraction_tool_schema,
+    offline_observations,
+    offline_summary,
+    summary_draft,
+    to_drafts,
+)
+from engram.domain.observation import DEFAULT_OBSERVATION_TYPES, Scope, Source, TriggerSource
+
+ORIGIN = Origin("t1", "alice", uuid.uuid4(), uuid.uuid4(), "evt-1")
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("Wir haben entschieden, dass wir ab Januar quartalsweise abrechnen.", "de"),
+        ("Können Sie mir bitte die Rechnung schicken?", "de"),
+        ("We decided to bill Müller quarterly from January.", "en"),
+        ("What is the status of the order?", "en"),
+    ],
+)
+def test_language_detection(text: str, language: str) -> None:
+    assert detect_language(text) == language
+
+
+def test_offline_extractor_keeps_salient_german_statements() -> None:
+    message = (
+        "Hallo! Wir haben entschieden, Müller ab Januar quartalsweise abzurechnen. "
+        "Ich bevorzuge kurze Antworten mit Stichpunkten. "
+        "Unser Ansprechpartner bei Müller ist Herr Schneider. "
+        "Die Frist für das Angebot ist der 15. März. "
+        "Wie ist das Wetter heute? "
+        "Merk dir, dass die Lieferadresse jetzt Stuttgart-Vaihingen ist."
+    )
+    drafts = offline_observations(message, ORIGIN, DEFAULT_OBSERVATION_TYPES)
+    by_type = {d.type: d.title for d in drafts}
+    assert set(by_type) == {"decision", "preference", "fact", "event", "note"}
+    assert "quartalsweise" in by_type["decision"]
+    assert "Stichpunkten" in by_type["preference"]
+    assert "Schneider" in by_type["fact"]
+    assert "15. März" in by_type["event"]
+    assert by_type["note"].startswith("Die Lieferadresse")  # "merk dir, dass" is not part of the memory
+    assert not any("Wetter" in d.title for d in drafts)  # a question is not a memory
+    for d in drafts:
+        assert d.user_id == "alice" and d.scope is Scope.private and d.source is Source.agent
+        assert d.trigger_source is TriggerSource.chat and not d.verified
+        assert d.provenance.session_id == ORIGIN.session_id and d.provenance.source_event_id == "evt-1"
+
+
+def test_offline_extractor_keeps_salient_english_statements() -> None:
+    message = (
+        "Thanks. We decided to move the kickoff to next week. I prefer emails over phone calls. "
+        "My name is Alice Brown and I work at Müller as head of purchasing. "
+        "The contact person is Mr. Schneider. Can you summarise the order?"
+    )
+    types = sorted(d.type for d in offline_observations(message, ORIGIN, DEFAULT_OBSERVATION_TYPES))
+    assert types == ["decision", "fact", "identity", "preference"]
+
+
+def test_small_talk_leaves_nothing() -> None:
+    assert offline_observations("Hallo, wie geht's? Danke dir, bis später!", ORIGIN, DEFAULT_OBSERVATION_TYPES) == []
+
+
+def test_extraction_schema_limits_types_and_validates() -> None:
+    schema = extraction_tool_schema(["fact", "decision"])
+    assert schema["$defs"]["ExtractedObservation"]["properties"]["type"]["enum"] == ["decision", "fact"]
+    output = ExtractionOutput.model_validate(
+        {
+            "language": "de",
+            "observations": [
+                {"type": "decision", "title": "Müller wird quartalsweise abgerechnet", "key": "billing:mueller"},
+                {"type": "fact", "title": "Gehalt von Bob", "sensitive": True},
+            ],
+        }
+    )
+    drafts = to_drafts(output, ORIGIN)
+    assert [d.scope for d in drafts] == [Scope.private, Scope.sensitive]
+    assert drafts[0].key == "billing:mueller" and drafts[0].confidence == 0.7
+    with pytest.raises(ValidationError):
+        ExtractionOutput.model_validate({"observations": [{"type": "fact", "title": ""}]})
+    with pytest.raises(ValidationError):
+        ExtractionOutput.model_validate({"observations": [{"type": "fact", "title": "ok title", "colour": "red"}]})
+    with pytest.raises(InvalidExtraction, match="gossip"):
+        check_types(
+            ExtractionOutput.model_validate({"observations": [{"type": "gossip", "title": "x y z"}]}),
+            frozenset({"fact"}),
+        )
+
+
+def test_offline_summary_and_its_recallable_observation() -> None:
+    turns = [
+        Turn("user", "Wie rechnen wir Müller ab? Wir haben entschieden, ab Januar quartalsweise abzurechnen."),
+        Turn("assistant", "Notiert. Als nächster Schritt muss noch der Vertrag angepasst werden."),
+        Turn("user", "Wann läuft der Vertrag aus?"),
+        Turn("assistant", "Im Dezember."),
+    ]
+    summary = offline_summary(turns, "de")
+    assert summary.request.startswith("Wie rechnen wir Müller ab?")
+    assert "Wann läuft der Vertrag aus?" in summary.investigated
+    assert "quartalsweise" in summary.learned
+    assert "2 Antwort(en) auf 2 Nachricht(en)" == summary.completed
+    assert "Vertrag angepasst" in summary.next_steps
+    session = uuid.uuid4()
+    draft = summary_draft(summary, ORIGIN, session, "offline")
+    assert draft.type == "context" and draft.key == f"session-summary:{session}"
+    assert draft.title.startswith("Session summary: Wie rechnen wir") and "Learned:" in draft.narrative
