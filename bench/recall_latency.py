@@ -334,7 +334,7 @@ async def time_to_searchable(db: Database, recall: RecallService, dims: int, ten
             t0 = time.perf_counter()
             async with db.tenant(tenant) as conn:
                 written = await ObservationStore(conn).write_many([draft])
-            events = change_events(written, "/bench")
+            events = change_events([w.change for w in written], "/bench")
             await bus.publish_many(events)
             await indexer.handle_batch(bus.take())
             while True:
