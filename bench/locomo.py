@@ -38,7 +38,7 @@ from rich.table import Table
 
 from engram.adapters.embedders import build_embedder
 from engram.adapters.nats_binding import from_nats
-from engram.adapters.nats_bus import Published
+from engram.adapters.nats_bus import Published, RawMessage
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
 from engram.domain.conversation import ConversationSession, Turn, turn_id_of
@@ -72,6 +72,11 @@ class CollectingBus:
     async def publish_raw(self, subject: str, headers: dict[str, str], body: bytes, *, event_id: str) -> Published:
         self.events.append(from_nats(headers, body))  # the worker's own decoding path
         return Published(event_id=event_id, subject=subject, duplicate=False, seq=len(self.events))
+
+    async def publish_raw_many(
+        self, items: Sequence[RawMessage], *, timeout: float = 10.0
+    ) -> list[Published | BaseException]:
+        return [await self.publish_raw(m.subject, m.headers, m.body, event_id=m.event_id) for m in items]
 
     def take(self) -> list[CloudEvent]:
         taken, self.events = self.events, []
