@@ -21,6 +21,7 @@ import pytest
 _TMP = Path(tempfile.mkdtemp(prefix="engram-test-"))
 os.environ.setdefault("ENGRAM_JWT_SECRET", secrets.token_urlsafe(32))
 os.environ.setdefault("ENGRAM_LOG_LEVEL", "WARNING")
+os.environ.setdefault("ENGRAM_EMBEDDER", "static")  # fast 64-dim model; retrieval-quality tests pick e5 themselves
 JWT_SECRET = os.environ["ENGRAM_JWT_SECRET"]
 
 ALL_PERMISSIONS = [
@@ -140,6 +141,7 @@ async def api(services: Any) -> AsyncIterator[Any]:
 WORKERS = [
     ("functions.extract_observation.main", "extract_observation", "extract-observation"),
     ("functions.record_feedback.main", "record_feedback", "record-feedback"),
+    ("functions.embed_index.main", "embed_index", "embed-index"),
 ]
 
 

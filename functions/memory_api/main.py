@@ -27,6 +27,7 @@ from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
 from engram.services.personal_data import Erasure
 from engram.settings import get_settings
+from functions.memory_api.retrieval import router as retrieval_router
 
 
 @contextlib.asynccontextmanager
@@ -50,6 +51,7 @@ app = FastAPI(
 )
 install(app, max_body_bytes=get_settings().engram_max_body_bytes)
 health_routes(app)
+app.include_router(retrieval_router)  # fixed paths (recall, search, expiring) before /{observation_id}
 
 
 class RememberResponse(BaseModel):

@@ -13,22 +13,28 @@ from typing import Any
 
 import structlog
 
+from engram.adapters.embedders import build_embedder
 from engram.adapters.nats_bus import NatsBus, connect
+from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
 from engram.domain.llm import LlmConfig, PromptLibrary
 from engram.domain.routing import RoutingRules
 from engram.domain.rules import RuleSet
 from engram.domain.streams import DecisionEngine
-from engram.ports import Recall
+from engram.ports import Embedder, Recall, SearchIndex
 from engram.runtime.auth import Authenticator
 from engram.services.chat import ChatTurns
 from engram.services.chat_memory import ChatMemory
+from engram.services.conversations import ConversationIngest
+from engram.services.curation import CurationService
 from engram.services.extraction import Extraction
 from engram.services.feedback import FeedbackRecorder, FeedbackService
 from engram.services.gateway import LlmGateway
+from engram.services.indexing import Indexer
 from engram.services.ingest import EventIngest
 from engram.services.memory import MemoryService
 from engram.services.personal_data import PersonalData
+from engram.services.recall import RecallService
 from engram.services.telemetry_query import TelemetryQuery
 from engram.settings import Settings, get_settings
 
@@ -48,6 +54,11 @@ class Services:
     feedback_recorder: FeedbackRecorder
     telemetry_query: TelemetryQuery
     personal_data: PersonalData
+    embedder: Embedder
+    index: SearchIndex
+    indexing: Indexer
+    curation: CurationService
+    conversations: ConversationIngest
     background: list[asyncio.Task[Any]] = field(default_factory=list)
     recall: Recall | None = None  # the recall service (retrieval issue); chat-turn refuses to run without it
     gateway: LlmGateway | None = None
@@ -91,6 +102,13 @@ class Services:
         self.background.append(asyncio.create_task(relay_forever(self.db, self.bus)))
 
     async def close(self) -> None:
+        drain = getattr(self.recall, "drain", None)
+        if drain is not None:
+            await drain()  # retrieved-feedback events still being published
+        for closable in (self.index, self.embedder):
+            close = getattr(closable, "close", None)
+            if close is not None:
+                await close()
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
@@ -168,6 +186,13 @@ async def build(settings: Settings | None = None) -> Services:
     nc = await connect(settings.require_nats_url())
     bus = NatsBus(nc)
     gateway = build_gateway(settings)
+    embedder = build_embedder(
+        settings.engram_embedder,
+        tei_url=settings.tei_embedding_url,
+        tei_model=settings.tei_embedding_model,
+        tei_dimensions=settings.tei_embedding_dimensions,
+    )
+    index = build_index(settings, db, embedder.dimensions)
     services = Services(
         settings=settings,
         db=db,
@@ -186,11 +211,39 @@ async def build(settings: Settings | None = None) -> Services:
         feedback_recorder=FeedbackRecorder(db, bus),
         telemetry_query=TelemetryQuery(db),
         personal_data=PersonalData(db, bus),
+        embedder=embedder,
+        index=index,
+        indexing=Indexer(db, index, embedder),
+        curation=CurationService(db, bus),
+        conversations=ConversationIngest(db, bus),
     )
+    services.recall = RecallService(db, index, embedder, bus)
     services.gateway = gateway
     # read at every turn, so it does not matter when or how `services.recall` is set
     services.chat = build_chat(settings, db, bus, gateway, lambda: services.recall)
     return services
+
+
+def build_index(settings: Settings, db: Database, dimensions: int) -> SearchIndex:
+    """AI_MEMORY_PROVIDER: pgvector on the same PostgreSQL, or Elasticsearch 8 (dense_vector)."""
+    if settings.ai_memory_provider == "dense_vector":
+        from engram.adapters.elasticsearch_index import ElasticsearchIndex
+
+        if not settings.elasticsearch_url:
+            raise RuntimeError("AI_MEMORY_PROVIDER=dense_vector needs ELASTICSEARCH_URL")
+        key = settings.elasticsearch_api_key
+        return ElasticsearchIndex.connect(
+            settings.elasticsearch_url,
+            dimensions,
+            api_key=key.get_secret_value() if key else None,
+            use_retriever_rrf=settings.elasticsearch_use_retriever_rrf,
+        )
+    return PgVectorIndex(
+        db,
+        dimensions,
+        exact_below=settings.engram_pgvector_exact_below,
+        postings_per_term=settings.engram_postings_per_term,
+    )
 
 
 _services: Services | None = None

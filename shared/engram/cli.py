@@ -1,4 +1,4 @@
-"""`engram` command line: migrate, declare, schemas, token, agent-key, dev (the local stack)."""
+"""`engram` command line: migrate, declare, schemas, token, agent-key, reindex, dev (the local stack)."""
 
 from __future__ import annotations
 
@@ -111,6 +111,36 @@ def cmd_agent_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Rebuild one tenant's search index from PostgreSQL (R-6.3), with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from engram.bootstrap import build
+
+    async def run() -> int:
+        services = await build()
+        try:
+            with Progress(
+                TextColumn(f"reindex {args.tenant}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+            ) as progress:
+                task = progress.add_task("observations", total=None)
+
+                def advance(done: int, total: int) -> None:
+                    progress.update(task, completed=done, total=total)
+
+                return await services.indexing.reindex(args.tenant, batch_size=args.batch_size, progress=advance)
+        finally:
+            await services.close()
+
+    total = asyncio.run(run())
+    console.print(f"{total} observation(s) of tenant {args.tenant} indexed")
+    return 0
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     from engram.localstack import run_local_stack
 
@@ -145,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--team", action="append")
     p.add_argument("--permission", action="append")
     p.set_defaults(func=cmd_agent_key)
+
+    p = sub.add_parser("reindex", help="rebuild a tenant's search index from PostgreSQL")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.set_defaults(func=cmd_reindex)
 
     p = sub.add_parser("dev", help="run the whole stack on embedded servers (make run)")
     p.add_argument("--no-seed", action="store_true")

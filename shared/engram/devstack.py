@@ -104,6 +104,7 @@ class EmbeddedPostgres:
     data_dir: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    settings: dict[str, str] = field(default_factory=dict)  # extra `-c name=value` (benchmarks)
 
     @property
     def url(self) -> str:
@@ -186,6 +187,7 @@ class EmbeddedPostgres:
                 "full_page_writes=off",
                 "-c",
                 "max_wal_size=2GB",
+                *[arg for name, value in self.settings.items() for arg in ("-c", f"{name}={value}")],
             ],
             stdout=log_file,
             stderr=subprocess.STDOUT,

@@ -10,7 +10,8 @@ from cloudevents.http import CloudEvent
 from engram.adapters.nats_bus import Published, RawMessage
 from engram.domain.llm import LlmReply, LlmRequest
 from engram.domain.recall import RecallQuery, RecallResult
-from engram.domain.scopes import Principal
+from engram.domain.scopes import Principal, Visibility
+from engram.domain.search import IndexDocument, Ranked, SearchFilter, Vector
 
 
 class EventBus(Protocol):
@@ -50,3 +51,35 @@ class LLM(Protocol):
         temperature: float | None,
         on_text: Callable[[str], Awaitable[None]],
     ) -> LlmReply: ...
+
+
+class Embedder(Protocol):
+    """Text to unit-length vectors (R-6.1). `model` names the model (cache key), `dimensions` its width."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def dimensions(self) -> int: ...
+
+    async def embed_passages(self, texts: Sequence[str]) -> Vector: ...
+
+    async def embed_query(self, text: str) -> Vector: ...
+
+
+class SearchIndex(Protocol):
+    """BM25 + kNN over one tenant's observations with R-7.2 visibility applied inside the search (R-6.2)."""
+
+    async def upsert(self, tenant_id: str, documents: Sequence[IndexDocument]) -> None: ...
+
+    async def delete(self, tenant_id: str, observation_ids: Sequence[str]) -> None: ...
+
+    async def drop_tenant(self, tenant_id: str) -> None: ...
+
+    async def lexical(self, visibility: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]: ...
+
+    async def vector(
+        self, visibility: Visibility, embedding: Vector, where: SearchFilter, limit: int
+    ) -> list[Ranked]: ...
+
+    async def indexed_ids(self, tenant_id: str) -> set[str]: ...

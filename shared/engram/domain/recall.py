@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from engram.domain.observation import Observation
 
@@ -21,6 +22,7 @@ class RecallQuery:
     want_sensitive: bool = False  # sensitive only when asked explicitly AND permitted
     type_boosts: Mapping[str, float] = field(default_factory=dict)  # a stream's own boosts per type
     stream_origin: str | None = None  # set by multi-stream recall, carried on every hit
+    mode: Literal["hybrid", "lexical", "vector"] = "hybrid"  # single lists for benchmarks and explanations
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,301 @@
+"""LoCoMo retrieval benchmark: `python -m bench.locomo --data PATH [--json]`.
+
+Each conversation is stored through the real services (ConversationIngest writes turn units
+with their change events to the outbox; the events are decoded from their NATS encoding and
+handed to the same `Indexer.handle_batch` that embed-index runs; questions go through
+`RecallService.search`). One tenant and one user per conversation; each turn unit carries the
+session date (`valid_from`) and its `dia_id` as provenance, so a hit names exactly one turn.
+
+For every question of categories 1-4: recall@5, recall@10 and nDCG@10 over turns, for BM25
+only, vector only and hybrid, plus PostgreSQL's `ts_rank_cd` over the same units as the
+"plain ts_rank" reference, and hybrid query latency (including the query embedding).
+
+Embeddings are cached by text hash in a persistent embedded PostgreSQL
+(`.engram/bench/postgres`), so a re-run does not re-embed. The data is read from the path
+given and never copied into the repository (CC BY-NC 4.0, see its README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cloudevents.http import CloudEvent
+from rich.console import Console
+from rich.table import Table
+
+from engram.adapters.embedders import build_embedder
+from engram.adapters.nats_binding import from_nats
+from engram.adapters.nats_bus import Published, RawMessage
+from engram.adapters.pgvector_index import PgVectorIndex
+from engram.adapters.postgres import Database
+from engram.domain.conversation import ConversationSession, Turn, turn_id_of
+from engram.domain.recall import RecallQuery
+from engram.domain.scopes import Permission, Principal
+from engram.services.conversations import ConversationIngest
+from engram.services.indexing import Indexer
+from engram.services.recall import RecallService
+
+DEFAULT_DATA = "/work/shared/bench/locomo/dev.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+MODES = ("lexical", "vector", "hybrid", "ts_rank")
+_ID = re.compile(r"^D:?(\d+):0*(\d+)$")
+
+console = Console(stderr=True)
+
+
+class CollectingBus:
+    """The EventBus port, keeping what is published so the bench hands it to the indexer itself."""
+
+    def __init__(self) -> None:
+        self.events: list[CloudEvent] = []
+
+    async def publish(self, event: CloudEvent) -> Published:
+        self.events.append(event)
+        return Published(event_id=str(event["id"]), subject="bench", duplicate=False, seq=len(self.events))
+
+    async def publish_many(self, events: Sequence[CloudEvent]) -> list[Published]:
+        return [await self.publish(e) for e in events]
+
+    async def publish_raw(self, subject: str, headers: dict[str, str], body: bytes, *, event_id: str) -> Published:
+        self.events.append(from_nats(headers, body))  # the worker's own decoding path
+        return Published(event_id=event_id, subject=subject, duplicate=False, seq=len(self.events))
+
+    async def publish_raw_many(
+        self, items: Sequence[RawMessage], *, timeout: float = 10.0
+    ) -> list[Published | BaseException]:
+        return [await self.publish_raw(m.subject, m.headers, m.body, event_id=m.event_id) for m in items]
+
+    def take(self) -> list[CloudEvent]:
+        taken, self.events = self.events, []
+        return taken
+
+
+def session_date(text: str) -> datetime:
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def sessions_of(sample: dict[str, Any]) -> list[ConversationSession]:
+    conv = sample["conversation"]
+    numbers = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
+    sessions = []
+    for n in numbers:
+        turns = [
+            Turn(turn_id=t["dia_id"], speaker=t["speaker"], text=t.get("text", ""), image_caption=t.get("blip_caption"))
+            for t in conv[f"session_{n}"]
+        ]
+        sessions.append(ConversationSession(f"session_{n}", session_date(conv[f"session_{n}_date_time"]), turns))
+    return sessions
+
+
+def gold_ids(evidence: Sequence[Any], known: set[str]) -> set[str]:
+    found = set()
+    for item in evidence:
+        for token in re.split(r"[;,\s]+", str(item)):
+            m = _ID.match(token.strip())
+            if m:
+                ref = f"D{int(m.group(1))}:{int(m.group(2))}"
+                if ref in known:
+                    found.add(ref)
+    return found
+
+
+def metrics(ranked: Sequence[str], gold: set[str]) -> dict[str, float]:
+    """recall@k over the turns covered by the first k units; binary nDCG@10 on new gold turns."""
+    seen: list[str] = list(dict.fromkeys(ranked))
+    out = {f"recall@{k}": len(gold & set(seen[:k])) / len(gold) for k in (5, 10)}
+    dcg, covered = 0.0, set()
+    for i, turn in enumerate(seen[:10], 1):
+        if turn in gold and turn not in covered:
+            dcg += 1 / math.log2(i + 1)
+            covered.add(turn)
+    idcg = sum(1 / math.log2(i + 1) for i in range(1, min(len(gold), 10) + 1))
+    out["ndcg@10"] = dcg / idcg
+    return out
+
+
+@dataclass
+class Scores:
+    per: dict[tuple[str, int], list[dict[str, float]]] = field(default_factory=lambda: defaultdict(list))
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def add(self, mode: str, category: int, values: dict[str, float]) -> None:
+        self.per[(mode, category)].append(values)
+
+    def mean(self, mode: str, categories: Sequence[int], metric: str) -> float:
+        values = [v[metric] for c in categories for v in self.per[(mode, c)]]
+        return statistics.fmean(values) if values else 0.0
+
+
+async def ts_rank_ranking(db: Database, tenant: str, question: str, limit: int) -> list[str]:
+    """The reference lexical ranking PostgreSQL offers out of the box: ts_rank_cd on an OR query."""
+    async with db.tenant(tenant) as conn:
+        rows = await conn.fetch(
+            """
+            WITH q AS (
+              SELECT to_tsquery('english', coalesce(nullif(string_agg(DISTINCT quote_literal(lexeme), ' | '), ''), 'x'))
+                     AS query
+              FROM unnest(to_tsvector('english', $1))
+            )
+            SELECT source_event_id,
+                   ts_rank_cd(to_tsvector('english', title || ' ' || narrative), q.query) AS rank
+            FROM observations, q
+            WHERE to_tsvector('english', title || ' ' || narrative) @@ q.query
+            ORDER BY rank DESC, id LIMIT $2
+            """,
+            question,
+            limit,
+        )
+    return [r["source_event_id"] for r in rows]
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from engram.devstack import EmbeddedPostgres
+    from engram.migrate import migrate
+
+    samples = args.samples
+    pg = EmbeddedPostgres(args.state_dir / "postgres").start()
+    try:
+        await migrate(pg.url)
+        db = await Database.connect(pg.url, max_size=8)
+        try:
+            return await evaluate(db, samples, args)
+        finally:
+            await db.close()
+    finally:
+        pg.stop()
+
+
+async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    embedder = build_embedder(args.embedder)
+    index = PgVectorIndex(db, embedder.dimensions)
+    bus = CollectingBus()
+    ingest = ConversationIngest(db, bus)
+    indexer = Indexer(db, index, embedder)
+    recall = RecallService(db, index, embedder, None)
+    scores = Scores()
+    started = time.perf_counter()
+    ingest_seconds = 0.0
+    questions = 0
+    for sample in samples:
+        sid = sample["sample_id"]
+        tenant = f"locomo-{sid}"
+        principal = Principal(tenant_id=tenant, user_id="reader", permissions=frozenset({Permission.read_observation}))
+        sessions = sessions_of(sample)
+        known = {t.turn_id for s in sessions for t in s.turns}
+        t0 = time.perf_counter()
+        async with db.tenant(tenant) as conn:  # a fresh store per run; the embedding cache stays
+            await conn.execute("DELETE FROM observations")
+            await conn.execute("DELETE FROM search_stats")
+        await ingest.ingest(
+            tenant_id=tenant, user_id="reader", conversation_id=sid, sessions=sessions, window=args.window
+        )
+        events = bus.take()
+        for start in range(0, len(events), 200):  # the runner's batch size
+            outcomes = await indexer.handle_batch(events[start : start + 200])
+            failed = [o for o in outcomes if o is not None]
+            if failed:
+                raise RuntimeError(f"indexing failed: {failed[0]}")
+        ingest_seconds += time.perf_counter() - t0
+        console.print(f"{sid}: {len(known)} turns stored and indexed in {time.perf_counter() - t0:.1f} s")
+        for qa in sample["qa"]:
+            category = int(qa.get("category", 0))
+            if category not in CATEGORIES:
+                continue
+            gold = gold_ids(qa.get("evidence", []), known)
+            if not gold:
+                continue
+            questions += 1
+            question = str(qa["question"])
+            for mode in MODES:
+                if mode == "ts_rank":
+                    refs = await ts_rank_ranking(db, tenant, question, 10)
+                    ranked = [turn_id_of(r) or "" for r in refs]
+                else:
+                    q0 = time.perf_counter()
+                    result = await recall.search(principal, RecallQuery(text=question, limit=10, mode=mode))
+                    if mode == "hybrid":
+                        scores.latencies_ms.append((time.perf_counter() - q0) * 1000)
+                    ranked = [turn_id_of(h.observation.provenance.source_event_id) or "" for h in result.hits]
+                scores.add(mode, category, metrics(ranked, gold))
+    return report(scores, embedder.model, questions, ingest_seconds, time.perf_counter() - started, args)
+
+
+def report(
+    scores: Scores, model: str, questions: int, ingest_s: float, total_s: float, args: argparse.Namespace
+) -> dict[str, Any]:
+    pooled = list(CATEGORIES)
+    figures: dict[str, Any] = {
+        "embedder": model,
+        "window": args.window,
+        "questions": questions,
+        "ingest_seconds": round(ingest_s, 1),
+        "total_seconds": round(total_s, 1),
+    }
+    for mode in MODES:
+        name = {"lexical": "bm25"}.get(mode, mode)
+        for metric in ("recall@5", "recall@10", "ndcg@10"):
+            figures[f"{name}.{metric}"] = round(scores.mean(mode, pooled, metric), 4)
+            for c in CATEGORIES:
+                figures[f"{name}.cat{c}.{metric}"] = round(scores.mean(mode, [c], metric), 4)
+    lat = sorted(scores.latencies_ms)
+    if lat:
+        figures["latency_ms.p50"] = round(statistics.median(lat), 2)
+        figures["latency_ms.p95"] = round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 2)
+    return figures
+
+
+def print_table(figures: dict[str, Any]) -> None:
+    table = Table(title=f"LoCoMo turn retrieval ({figures['embedder']}, {figures['questions']} questions)")
+    table.add_column("method")
+    table.add_column("category")
+    for metric in ("recall@5", "recall@10", "ndcg@10"):
+        table.add_column(metric, justify="right")
+    for mode in ("bm25", "vector", "hybrid", "ts_rank"):
+        for c in [*CATEGORIES, 0]:
+            label = "1-4 pooled" if c == 0 else f"{c} {CATEGORIES[c]}"
+            key = f"{mode}." if c == 0 else f"{mode}.cat{c}."
+            table.add_row(mode, label, *(f"{figures[key + m]:.3f}" for m in ("recall@5", "recall@10", "ndcg@10")))
+        table.add_section()
+    Console().print(table)
+    Console().print(
+        f"hybrid latency p50 {figures.get('latency_ms.p50')} ms, p95 {figures.get('latency_ms.p95')} ms;"
+        f" ingest+index {figures['ingest_seconds']} s, total {figures['total_seconds']} s"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.locomo", description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--json", action="store_true", help="print one JSON object with the figures last")
+    parser.add_argument("--embedder", default="e5", choices=["e5", "use", "static"])
+    parser.add_argument("--window", type=int, default=2, help="neighbouring turns on each side in a unit")
+    parser.add_argument("--state", default=".engram/bench", help="embedded PostgreSQL (embedding cache) folder")
+    args = parser.parse_args(argv)
+    from engram.runtime.logs import configure_logging
+
+    configure_logging("WARNING")
+    args.samples = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    args.state_dir = Path(args.state).resolve()
+    figures = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(figures, sort_keys=True))
+    else:
+        print_table(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

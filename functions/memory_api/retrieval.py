@@ -1,0 +1,155 @@
+"""memory-api routes for recall, search, verify, expiring and delete (R-1.3, R-7, R-11.2).
+
+Included before `GET /api/ai/memory/{observation_id}` so the fixed paths are not taken for ids.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from engram.domain.observation import Observation
+from engram.domain.recall import RecallQuery
+from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
+from engram.domain.scopes import Permission
+from engram.runtime.http import CurrentPrincipal, ServicesDep
+from engram.services.memory import Forbidden, Unprocessable
+from engram.services.recall import MAX_LIMIT, validate_query_text
+
+router = APIRouter(prefix="/api/ai/memory", tags=["recall"])
+
+_WITHIN = re.compile(r"^(\d{1,5})([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_within(value: str) -> timedelta:
+    match = _WITHIN.match(value.strip())
+    if not match:
+        raise Unprocessable("query.within", "use a number and a unit s, m, h, d or w, e.g. '7d'")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def _check_sensitive(principal: Any, sensitive: bool) -> None:
+    if sensitive and not principal.has(Permission.view_sensitive):
+        raise Forbidden("sensitive recall needs 'view:SensitiveAiMemory'")
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2_000)
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
+    types: list[str] = Field(default_factory=list, max_length=20)
+    sensitive: bool = False
+    mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
+    type_boosts: dict[str, float] = Field(default_factory=dict, max_length=20)
+
+
+class Explanation(BaseModel):
+    lexical_rank: int | None
+    vector_rank: int | None
+    fused: float = Field(description="reciprocal rank fusion score before boosts (k = 60)")
+    boosts: dict[str, float]
+
+
+class ScoredObservation(BaseModel):
+    observation: Observation
+    score: float
+    explanation: Explanation
+
+
+class SearchResponse(BaseModel):
+    query_id: uuid.UUID
+    hits: list[ScoredObservation]
+
+
+class ExpiringResponse(BaseModel):
+    within: str
+    items: list[Observation]
+
+
+@router.get("/recall", response_class=PlainTextResponse, responses={200: {"content": {"text/plain": {}}}})
+async def recall(
+    principal: CurrentPrincipal,
+    services: ServicesDep,
+    q: Annotated[str, Query(description="what to recall", max_length=100_000)] = "",
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
+    type: Annotated[list[str] | None, Query(max_length=20)] = None,
+    sensitive: bool = False,
+    budget: Annotated[int, Query(ge=50, le=32_000, description="token budget")] = DEFAULT_TOKEN_BUDGET,
+) -> PlainTextResponse:
+    """Plain text for an LLM's context: priority then recency, "(unverified)" marks, tags, a token budget."""
+    text = validate_query_text(q, "query.q")
+    _check_sensitive(principal, sensitive)
+    result = await services.recall.search(
+        principal, RecallQuery(text=text, limit=limit, types=tuple(type or ()), want_sensitive=sensitive)
+    )
+    body = render_recall_text(result.hits, token_budget=budget)
+    return PlainTextResponse(body, headers={"X-Engram-Query-Id": str(result.query_id)})
+
+
+@router.post("/search", response_model=SearchResponse)
+async def search(body: SearchRequest, principal: CurrentPrincipal, services: ServicesDep) -> SearchResponse:
+    """Scores with a per-hit explanation: lexical rank, vector rank, fused score, boosts."""
+    text = validate_query_text(body.query, "body.query")
+    _check_sensitive(principal, body.sensitive)
+    result = await services.recall.search(
+        principal,
+        RecallQuery(
+            text=text,
+            limit=body.limit,
+            types=tuple(body.types),
+            want_sensitive=body.sensitive,
+            type_boosts=body.type_boosts,
+            mode=body.mode,
+        ),
+    )
+    hits = []
+    for hit in result.hits:
+        factor = 1.0
+        for value in hit.boosts.values():
+            factor *= value
+        hits.append(
+            ScoredObservation(
+                observation=hit.observation,
+                score=hit.score,
+                explanation=Explanation(
+                    lexical_rank=hit.lexical_rank,
+                    vector_rank=hit.vector_rank,
+                    fused=hit.score / factor if factor else 0.0,
+                    boosts=dict(hit.boosts),
+                ),
+            )
+        )
+    return SearchResponse(query_id=result.query_id, hits=hits)
+
+
+@router.get("/expiring", response_model=ExpiringResponse)
+async def expiring(
+    principal: CurrentPrincipal,
+    services: ServicesDep,
+    within: Annotated[str, Query(max_length=16)] = "7d",
+    sensitive: bool = False,
+) -> ExpiringResponse:
+    """Observations still in force whose `expires_at` falls within the window (R-11.2)."""
+    items = await services.curation.expiring(principal, parse_within(within), include_sensitive=sensitive)
+    return ExpiringResponse(within=within, items=items)
+
+
+@router.post("/{observation_id}/verify", response_model=Observation)
+async def verify(observation_id: uuid.UUID, principal: CurrentPrincipal, services: ServicesDep) -> Observation:
+    """A human confirms an observation (agent keys get 403)."""
+    return await services.curation.verify(principal, observation_id)
+
+
+@router.delete("/{observation_id}", status_code=204, response_class=Response)
+async def delete(observation_id: uuid.UUID, principal: CurrentPrincipal, services: ServicesDep) -> Response:
+    """Delete the row and its index entries (pgvector at once, other indexes via observation.deleted)."""
+    await services.curation.delete(principal, observation_id)
+    return Response(status_code=204)

@@ -1,0 +1,310 @@
+"""The embedded search index on PostgreSQL (AI_MEMORY_PROVIDER=pgvector, R-6.2).
+
+Lexical: BM25 over a postings table. Each (document, term) row stores the document side of
+BM25 (saturated term frequency, normalised by the document's length against the tenant's
+average; headline terms count fully, body terms `BODY_WEIGHT`); the IDF is computed at query
+time from exact document frequencies. Terms come from PostgreSQL's English or German
+stemmer, chosen per document by its language; a query is stemmed both ways. Each query term
+reads its best postings through an (tenant, term, impact) index with the visibility filter
+applied in that scan: all of them in tenants below `exact_below` documents (exact BM25), at
+most `postings_per_term` in larger ones, so the cost stays bounded (top-k per term, the usual
+impact-ordered approximation).
+
+Vector: cosine distance on pgvector. Small tenants, and tenants that are a small share of all
+indexed documents, are scanned exactly (fast, and exact); large ones use an HNSW index (one
+partial expression index per embedding width, on half-precision copies) with pgvector's
+iterative scan, so the visibility filter runs inside the index scan without losing results.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import structlog
+
+from engram.adapters.postgres import Connection, Database
+from engram.domain.ranking import BM25_B, BM25_K1
+from engram.domain.scopes import Visibility
+from engram.domain.search import IndexDocument, Ranked, SearchFilter, Vector
+
+log = structlog.get_logger(__name__)
+
+BODY_WEIGHT = 0.5
+SEARCH_CONFIGS = ("english", "german")
+KNOWN_HNSW_DIMS = frozenset({64, 384, 512, 1024})
+HNSW_MIN_SHARE = 0.25
+
+
+def vector_literal(vector: Vector) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector.tolist()) + "]"
+
+
+def visibility_clause(visibility: Visibility, params: list[Any], alias: str) -> str:
+    """R-7.2 on an index table (mirrors `Visibility.allows`); appends its parameters."""
+    a = f"{alias}."
+    params.append(visibility.user_id)
+    u = f"${len(params)}::text"
+    params.append(sorted(visibility.teams))
+    t = f"${len(params)}::text[]"
+    parts = [
+        f"{a}scope = 'public'",
+        f"({a}scope = 'private' AND {a}user_id = {u})",
+        f"({a}scope = 'team' AND ({a}user_id = {u} OR {a}team_ids && {t}))",
+    ]
+    if visibility.include_sensitive:
+        parts.append(f"{a}scope = 'sensitive'")
+    clause = "(" + " OR ".join(parts) + ")"
+    if visibility.hidden_ids:
+        params.append(sorted(visibility.hidden_ids))
+        clause += f" AND {a}observation_id <> ALL(${len(params)}::uuid[])"
+    return clause
+
+
+def filter_clause(where: SearchFilter, params: list[Any], alias: str) -> str:
+    a = f"{alias}."
+    params.append(where.now)
+    now = f"${len(params)}::timestamptz"
+    clause = f"({a}valid_from IS NULL OR {a}valid_from <= {now}) AND ({a}expires_at IS NULL OR {a}expires_at > {now})"
+    if where.types:
+        params.append(list(where.types))
+        clause += f" AND {a}type = ANY(${len(params)}::text[])"
+    return clause
+
+
+_INSERT_DOCUMENTS = f"""
+INSERT INTO search_documents (observation_id, tenant_id, user_id, team_ids, scope, type, valid_from, expires_at,
+                              revision, doc_length, language, dims, embedding)
+SELECT d.id, $1, d.user_id, ARRAY(SELECT jsonb_array_elements_text(d.team_ids)), d.scope, d.type,
+       d.valid_from, d.expires_at, d.revision,
+       round(coalesce((SELECT sum(cardinality(t.positions))
+                       FROM unnest(to_tsvector(d.language::regconfig, d.title)) t), 0)
+           + {BODY_WEIGHT} * coalesce((SELECT sum(cardinality(t.positions))
+                                       FROM unnest(to_tsvector(d.language::regconfig, d.body)) t), 0))::integer,
+       d.language, d.dims, d.embedding::vector
+FROM jsonb_to_recordset($2::jsonb) AS d(id uuid, user_id text, team_ids jsonb, scope text, type text,
+     valid_from timestamptz, expires_at timestamptz, revision timestamptz, language text, title text, body text,
+     dims integer, embedding text)
+"""
+
+_INSERT_POSTINGS = f"""
+WITH d AS (
+  SELECT x.id, x.title, x.body, s.user_id, s.team_ids, s.scope, s.type, s.valid_from, s.expires_at,
+         s.doc_length, s.language
+  FROM unnest($2::uuid[], $3::text[], $4::text[]) AS x(id, title, body)
+  JOIN search_documents s ON s.observation_id = x.id
+), stats AS (
+  SELECT greatest(1.0, total_length::float8 / greatest(doc_count, 1)) AS avgdl FROM search_stats WHERE tenant_id = $1
+)
+INSERT INTO search_terms (tenant_id, term, observation_id, impact,
+                          user_id, team_ids, scope, type, valid_from, expires_at)
+SELECT $1, l.lexeme, d.id,
+       (l.tf * ({BM25_K1} + 1)
+        / (l.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * d.doc_length / (SELECT avgdl FROM stats))))::real,
+       d.user_id, d.team_ids, d.scope, d.type, d.valid_from, d.expires_at
+FROM d CROSS JOIN LATERAL (
+  SELECT w.lexeme, sum(w.n) AS tf FROM (
+    SELECT t.lexeme, cardinality(t.positions)::float8 AS n FROM unnest(to_tsvector(d.language::regconfig, d.title)) t
+    UNION ALL
+    SELECT t.lexeme, {BODY_WEIGHT} * cardinality(t.positions) FROM unnest(to_tsvector(d.language::regconfig, d.body)) t
+  ) w GROUP BY w.lexeme
+) l
+"""
+
+
+class PgVectorIndex:
+    def __init__(
+        self,
+        db: Database,
+        dimensions: int,
+        *,
+        exact_below: int = 5_000,
+        postings_per_term: int = 300,
+        ef_search: int = 40,
+        hnsw_min_share: float = HNSW_MIN_SHARE,
+    ) -> None:
+        self.db = db
+        self.dimensions = int(dimensions)
+        self.exact_below = exact_below
+        self.postings_per_term = postings_per_term
+        self.ef_search = ef_search
+        self.hnsw_min_share = hnsw_min_share
+        self._hnsw_ready = self.dimensions in KNOWN_HNSW_DIMS
+
+    async def ensure_hnsw(self) -> None:
+        """A partial HNSW index for this embedding width, if the migration did not create one."""
+        if self._hnsw_ready:
+            return
+        d = self.dimensions
+        try:
+            async with self.db.system() as conn:
+                await conn.execute(
+                    f"CREATE INDEX IF NOT EXISTS search_documents_hnsw_{d} ON search_documents"
+                    f" USING hnsw ((embedding::halfvec({d})) halfvec_cosine_ops) WHERE dims = {d}"
+                )
+        except asyncpg.PostgresError as exc:  # a concurrent creator won; the index exists
+            log.info("pgvector.hnsw_exists", dims=d, error=str(exc))
+        self._hnsw_ready = True
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    async def upsert(self, tenant_id: str, documents: Sequence[IndexDocument]) -> None:
+        if not documents:
+            return
+        for doc in documents:
+            if doc.tenant_id != tenant_id:
+                raise ValueError(f"document {doc.id} belongs to tenant {doc.tenant_id!r}, not {tenant_id!r}")
+            if doc.embedding.shape != (self.dimensions,):
+                raise ValueError(f"embedding of {doc.id} has shape {doc.embedding.shape}, index has {self.dimensions}")
+        await self.ensure_hnsw()
+        latest: dict[str, IndexDocument] = {}
+        for doc in documents:
+            if doc.id not in latest or latest[doc.id].revision <= doc.revision:
+                latest[doc.id] = doc
+        async with self.db.tenant(tenant_id) as conn:
+            await self._upsert(conn, tenant_id, list(latest.values()))
+
+    async def _upsert(self, conn: Connection, tenant_id: str, documents: list[IndexDocument]) -> None:
+        ids = [doc.observation_id for doc in documents]
+        existing = {
+            str(r["observation_id"]): r["revision"]
+            for r in await conn.fetch(
+                "SELECT observation_id, revision FROM search_documents WHERE observation_id = ANY($1::uuid[])"
+                " FOR UPDATE",
+                ids,
+            )
+        }
+        # an older revision arriving late (redelivery, concurrent workers) never overwrites a newer one
+        fresh = [d for d in documents if d.id not in existing or existing[d.id] <= d.revision]
+        if not fresh:
+            return
+        await conn.execute(
+            "DELETE FROM search_documents WHERE observation_id = ANY($1::uuid[])", [d.observation_id for d in fresh]
+        )
+        payload = [
+            {
+                "id": d.id,
+                "user_id": d.user_id,
+                "team_ids": list(d.team_ids),
+                "scope": d.scope,
+                "type": d.type,
+                "valid_from": d.valid_from.isoformat() if d.valid_from else None,
+                "expires_at": d.expires_at.isoformat() if d.expires_at else None,
+                "revision": d.revision.isoformat(),
+                "language": d.language if d.language in SEARCH_CONFIGS else "english",
+                "title": d.title,
+                "body": d.body,
+                "dims": self.dimensions,
+                "embedding": vector_literal(d.embedding),
+            }
+            for d in fresh
+        ]
+        await conn.execute(_INSERT_DOCUMENTS, tenant_id, payload)
+        await conn.execute(
+            _INSERT_POSTINGS,
+            tenant_id,
+            [d.observation_id for d in fresh],
+            [d.title for d in fresh],
+            [d.body for d in fresh],
+        )
+
+    async def delete(self, tenant_id: str, observation_ids: Sequence[str]) -> None:
+        if not observation_ids:
+            return
+        async with self.db.tenant(tenant_id) as conn:
+            await conn.execute(
+                "DELETE FROM search_documents WHERE observation_id = ANY($1::uuid[])",
+                [uuid.UUID(str(i)) for i in observation_ids],
+            )
+
+    async def drop_tenant(self, tenant_id: str) -> None:
+        async with self.db.tenant(tenant_id) as conn:
+            await conn.execute("DELETE FROM search_documents")
+            await conn.execute("DELETE FROM search_stats")
+
+    async def indexed_ids(self, tenant_id: str) -> set[str]:
+        async with self.db.tenant(tenant_id) as conn:
+            rows = await conn.fetch("SELECT observation_id FROM search_documents")
+        return {str(r["observation_id"]) for r in rows}
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    async def lexical(self, visibility: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
+        params: list[Any] = [visibility.tenant_id, text]
+        vis = visibility_clause(visibility, params, "s")
+        flt = filter_clause(where, params, "s")
+        params.extend([self.exact_below, self.postings_per_term, limit])
+        exact, m, k = f"${len(params) - 2}", f"${len(params) - 1}", f"${len(params)}"
+        configs = " UNION ".join(f"SELECT lexeme FROM unnest(to_tsvector('{c}', $2::text))" for c in SEARCH_CONFIGS)
+        sql = f"""
+        WITH q AS (SELECT DISTINCT lexeme AS term FROM ({configs}) x),
+        n AS (SELECT coalesce((SELECT doc_count FROM search_stats WHERE tenant_id = $1), 0)::float8 AS docs),
+        qi AS (
+          SELECT q.term, df.df,
+                 ln(1 + ((SELECT docs FROM n) - df.df + 0.5) / (df.df + 0.5)) AS idf
+          FROM q CROSS JOIN LATERAL (
+            SELECT count(*)::float8 AS df FROM search_terms t WHERE t.tenant_id = $1 AND t.term = q.term
+          ) df
+          WHERE df.df > 0
+        )
+        SELECT p.observation_id::text AS id, sum(qi.idf * p.impact)::float8 AS score
+        FROM qi CROSS JOIN LATERAL (
+          SELECT s.observation_id, s.impact FROM search_terms s
+          WHERE s.tenant_id = $1 AND s.term = qi.term AND {vis} AND {flt}
+          ORDER BY s.impact DESC
+          LIMIT CASE WHEN (SELECT docs FROM n) < {exact} THEN NULL ELSE {m}::bigint END
+        ) p
+        GROUP BY p.observation_id
+        ORDER BY score DESC, id
+        LIMIT {k}
+        """
+        async with self.db.tenant(visibility.tenant_id) as conn:
+            rows = await conn.fetch(sql, *params)
+        return [Ranked(r["id"], r["score"]) for r in rows]
+
+    async def vector(self, visibility: Visibility, embedding: Vector, where: SearchFilter, limit: int) -> list[Ranked]:
+        if embedding.shape != (self.dimensions,):
+            raise ValueError(f"query vector has shape {embedding.shape}, index has {self.dimensions}")
+        d = self.dimensions
+        params: list[Any] = [visibility.tenant_id, vector_literal(embedding)]
+        vis = visibility_clause(visibility, params, "s")
+        flt = filter_clause(where, params, "s")
+        params.append(limit)
+        k = f"${len(params)}"
+        async with self.db.tenant(visibility.tenant_id) as conn:
+            # one round trip: the tenant's size (exact scan or HNSW) and the HNSW scan settings
+            sizes = await conn.fetchrow(
+                "SELECT (SELECT doc_count FROM search_stats WHERE tenant_id = $1) AS docs,"
+                " (SELECT reltuples FROM pg_class WHERE oid = 'search_documents'::regclass) AS everyone"
+                " FROM (SELECT set_config('hnsw.ef_search', $2, true),"
+                " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                # a generic plan cannot see the query vector and may scan the whole tenant
+                " set_config('plan_cache_mode', 'force_custom_plan', true)) AS settings",
+                visibility.tenant_id,
+                str(max(self.ef_search, limit)),
+            )
+            docs, everyone = int(sizes["docs"] or 0), float(sizes["everyone"] or 0)
+            # The HNSW graph spans all tenants: for a tenant that is a small share of it, the
+            # filtered scan wades through other tenants' vectors, and an exact scan of the
+            # tenant's own rows is cheaper.
+            if docs < self.exact_below or docs < self.hnsw_min_share * everyone:
+                sql = f"""
+                SELECT s.observation_id::text AS id, (s.embedding <=> $2::vector) AS distance
+                FROM search_documents s
+                WHERE s.tenant_id = $1 AND s.dims = {d} AND {vis} AND {flt}
+                ORDER BY distance, id LIMIT {k}
+                """
+            else:
+                sql = f"""
+                WITH c AS MATERIALIZED (
+                  SELECT s.observation_id, (s.embedding::halfvec({d})) <=> $2::halfvec({d}) AS distance
+                  FROM search_documents s
+                  WHERE s.dims = {d} AND s.tenant_id = $1 AND {vis} AND {flt}
+                  ORDER BY (s.embedding::halfvec({d})) <=> $2::halfvec({d}) LIMIT {k}
+                )
+                SELECT observation_id::text AS id, distance FROM c ORDER BY distance, id
+                """
+            rows = await conn.fetch(sql, *params)
+        return [Ranked(r["id"], 1.0 - float(r["distance"])) for r in rows]

@@ -1,0 +1,130 @@
+"""Conversation turns as memory units (R-5.2, R-6): one observation per turn, scored with its context.
+
+What moved retrieval quality most was the unit, not the model: a turn is indexed together with
+its neighbouring turns, the session date and the speaker, and it keeps the turn id as
+provenance, so a hit points at exactly one turn. The turn, its speaker and its date are the
+observation's title and narrative (embedded); the neighbouring turns are its discovery tokens
+(BM25 only), so the lexical list sees the context and the vector list the turn itself.
+Chat extraction can store its turns the same way; the LoCoMo benchmark stores its
+conversations through this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from engram.domain.observation import ObservationDraft, Provenance, Scope, Source, TriggerSource
+
+TITLE_MAX = 500
+NEIGHBOUR_CHARS = 400
+UNIT_TYPE = "context"
+
+
+@dataclass(frozen=True)
+class Turn:
+    turn_id: str  # stable within the conversation, e.g. LoCoMo's dia_id "D3:7" or a chat message id
+    speaker: str
+    text: str
+    image_caption: str | None = None  # what a shared picture shows (alt text), if any
+
+    def spoken(self, limit: int | None = None) -> str:
+        text = " ".join(self.text.split())
+        if self.image_caption:
+            text = f"{text} [shares a photo: {' '.join(self.image_caption.split())}]".strip()
+        if limit is not None and len(text) > limit:
+            text = text[: limit - 1].rsplit(" ", 1)[0] + "…"
+        return text
+
+
+@dataclass(frozen=True)
+class ConversationSession:
+    session_id: str
+    started_at: datetime
+    turns: Sequence[Turn]
+
+
+def unit_key(conversation_id: str, turn_id: str) -> str:
+    return f"turn:{conversation_id}:{turn_id}"[:200]
+
+
+def provenance_ref(conversation_id: str, turn_id: str) -> str:
+    """`source_event_id` of a turn unit: conversation and turn id, so a hit cites its turn."""
+    return f"{conversation_id}#{turn_id}"
+
+
+def turn_id_of(source_event_id: str | None) -> str | None:
+    if not source_event_id or "#" not in source_event_id:
+        return None
+    return source_event_id.rsplit("#", 1)[1]
+
+
+def _chunks(text: str, size: int = 200) -> list[str]:
+    """Discovery tokens hold at most 200 characters each: split at word boundaries."""
+    chunks: list[str] = []
+    current = ""
+    for word in text.split():
+        word = word[:size]
+        if current and len(current) + 1 + len(word) > size:
+            chunks.append(current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _title(turn: Turn) -> str:
+    title = f"{turn.speaker}: {turn.spoken()}"
+    if len(title) > TITLE_MAX:
+        title = title[: TITLE_MAX - 1].rsplit(" ", 1)[0] + "…"
+    return title
+
+
+def turn_units(
+    *,
+    tenant_id: str,
+    user_id: str | None,
+    conversation_id: str,
+    sessions: Sequence[ConversationSession],
+    window: int = 2,
+    scope: Scope = Scope.private,
+    team_ids: Sequence[str] = (),
+    source: Source = Source.user,
+) -> list[ObservationDraft]:
+    """One draft per turn: the turn with its speaker and date, plus `window` turns either side."""
+    drafts: list[ObservationDraft] = []
+    for session in sessions:
+        turns = list(session.turns)
+        day = f"{session.started_at.day} {session.started_at:%B %Y}"
+        for i, turn in enumerate(turns):
+            if not turn.spoken():
+                continue
+            context: list[str] = []
+            for j in range(max(0, i - window), i):
+                context.extend(_chunks(f"Before, {turns[j].speaker}: {turns[j].spoken(NEIGHBOUR_CHARS)}"))
+            for j in range(i + 1, min(len(turns), i + window + 1)):
+                context.extend(_chunks(f"After, {turns[j].speaker}: {turns[j].spoken(NEIGHBOUR_CHARS)}"))
+            drafts.append(
+                ObservationDraft(
+                    tenant_id=tenant_id,
+                    user_id=user_id,
+                    team_ids=list(team_ids),
+                    type=UNIT_TYPE,
+                    title=_title(turn),
+                    narrative=f"On {day}, {turn.speaker} said: {turn.spoken()}"[:20_000],
+                    discovery_tokens=context[:100],
+                    tags=[turn.speaker[:64]],
+                    key=unit_key(conversation_id, turn.turn_id),
+                    source=source,
+                    verified=False,
+                    confidence=1.0,
+                    scope=scope,
+                    trigger_source=TriggerSource.chat,
+                    provenance=Provenance(source_event_id=provenance_ref(conversation_id, turn.turn_id)),
+                    valid_from=session.started_at,
+                )
+            )
+    return drafts

@@ -1,0 +1,85 @@
+"""Ranking rules of recall (R-7.1): reciprocal rank fusion, then boosts. Pure, no I/O."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from engram.domain.observation import Observation, Priority
+
+RRF_K = 60
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+PRIORITY_BOOST: Mapping[Priority, float] = {
+    Priority.critical: 2.0,  # "critical first": enough to lift a relevant critical hit to the top
+    Priority.high: 1.25,
+    Priority.normal: 1.0,
+    Priority.low: 0.85,
+}
+RECENCY_HALF_LIFE_DAYS = 30.0
+RECENCY_WEIGHT = 0.15  # a brand-new observation gets at most +15 %
+VERIFIED_BOOST = 1.1
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One candidate after fusion: its ranks in each list (1-based) and its RRF score."""
+
+    id: str
+    rrf: float
+    lexical_rank: int | None
+    vector_rank: int | None
+
+
+def rrf_fuse(lexical: Sequence[str], vector: Sequence[str], k: int = RRF_K) -> list[Fused]:
+    """score(d) = sum over lists of 1 / (k + rank(d)); ties broken by the better single rank."""
+    lex = {doc: i + 1 for i, doc in enumerate(dict.fromkeys(lexical))}
+    vec = {doc: i + 1 for i, doc in enumerate(dict.fromkeys(vector))}
+    fused = []
+    for doc in dict.fromkeys([*lex, *vec]):
+        lr, vr = lex.get(doc), vec.get(doc)
+        score = (1.0 / (k + lr) if lr else 0.0) + (1.0 / (k + vr) if vr else 0.0)
+        fused.append(Fused(doc, score, lr, vr))
+    fused.sort(key=lambda f: (-f.rrf, min(f.lexical_rank or 10**9, f.vector_rank or 10**9)))
+    return fused
+
+
+def bm25_idf(doc_count: int, doc_freq: int) -> float:
+    """Lucene's BM25 IDF: never negative, so very common terms still count a little."""
+    return math.log(1.0 + (doc_count - doc_freq + 0.5) / (doc_freq + 0.5))
+
+
+def bm25_impact(tf: float, doc_length: float, avg_length: float, k1: float = BM25_K1, b: float = BM25_B) -> float:
+    """The document side of BM25: saturated, length-normalised term frequency."""
+    norm = 1.0 - b + b * (doc_length / avg_length if avg_length > 0 else 1.0)
+    return tf * (k1 + 1.0) / (tf + k1 * norm)
+
+
+def observation_time(obs: Observation) -> datetime:
+    """When an observation's content happened: `valid_from` if set (e.g. a session date), else creation."""
+    return obs.valid_from or obs.created_at
+
+
+def boosts(obs: Observation, now: datetime, type_boosts: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Multipliers applied to the fused score; each is named so a search can explain itself."""
+    age_days = max(0.0, (now - observation_time(obs)).total_seconds() / 86400.0)
+    applied = {
+        "priority": PRIORITY_BOOST[obs.priority],
+        "recency": 1.0 + RECENCY_WEIGHT * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS),
+        "relevance": 1.0 + 0.05 * math.log1p(max(0, obs.relevance_count)),
+        "verified": VERIFIED_BOOST if obs.verified else 1.0,
+        "feedback": (1.0 + 0.1 * math.log1p(max(0, obs.cited_count)) + 0.15 * math.log1p(max(0, obs.confirmed_count)))
+        / (1.0 + 0.3 * math.log1p(max(0, obs.rejected_count))),
+    }
+    if type_boosts and obs.type in type_boosts:
+        applied["type"] = float(type_boosts[obs.type])
+    return {name: round(value, 6) for name, value in applied.items()}
+
+
+def boosted(score: float, applied: Mapping[str, float]) -> float:
+    for value in applied.values():
+        score *= value
+    return score

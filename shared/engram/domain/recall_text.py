@@ -1,0 +1,77 @@
+"""The plain-text recall for an LLM's context (R-7.3). Pure: chat-turn and the memory API share it.
+
+Entries are sorted by priority, then recency; unverified ones are marked "(unverified)"; tags
+are shown; whole entries are added until the token budget is spent (a long narrative is cut
+first, so one huge entry cannot push everything else out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engram.domain.ranking import observation_time
+from engram.domain.recall import SearchHit
+
+DEFAULT_TOKEN_BUDGET = 1200
+NARRATIVE_CHARS = 600
+UNVERIFIED = "(unverified)"
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters per token for German and English: cheap, deterministic, slightly generous."""
+    return (len(text) + 3) // 4
+
+
+def render_entry(hit: SearchHit, narrative_chars: int = NARRATIVE_CHARS) -> str:
+    obs = hit.observation
+    head = f"- [{obs.type}] {' '.join(obs.title.split())}"
+    if obs.priority.value in ("high", "critical"):
+        head += f" [{obs.priority.value}]"
+    if not obs.verified:
+        head += f" {UNVERIFIED}"
+    lines = [head]
+    narrative = " ".join(obs.narrative.split())
+    if narrative and narrative != " ".join(obs.title.split()):
+        if len(narrative) > narrative_chars:
+            narrative = narrative[: narrative_chars - 1].rsplit(" ", 1)[0] + "…"
+        lines.append(f"  {narrative}")
+    for fact in obs.facts[:5]:
+        lines.append(f"  • {' '.join(fact.split())}")
+    if obs.tags:
+        lines.append(f"  tags: {', '.join(obs.tags)}")
+    return "\n".join(lines)
+
+
+def order_for_context(hits: Sequence[SearchHit]) -> list[SearchHit]:
+    """Priority first (critical, high, normal, low), then the newest first."""
+    return sorted(
+        hits,
+        key=lambda h: (-h.observation.priority.rank, -observation_time(h.observation).timestamp()),
+    )
+
+
+def render_recall_text(
+    hits: Sequence[SearchHit],
+    *,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    header: str = "Relevant memories",
+) -> str:
+    """The recall as plain text within `token_budget` tokens; empty when nothing was found."""
+    if not hits or token_budget <= 0:
+        return ""
+    entries: list[str] = []
+    used = estimate_tokens(header) + 1
+    for hit in order_for_context(hits):
+        entry = render_entry(hit)
+        cost = estimate_tokens(entry) + 1
+        if used + cost > token_budget:
+            shorter = render_entry(hit, narrative_chars=120)
+            cost = estimate_tokens(shorter) + 1
+            if used + cost > token_budget:
+                continue
+            entry = shorter
+        entries.append(entry)
+        used += cost
+    if not entries:
+        return ""
+    return f"{header} ({len(entries)}):\n" + "\n".join(entries) + "\n"

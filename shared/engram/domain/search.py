@@ -1,0 +1,96 @@
+"""What a search index stores and returns (R-6.2). Pure data; adapters translate it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.domain.language import detect_language
+from engram.domain.observation import Observation
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class IndexDocument:
+    """One observation as an index sees it: filter fields, weighted text, embedding."""
+
+    observation_id: uuid.UUID
+    tenant_id: str
+    user_id: str | None
+    team_ids: Sequence[str]
+    scope: str
+    type: str
+    valid_from: datetime | None
+    expires_at: datetime | None
+    revision: datetime
+    title: str  # weighted fully (the observation's headline, concepts, tags, keywords)
+    body: str  # weighted lower (narrative and facts)
+    language: str
+    embedding: Vector = field(repr=False)
+
+    @property
+    def id(self) -> str:
+        return str(self.observation_id)
+
+
+def headline_text(obs: Observation) -> str:
+    """Weighted fully by BM25: the title, concepts and tags."""
+    return "\n".join(p for p in [obs.title, *obs.concepts, *obs.tags] if p)
+
+
+def body_text(obs: Observation) -> str:
+    """Weighted lower by BM25: narrative, facts and discovery tokens (search keywords, context)."""
+    return "\n".join(p for p in [obs.narrative, *obs.facts, *obs.discovery_tokens] if p)
+
+
+def passage_text(obs: Observation) -> str:
+    """What gets embedded: the observation's meaning (title, narrative, facts, concepts, tags).
+
+    Discovery tokens are keywords and context for lexical search only: embedding them would
+    pull the vector away from what the observation itself says (for a conversation turn, its
+    neighbouring turns are found by BM25 while the vector stays on the turn; the two lists then
+    complement each other instead of repeating each other).
+    """
+    parts = [obs.title, obs.narrative, *obs.facts, *obs.concepts, *obs.tags]
+    return "\n".join(p for p in parts if p)
+
+
+def index_document(obs: Observation, embedding: Vector) -> IndexDocument:
+    title, body = headline_text(obs), body_text(obs)
+    return IndexDocument(
+        observation_id=obs.id,
+        tenant_id=obs.tenant_id,
+        user_id=obs.user_id,
+        team_ids=list(obs.team_ids),
+        scope=obs.scope.value,
+        type=obs.type,
+        valid_from=obs.valid_from,
+        expires_at=obs.expires_at,
+        revision=obs.updated_at,
+        title=title,
+        body=body,
+        language=detect_language(f"{title}\n{body}"),
+        embedding=embedding,
+    )
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One entry of a ranked list from an index: the observation id and the list's own score."""
+
+    id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """Everything a search filters on besides visibility: types and the instant of the search."""
+
+    now: datetime
+    types: Sequence[str] = ()

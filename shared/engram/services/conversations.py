@@ -1,0 +1,54 @@
+"""Store a conversation as turn units (one observation per turn, with its context), through the
+same write path as every other observation: batched idempotent writes plus change events in the
+outbox, which embed-index turns into index entries. Re-ingesting updates in place (turn keys)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engram.adapters.observations import Written
+from engram.adapters.postgres import Database
+from engram.domain.conversation import ConversationSession, turn_units
+from engram.domain.observation import Scope, Source
+from engram.ports import EventBus
+from engram.services import outbox
+from engram.services.memory import write_and_stage
+
+SOURCE = "/engram/conversations"
+WRITE_BATCH = 500
+
+
+class ConversationIngest:
+    def __init__(self, db: Database, bus: EventBus) -> None:
+        self.db = db
+        self.bus = bus
+
+    async def ingest(
+        self,
+        *,
+        tenant_id: str,
+        user_id: str | None,
+        conversation_id: str,
+        sessions: Sequence[ConversationSession],
+        window: int = 2,
+        scope: Scope = Scope.private,
+        team_ids: Sequence[str] = (),
+        source: Source = Source.user,
+    ) -> list[Written]:
+        drafts = turn_units(
+            tenant_id=tenant_id,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            sessions=sessions,
+            window=window,
+            scope=scope,
+            team_ids=team_ids,
+            source=source,
+        )
+        written: list[Written] = []
+        for start in range(0, len(drafts), WRITE_BATCH):
+            async with self.db.tenant(tenant_id) as conn:
+                batch, pending = await write_and_stage(conn, tenant_id, drafts[start : start + WRITE_BATCH], SOURCE)
+            await outbox.publish(self.db, self.bus, pending)
+            written.extend(batch)
+        return written

@@ -1,0 +1,218 @@
+"""embed-index (R-6.3): keep the search index in step with PostgreSQL.
+
+Events only say *which* observation changed; the worker reads the row as it is now and
+indexes that, or removes the entry when the row is gone or superseded. Redelivery,
+reordering and concurrent workers therefore converge on PostgreSQL's state (an older
+revision never overwrites a newer one). A batch makes one embedding call for every text
+not yet in the embedding cache (keyed by the hash of the embedded text and the model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+import numpy as np
+import structlog
+from cloudevents.http import CloudEvent
+
+from engram.adapters.embedders import EmbeddingRejected
+from engram.adapters.observations import ObservationStore
+from engram.adapters.pgvector_index import vector_literal
+from engram.adapters.postgres import Connection, Database
+from engram.domain.events import (
+    OBSERVATION_CREATED,
+    OBSERVATION_DELETED,
+    OBSERVATION_UPDATED,
+    InvalidEvent,
+    ObservationChanged,
+    parse_data,
+)
+from engram.domain.observation import Observation
+from engram.domain.search import Vector, index_document, passage_text
+from engram.ports import Embedder, SearchIndex
+
+log = structlog.get_logger(__name__)
+
+CONSUMER = "embed-index"
+HANDLED = frozenset({OBSERVATION_CREATED.type, OBSERVATION_UPDATED.type, OBSERVATION_DELETED.type})
+
+Outcome = BaseException | None
+Progress = Callable[[int, int], None]
+
+
+def text_hash(model: str, text: str) -> str:
+    return hashlib.sha256(f"{model}\x1f{text}".encode()).hexdigest()
+
+
+@dataclass
+class _TenantWork:
+    events: list[tuple[int, str]] = field(default_factory=list)  # (batch position, observation id)
+    live: dict[str, Observation] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+    vectors: dict[str, Vector] = field(default_factory=dict)  # text hash -> vector
+    failed: dict[str, str] = field(default_factory=dict)  # observation id -> reason
+
+
+class Indexer:
+    def __init__(self, db: Database, index: SearchIndex, embedder: Embedder) -> None:
+        self.db = db
+        self.index = index
+        self.embedder = embedder
+
+    # ---- event path -------------------------------------------------------------------------
+
+    async def handle_batch(self, events: Sequence[CloudEvent]) -> list[Outcome]:
+        outcomes: list[Outcome] = [None] * len(events)
+        work: dict[str, _TenantWork] = defaultdict(_TenantWork)
+        for i, event in enumerate(events):
+            try:
+                tenant, obs_id = parse_change(event)
+            except InvalidEvent as exc:
+                outcomes[i] = exc
+                continue
+            work[tenant].events.append((i, obs_id))
+        if not work:
+            return outcomes
+        try:
+            await self._load(work)
+            await self._embed(work)
+        except Exception as exc:  # the whole batch shares a transient failure (database, embedder)
+            log.warning("indexing.batch_failed", error=str(exc))
+            for w in work.values():
+                for i, _ in w.events:
+                    outcomes[i] = exc
+            return outcomes
+        for tenant, w in work.items():
+            try:
+                await self._apply(tenant, w)
+            except Exception as exc:
+                log.warning("indexing.tenant_failed", tenant=tenant, error=str(exc))
+                for i, _ in w.events:
+                    outcomes[i] = exc
+                continue
+            for i, obs_id in w.events:
+                if obs_id in w.failed:
+                    outcomes[i] = InvalidEvent(f"observation {obs_id} cannot be embedded: {w.failed[obs_id]}")
+        return outcomes
+
+    async def _load(self, work: dict[str, _TenantWork]) -> None:
+        for tenant, w in work.items():
+            ids = list(dict.fromkeys(obs_id for _, obs_id in w.events))
+            async with self.db.tenant(tenant) as conn:
+                rows = await ObservationStore(conn).get_many([uuid.UUID(i) for i in ids])
+            w.live = {str(o.id): o for o in rows if o.superseded_by is None}
+            w.gone = set(ids) - set(w.live)
+
+    async def _embed(self, work: dict[str, _TenantWork]) -> None:
+        """Cached vectors per tenant, then one embedding call for everything missing."""
+        model = self.embedder.model
+        missing: list[tuple[str, str, str]] = []  # (tenant, hash, text)
+        for tenant, w in work.items():
+            texts = {text_hash(model, passage_text(o)): passage_text(o) for o in w.live.values()}
+            if not texts:
+                continue
+            async with self.db.tenant(tenant) as conn:
+                w.vectors = await cached_vectors(conn, model, list(texts))
+            missing.extend((tenant, h, t) for h, t in texts.items() if h not in w.vectors)
+        if not missing:
+            return
+        unique = list(dict.fromkeys(t for _, _, t in missing))
+        try:
+            vectors = await self.embedder.embed_passages(unique)
+            by_text = dict(zip(unique, vectors, strict=True))
+        except EmbeddingRejected:
+            by_text = {}
+            for text in unique:  # isolate what the service refuses; embed the rest
+                try:
+                    by_text[text] = (await self.embedder.embed_passages([text]))[0]
+                except EmbeddingRejected as exc:
+                    for tenant, h, t in missing:
+                        if t == text:
+                            for obs_id, obs in work[tenant].live.items():
+                                if text_hash(model, passage_text(obs)) == h:
+                                    work[tenant].failed[obs_id] = str(exc)
+        fresh: dict[str, dict[str, Vector]] = defaultdict(dict)
+        for tenant, h, t in missing:
+            if t in by_text:
+                work[tenant].vectors[h] = by_text[t]
+                fresh[tenant][h] = by_text[t]
+        for tenant, entries in fresh.items():
+            async with self.db.tenant(tenant) as conn:
+                await store_vectors(conn, tenant, model, entries)
+
+    async def _apply(self, tenant: str, w: _TenantWork) -> None:
+        model = self.embedder.model
+        docs = []
+        for obs_id, obs in w.live.items():
+            if obs_id in w.failed:
+                continue
+            docs.append(index_document(obs, w.vectors[text_hash(model, passage_text(obs))]))
+        await self.index.upsert(tenant, docs)
+        await self.index.delete(tenant, sorted(w.gone))
+
+    # ---- rebuild ----------------------------------------------------------------------------
+
+    async def reindex(self, tenant_id: str, *, batch_size: int = 256, progress: Progress | None = None) -> int:
+        """Rebuild a tenant's index from PostgreSQL; entries of vanished observations are removed."""
+        async with self.db.tenant(tenant_id) as conn:
+            ids = [
+                str(r["id"])
+                for r in await conn.fetch("SELECT id FROM observations WHERE superseded_by IS NULL ORDER BY id")
+            ]
+        stale = await self.index.indexed_ids(tenant_id) - set(ids)
+        await self.index.delete(tenant_id, sorted(stale))
+        total = len(ids)
+        if progress:
+            progress(0, total)
+        for start in range(0, total, batch_size):
+            w = _TenantWork(events=[(0, i) for i in ids[start : start + batch_size]])
+            work = {tenant_id: w}
+            await self._load(work)
+            await self._embed(work)
+            await self._apply(tenant_id, w)
+            if progress:
+                progress(min(total, start + batch_size), total)
+        return total
+
+
+def parse_change(event: CloudEvent) -> tuple[str, str]:
+    tenant = event.get("tenantid")
+    if not isinstance(tenant, str) or not tenant.strip():
+        raise InvalidEvent("the 'tenantid' extension is required")
+    etype = event["type"]
+    if etype not in HANDLED:
+        raise InvalidEvent(f"embed-index does not handle {etype}")
+    data = cast(ObservationChanged, parse_data(etype, event.get_data()))
+    return tenant, str(data.observation_id)
+
+
+async def cached_vectors(conn: Connection, model: str, hashes: Sequence[str]) -> dict[str, Vector]:
+    rows = await conn.fetch(
+        "SELECT text_hash, embedding::text AS v FROM embedding_cache WHERE model = $1 AND text_hash = ANY($2::text[])",
+        model,
+        list(hashes),
+    )
+    return {r["text_hash"]: parse_vector(r["v"]) for r in rows}
+
+
+async def store_vectors(conn: Connection, tenant_id: str, model: str, entries: dict[str, Vector]) -> None:
+    if not entries:
+        return
+    await conn.execute(
+        "INSERT INTO embedding_cache (tenant_id, model, text_hash, embedding)"
+        " SELECT $1, $2, h, v::vector FROM unnest($3::text[], $4::text[]) AS x(h, v)"
+        " ON CONFLICT DO NOTHING",
+        tenant_id,
+        model,
+        list(entries),
+        [vector_literal(v) for v in entries.values()],
+    )
+
+
+def parse_vector(text: str) -> Vector:
+    return np.array([float(x) for x in text.strip("[]").split(",")], dtype=np.float32)

@@ -1,0 +1,319 @@
+"""Recall end to end (R-7): the memory API, embed-index on JetStream, visibility, lifecycle, feedback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engram.adapters.observations import ObservationStore
+from engram.domain.observation import ObservationDraft, Scope
+from engram.domain.recall import RecallQuery
+from engram.domain.scopes import Permission, Principal, Visibility
+from tests.conftest import eventually
+from tests.integration.test_memory_api import assert_problem
+
+READ = frozenset({Permission.read_observation.value})
+
+
+async def remember(api: Any, headers: dict[str, str], **body: Any) -> dict[str, Any]:
+    r = await api.post("/api/ai/memory", headers=headers, json=body)
+    assert r.status_code in (200, 201), r.text
+    return dict(r.json()["observation"])
+
+
+async def recall_text(api: Any, headers: dict[str, str], q: str, **params: Any) -> str:
+    r = await api.get("/api/ai/memory/recall", params={"q": q, **params}, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/plain")
+    assert uuid.UUID(r.headers["x-engram-query-id"])
+    return str(r.text)
+
+
+async def search_ids(api: Any, headers: dict[str, str], q: str, **body: Any) -> list[str]:
+    r = await api.post("/api/ai/memory/search", headers=headers, json={"query": q, **body})
+    assert r.status_code == 200, r.text
+    return [h["observation"]["id"] for h in r.json()["hits"]]
+
+
+async def indexed(services: Any, tenant: str, obs_id: str) -> bool:
+    return obs_id in await services.index.indexed_ids(tenant)
+
+
+async def test_recall_text_and_search_explanation(
+    api: Any, auth: Any, tenant: str, services: Any, workers: Any
+) -> None:
+    a = await remember(
+        api,
+        auth(tenant),
+        title="Invoices to Zephyr GmbH go out quarterly",
+        type="decision",
+        tags=["billing"],
+        priority="high",
+    )
+    b = await remember(api, auth(tenant), title="Zephyr GmbH prefers e-mail over phone", type="preference")
+    for o in (a, b):
+        await eventually(lambda o=o: indexed(services, tenant, o["id"]))
+    text = await recall_text(api, auth(tenant), "Zephyr invoices")
+    assert text.startswith("Relevant memories (2):")
+    assert "[decision] Invoices to Zephyr GmbH go out quarterly [high]" in text and "tags: billing" in text
+    r = await api.post("/api/ai/memory/search", headers=auth(tenant), json={"query": "quarterly invoices Zephyr"})
+    body = r.json()
+    assert uuid.UUID(body["query_id"])
+    first = body["hits"][0]
+    assert first["observation"]["id"] == a["id"]
+    explanation = first["explanation"]
+    assert explanation["lexical_rank"] == 1 and explanation["vector_rank"] is not None
+    assert explanation["boosts"]["priority"] > 1.0 and explanation["fused"] > 0
+    assert first["score"] == pytest.approx(
+        explanation["fused"] * __import__("math").prod(explanation["boosts"].values()), rel=1e-6
+    )
+    # a stream's type filter runs inside the search
+    assert await search_ids(api, auth(tenant), "Zephyr", types=["preference"]) == [b["id"]]
+    assert await search_ids(api, auth(tenant), "Zephyr", mode="lexical", limit=1) == [a["id"]]
+
+
+async def test_delete_scope_change_and_expiry(api: Any, auth: Any, tenant: str, services: Any, workers: Any) -> None:
+    gone = await remember(api, auth(tenant), title="Temporary wifi password is plum42", scope="public")
+    shared = await remember(api, auth(tenant), title="Roadmap draft for Kestrel", key="roadmap", type="project")
+    soon = await remember(
+        api,
+        auth(tenant),
+        title="Parking at Falcon garage this week",
+        expires_at=(datetime.now(UTC) + timedelta(seconds=3)).isoformat(),
+    )
+    for o in (gone, shared, soon):
+        await eventually(lambda o=o: indexed(services, tenant, o["id"]))
+    bob = auth(tenant, "bob")
+    assert gone["id"] in await search_ids(api, bob, "wifi password plum42")
+
+    # delete: gone from recall at once (index row removed in the same transaction), and via the event
+    r = await api.delete(f"/api/ai/memory/{gone['id']}", headers=auth(tenant))
+    assert r.status_code == 204, r.text
+    assert gone["id"] not in await search_ids(api, bob, "wifi password plum42")
+    assert_problem(await api.get(f"/api/ai/memory/{gone['id']}", headers=auth(tenant)), 404)
+    assert_problem(await api.delete(f"/api/ai/memory/{gone['id']}", headers=auth(tenant)), 404)
+    assert not await indexed(services, tenant, gone["id"])
+
+    # scope change: private -> public becomes visible to bob once the update is indexed
+    assert shared["id"] not in await search_ids(api, bob, "Kestrel roadmap")
+    await remember(api, auth(tenant), title="Roadmap draft for Kestrel", key="roadmap", type="project", scope="public")
+
+    async def bob_sees() -> bool:
+        return shared["id"] in await search_ids(api, bob, "Kestrel roadmap")
+
+    await eventually(bob_sees)
+
+    # expiry: listed as expiring, then hidden from recall without any event
+    r = await api.get("/api/ai/memory/expiring", params={"within": "7d"}, headers=auth(tenant))
+    assert r.status_code == 200 and [o["id"] for o in r.json()["items"]] == [soon["id"]]
+    assert soon["id"] in await search_ids(api, auth(tenant), "parking Falcon garage")
+    await asyncio.sleep(3.2)
+    assert soon["id"] not in await search_ids(api, auth(tenant), "parking Falcon garage")
+    assert (await api.get("/api/ai/memory/expiring", headers=auth(tenant))).json()["items"] == []
+
+
+async def test_delete_publishes_event_and_needs_ownership(
+    api: Any, auth: Any, tenant: str, services: Any, workers: Any
+) -> None:
+    public = await remember(api, auth(tenant), title="Office closes at six", scope="public")
+    await eventually(lambda: indexed(services, tenant, public["id"]))
+    assert_problem(await api.delete(f"/api/ai/memory/{public['id']}", headers=auth(tenant, "bob")), 403)
+    sub = await services.bus.js.pull_subscribe("engram.observation.deleted", stream="ENGRAM")
+    r = await api.delete(f"/api/ai/memory/{public['id']}", headers=auth(tenant))
+    assert r.status_code == 204
+
+    async def deleted_event() -> Any:
+        try:
+            msgs = await sub.fetch(50, timeout=0.5)
+        except Exception:
+            return None
+        for m in msgs:
+            if public["id"].encode() in m.data:
+                return m
+        return None
+
+    msg = await eventually(deleted_event)
+    assert msg.headers["ce-type"] == "io.engram.observation.deleted.v1" and msg.headers["ce-tenantid"] == tenant
+    await sub.unsubscribe()
+
+
+async def test_rejected_is_hidden_for_that_user_only(
+    api: Any, auth: Any, tenant: str, services: Any, workers: Any
+) -> None:
+    o = await remember(api, auth(tenant), title="Canteen serves Quokka curry on Mondays", scope="public")
+    await eventually(lambda: indexed(services, tenant, o["id"]))
+    async with services.db.tenant(tenant) as conn:
+        await conn.execute(
+            "INSERT INTO observation_feedback (tenant_id, observation_id, user_id, kind)"
+            " VALUES ($1, $2, 'bob', 'rejected')",
+            tenant,
+            uuid.UUID(o["id"]),
+        )
+    assert o["id"] not in await search_ids(api, auth(tenant, "bob"), "Quokka curry")
+    assert o["id"] in await search_ids(api, auth(tenant, "carol"), "Quokka curry")
+
+
+async def test_retrieved_feedback_events(tenant: str, services: Any, workers: Any) -> None:
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    async with services.db.tenant(tenant) as conn:
+        (w,) = await ObservationStore(conn).write_many(
+            [ObservationDraft(tenant_id=tenant, user_id="alice", title="Ibis project kickoff", type="project")]
+        )
+    await services.indexing.reindex(tenant)
+    sub = await services.bus.js.pull_subscribe("engram.feedback.recorded", stream="ENGRAM")
+    result = await services.recall.search(
+        principal, RecallQuery("Ibis kickoff", types=("project",), type_boosts={"project": 1.3}, stream_origin="facts")
+    )
+    assert [h.observation.id for h in result.hits] == [w.observation.id]
+    assert result.hits[0].stream_origin == "facts" and result.hits[0].boosts["type"] == 1.3
+    await services.recall.drain()
+
+    async def mine() -> Any:
+        msgs = await sub.fetch(100, timeout=0.5)
+        return [m for m in msgs if str(result.query_id).encode() in m.data] or None
+
+    (msg,) = await eventually(mine)
+    data = json.loads(msg.data)
+    assert data == {
+        "kind": "retrieved",
+        "observation_id": str(w.observation.id),
+        "rating": None,
+        "query_id": str(result.query_id),
+        "stream_origin": "facts",
+        "actor": "system",
+    }
+    assert msg.headers["ce-type"] == "io.engram.feedback.recorded.v1"
+    assert msg.headers["ce-tenantid"] == tenant and msg.headers["ce-userid"] == "alice"
+    await sub.unsubscribe()
+    assert (await services.recall.search(principal, RecallQuery("Ibis", types=("fact",)))).hits == []
+
+
+async def test_verify_is_human_only(api: Any, auth: Any, tenant: str, other_tenant: str, services: Any) -> None:
+    from engram.runtime.auth import create_agent_key
+
+    key = await create_agent_key(
+        services.db,
+        tenant_id=tenant,
+        name="bot",
+        user_id="alice",
+        teams=[],
+        permissions=["create:AiObservation", "read:AiObservation", "update:AiObservation"],
+    )
+    agent = {"X-Agent-Key": key.secret}
+    o = await remember(api, agent, title="Alice may prefer the blue theme")
+    assert o["verified"] is False
+    assert_problem(await api.post(f"/api/ai/memory/{o['id']}/verify", headers=agent), 403)
+    r = await api.post(f"/api/ai/memory/{o['id']}/verify", headers=auth(tenant))
+    assert r.status_code == 200 and r.json()["verified"] is True
+    again = await api.post(f"/api/ai/memory/{o['id']}/verify", headers=auth(tenant))
+    assert again.status_code == 200 and again.json()["updated_at"] == r.json()["updated_at"]
+    assert_problem(await api.post(f"/api/ai/memory/{o['id']}/verify", headers=auth(other_tenant)), 404)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kw", "status", "field"),
+    [
+        ("get", "/api/ai/memory/recall", {"params": {"q": ""}}, 422, "query.q"),
+        ("get", "/api/ai/memory/recall", {"params": {"q": "x" * 60_000}}, 422, "query.q"),  # httpx caps URLs at 64 KiB
+        ("get", "/api/ai/memory/recall", {"params": {"q": "bad\x07bell"}}, 422, "query.q"),
+        ("get", "/api/ai/memory/recall", {"params": {"q": "ok", "limit": 0}}, 422, "query.limit"),
+        ("get", "/api/ai/memory/recall", {"params": {"q": "ok", "sensitive": "true"}}, 403, None),
+        ("post", "/api/ai/memory/search", {"json": {"query": ""}}, 422, "body.query"),
+        ("post", "/api/ai/memory/search", {"json": {"query": "x" * 100_000}}, 422, "body.query"),
+        ("post", "/api/ai/memory/search", {"json": {"query": "nul\x00here"}}, 422, "body.query"),
+        ("post", "/api/ai/memory/search", {"json": {"query": "ok", "mode": "magic"}}, 422, "body.mode"),
+        ("get", "/api/ai/memory/expiring", {"params": {"within": "soon"}}, 422, "query.within"),
+        ("delete", "/api/ai/memory/not-a-uuid", {}, 422, "path.observation_id"),
+    ],
+)
+async def test_bad_queries_are_problems(
+    api: Any, auth: Any, tenant: str, method: str, path: str, kw: dict[str, Any], status: int, field: str | None
+) -> None:
+    r = await getattr(api, method)(path, headers=auth(tenant), **kw)
+    assert_problem(r, status, field)
+
+
+async def test_other_tenants_ids_are_not_found(api: Any, auth: Any, tenant: str, other_tenant: str) -> None:
+    o = await remember(api, auth(tenant), title="Secret plan Osprey", scope="public")
+    assert_problem(await api.delete(f"/api/ai/memory/{o['id']}", headers=auth(other_tenant)), 404)
+    assert "Osprey" not in await recall_text(api, auth(other_tenant), "Secret plan Osprey")
+    assert_problem(await api.get("/api/ai/memory/recall", params={"q": "x"}), 401)
+
+
+# ---- R-7.2 as a property: never a forbidden hit, every visible exact match found -------------
+
+USERS = ["u1", "u2", "u3"]
+TEAMS = ["t1", "t2"]
+
+observation_specs = st.lists(
+    st.tuples(
+        st.sampled_from([*USERS, None]),
+        st.sampled_from(list(Scope)),
+        st.lists(st.sampled_from(TEAMS), max_size=2, unique=True),
+    ),
+    min_size=1,
+    max_size=8,
+)
+callers = st.tuples(
+    st.sampled_from([*USERS, "u4"]),
+    st.lists(st.sampled_from(TEAMS), max_size=2, unique=True),
+    st.booleans(),  # holds view:SensitiveAiMemory
+    st.booleans(),  # asks for sensitive
+)
+
+
+def valid_spec(user: str | None, scope: Scope, teams: list[str]) -> tuple[str | None, Scope, list[str]]:
+    if scope is Scope.private and user is None:
+        return user, Scope.public, teams
+    if scope is Scope.team and not teams:
+        return user, scope, ["t1"]
+    return user, scope, teams
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(specs=observation_specs, who=st.lists(callers, min_size=1, max_size=3))
+async def test_recall_never_leaks_and_finds_every_visible_exact_match(services: Any, specs: Any, who: Any) -> None:
+    tenant = f"t-prop-{uuid.uuid4().hex[:10]}"
+    drafts = []
+    for i, spec in enumerate(specs):
+        user, scope, teams = valid_spec(*spec)
+        drafts.append(
+            ObservationDraft(
+                tenant_id=tenant,
+                user_id=user,
+                scope=scope,
+                team_ids=teams,
+                title=f"codeword{i}x shared memo",
+                narrative=f"entry number {i}",
+            )
+        )
+    async with services.db.tenant(tenant) as conn:
+        written = await ObservationStore(conn).write_many(drafts)
+    await services.indexing.reindex(tenant)
+    stored = {w.observation.id: w.observation for w in written}
+    for user, teams, may_sensitive, wants_sensitive in who:
+        perms = READ | ({Permission.view_sensitive.value} if may_sensitive else frozenset())
+        principal = Principal(tenant_id=tenant, user_id=user, teams=frozenset(teams), permissions=perms)
+        visibility = Visibility.for_principal(principal, want_sensitive=wants_sensitive)
+        broad = await services.recall.search(
+            principal, RecallQuery("shared memo", limit=50, want_sensitive=wants_sensitive)
+        )
+        assert all(visibility.allows(h.observation) for h in broad.hits)
+        for obs in stored.values():
+            exact = await services.recall.search(
+                principal, RecallQuery(obs.title.split()[0], limit=5, want_sensitive=wants_sensitive)
+            )
+            ids = [h.observation.id for h in exact.hits]
+            assert all(visibility.allows(stored[i]) for i in ids)
+            if visibility.allows(obs):
+                assert ids and ids[0] == obs.id
+            else:
+                assert obs.id not in ids
+    await services.recall.drain()

@@ -1,0 +1,225 @@
+"""One behavioural suite for both search-index adapters (R-6.2).
+
+pgvector runs on the session's real PostgreSQL. Elasticsearch runs against the loopback fake
+in `tests/fake_elasticsearch.py`, which stores the documents and evaluates the filters the
+adapter sends (bool/term/terms/range/exists/ids, kNN with `knn.filter`); its text analysis is
+simplified, so stemming is only checked on pgvector (`test_pgvector_stems_german_and_english`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engram.adapters.observations import ObservationStore
+from engram.domain.observation import Observation, ObservationDraft, Scope
+from engram.domain.scopes import Visibility
+from engram.domain.search import IndexDocument, SearchFilter, index_document
+from tests.fake_elasticsearch import FakeElasticsearch
+
+DIMS = 64
+
+
+def unit(label: str) -> np.ndarray:
+    seed = int.from_bytes(hashlib.sha256(label.encode()).digest()[:8], "big")
+    v = np.random.default_rng(seed).standard_normal(DIMS).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+@pytest.fixture(params=["pgvector", "elasticsearch"])
+async def index(request: Any, services: Any) -> AsyncIterator[Any]:
+    if request.param == "pgvector":
+        from engram.adapters.pgvector_index import PgVectorIndex
+
+        yield PgVectorIndex(services.db, DIMS)
+        return
+    from elasticsearch import AsyncElasticsearch
+
+    from engram.adapters.elasticsearch_index import ElasticsearchIndex
+
+    fake = await FakeElasticsearch().start()
+    es = ElasticsearchIndex(AsyncElasticsearch(fake.url), DIMS)
+    try:
+        yield es
+    finally:
+        await es.close()
+        await fake.stop()
+
+
+async def store(db: Any, drafts: Sequence[ObservationDraft]) -> list[Observation]:
+    async with db.tenant(drafts[0].tenant_id) as conn:
+        written = await ObservationStore(conn).write_many(drafts)
+    return [w.observation for w in written]
+
+
+def draft(tenant: str, title: str, **kw: Any) -> ObservationDraft:
+    kw.setdefault("user_id", "alice")
+    return ObservationDraft(tenant_id=tenant, title=title, **kw)
+
+
+async def put(index: Any, db: Any, drafts: Sequence[ObservationDraft]) -> list[Observation]:
+    observations = await store(db, drafts)
+    await index.upsert(drafts[0].tenant_id, [index_document(o, unit(o.title)) for o in observations])
+    return observations
+
+
+def now() -> SearchFilter:
+    return SearchFilter(now=datetime.now(UTC))
+
+
+async def lexical_ids(index: Any, vis: Visibility, text: str, where: SearchFilter | None = None) -> list[str]:
+    return [r.id for r in await index.lexical(vis, text, where or now(), 50)]
+
+
+async def vector_ids(index: Any, vis: Visibility, label: str, where: SearchFilter | None = None) -> list[str]:
+    return [r.id for r in await index.vector(vis, unit(label), where or now(), 50)]
+
+
+def vis(tenant: str, user: str | None = "alice", teams: Sequence[str] = (), sensitive: bool = False) -> Visibility:
+    return Visibility(tenant_id=tenant, user_id=user, teams=frozenset(teams), include_sensitive=sensitive)
+
+
+async def test_exact_match_is_found_by_both_lists(index: Any, db: Any, tenant: str) -> None:
+    obs = await put(
+        index,
+        db,
+        [draft(tenant, "Quarterly invoicing for Zephyrcorp"), draft(tenant, "Team lunch on Friday")],
+    )
+    assert (await lexical_ids(index, vis(tenant), "zephyrcorp"))[0] == str(obs[0].id)
+    assert (await vector_ids(index, vis(tenant), "Quarterly invoicing for Zephyrcorp"))[0] == str(obs[0].id)
+
+
+async def test_visibility_rules_inside_both_searches(index: Any, db: Any, tenant: str) -> None:
+    word = "kumquat"
+    drafts = [
+        draft(tenant, f"{word} alice private"),
+        draft(tenant, f"{word} bob private", user_id="bob"),
+        draft(tenant, f"{word} sales team", user_id="carol", scope=Scope.team, team_ids=["sales"]),
+        draft(tenant, f"{word} alice public", scope=Scope.public),
+        draft(tenant, f"{word} tenant wide", user_id=None, scope=Scope.public),
+        draft(tenant, f"{word} tenant team", user_id=None, scope=Scope.team, team_ids=["ops"]),
+        draft(tenant, f"{word} sensitive", scope=Scope.sensitive),
+    ]
+    observations = await put(index, db, drafts)
+    callers = [
+        vis(tenant, "alice"),
+        vis(tenant, "bob", teams=["sales"]),
+        vis(tenant, "carol"),
+        vis(tenant, "dave", teams=["ops"]),
+        vis(tenant, "alice", sensitive=True),
+        vis(tenant, None),
+    ]
+    for caller in callers:
+        expected = {str(o.id) for o in observations if caller.allows(o)}
+        assert set(await lexical_ids(index, caller, word)) == expected, caller
+        found = set()
+        for o in observations:
+            found.update(await vector_ids(index, caller, o.title))
+        assert found == expected, caller
+
+
+async def test_hidden_ids_types_and_time_filters(index: Any, db: Any, tenant: str) -> None:
+    t = datetime.now(UTC)
+    drafts = [
+        draft(tenant, "marmalade decision", type="decision"),
+        draft(tenant, "marmalade fact", type="fact"),
+        draft(tenant, "marmalade expired", expires_at=t - timedelta(seconds=1), valid_from=t - timedelta(days=1)),
+        draft(tenant, "marmalade later", valid_from=t + timedelta(days=1)),
+        draft(tenant, "marmalade expires soon", expires_at=t + timedelta(hours=1)),
+    ]
+    decision, fact, _expired, _later, soon = (str(o.id) for o in await put(index, db, drafts))
+    assert set(await lexical_ids(index, vis(tenant), "marmalade")) == {decision, fact, soon}
+    typed = SearchFilter(now=t, types=("decision",))
+    assert await lexical_ids(index, vis(tenant), "marmalade", typed) == [decision]
+    assert await vector_ids(index, vis(tenant), "marmalade decision", typed) == [decision]
+    hidden = Visibility(tenant, "alice", frozenset(), False, hidden_ids=frozenset({decision}))
+    assert decision not in await lexical_ids(index, hidden, "marmalade")
+    assert decision not in await vector_ids(index, hidden, "marmalade decision")
+    # an hour later "expires soon" is gone and "later" is not yet in force
+    assert set(await lexical_ids(index, vis(tenant), "marmalade", SearchFilter(now=t + timedelta(hours=2)))) == {
+        decision,
+        fact,
+    }
+
+
+async def test_delete_and_revisions(index: Any, db: Any, tenant: str) -> None:
+    (obs,) = await put(index, db, [draft(tenant, "papaya plan", key="plan", type="project")])
+    newer = obs.model_copy(update={"title": "mango plan", "updated_at": obs.updated_at + timedelta(seconds=5)})
+    await index.upsert(tenant, [index_document(newer, unit("mango plan"))])
+    await index.upsert(tenant, [index_document(obs, unit("papaya plan"))])  # late, older: ignored
+    assert await lexical_ids(index, vis(tenant), "mango") == [str(obs.id)]
+    assert await lexical_ids(index, vis(tenant), "papaya") == []
+    await index.upsert(tenant, [index_document(newer, unit("mango plan"))])  # redelivery: same result
+    assert await index.indexed_ids(tenant) == {str(obs.id)}
+    await index.delete(tenant, [str(obs.id)])
+    await index.delete(tenant, [str(obs.id)])  # idempotent
+    assert await lexical_ids(index, vis(tenant), "mango") == []
+    assert await vector_ids(index, vis(tenant), "mango plan") == []
+    assert await index.indexed_ids(tenant) == set()
+
+
+async def test_tenants_are_separate(index: Any, db: Any, tenant: str, other_tenant: str) -> None:
+    (mine,) = await put(index, db, [draft(tenant, "guava shipment", scope=Scope.public)])
+    (theirs,) = await put(index, db, [draft(other_tenant, "guava shipment", scope=Scope.public)])
+    assert await lexical_ids(index, vis(tenant), "guava") == [str(mine.id)]
+    assert await vector_ids(index, vis(other_tenant), "guava shipment") == [str(theirs.id)]
+    await index.drop_tenant(other_tenant)
+    assert await lexical_ids(index, vis(other_tenant), "guava") == []
+    assert await lexical_ids(index, vis(tenant), "guava") == [str(mine.id)]
+
+
+async def test_bm25_prefers_rare_terms_and_short_documents(index: Any, db: Any, tenant: str) -> None:
+    filler = " ".join(f"word{i}" for i in range(40))
+    drafts = [draft(tenant, f"common thing {i}") for i in range(8)]
+    drafts.append(draft(tenant, "common rareterm"))
+    drafts.append(draft(tenant, f"rareterm {filler}"))
+    obs = await put(index, db, drafts)
+    ranked = await lexical_ids(index, vis(tenant), "common rareterm")
+    assert ranked[0] == str(obs[8].id)  # both terms, short
+    assert ranked.index(str(obs[9].id)) < ranked.index(str(obs[0].id))  # the rare term outweighs the common one
+
+
+async def test_upsert_rejects_other_tenants_documents(index: Any, db: Any, tenant: str, other_tenant: str) -> None:
+    (obs,) = await store(db, [draft(tenant, "lychee")])
+    doc: IndexDocument = index_document(obs, unit("lychee"))
+    with pytest.raises(ValueError, match="belongs to tenant"):
+        await index.upsert(other_tenant, [doc])
+
+
+async def test_pgvector_stems_german_and_english(db: Any, tenant: str) -> None:
+    from engram.adapters.pgvector_index import PgVectorIndex
+
+    index = PgVectorIndex(db, DIMS)
+    obs = await put(
+        index,
+        db,
+        [
+            draft(tenant, "Die Häuser wurden im Sommer gebaut und die Rechnungen verschickt"),
+            draft(tenant, "The invoices were sent after the houses were built"),
+        ],
+    )
+    assert str(obs[0].id) in await lexical_ids(index, vis(tenant), "Haus Rechnung")
+    assert str(obs[1].id) in await lexical_ids(index, vis(tenant), "invoice sending")
+
+
+async def test_pgvector_large_tenant_uses_hnsw_with_filters(db: Any, tenant: str) -> None:
+    """Above `exact_below` the HNSW path (iterative scan) must honour the same filters."""
+    from engram.adapters.pgvector_index import PgVectorIndex
+
+    index = PgVectorIndex(db, DIMS, exact_below=0, postings_per_term=10, hnsw_min_share=0.0)
+    drafts = [draft(tenant, f"item {i}", user_id="alice" if i % 2 else "bob") for i in range(40)]
+    observations = await put(index, db, drafts)
+    results = await index.vector(vis(tenant, "alice"), unit("item 3"), now(), 10)
+    alice = {str(o.id) for o in observations if o.user_id == "alice"}
+    assert results and {r.id for r in results} <= alice
+    assert results[0].id == str(observations[3].id)
+    assert uuid.UUID(results[0].id)
+    # BM25 reads at most 10 postings per term here, after the visibility filter
+    lexical = await index.lexical(vis(tenant, "alice"), "item", now(), 50)
+    assert len(lexical) == 10 and {r.id for r in lexical} <= alice

@@ -1,0 +1,174 @@
+"""Pure recall rules: fusion, BM25 parts, boosts, recall text, query validation, turn units."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from engram.domain.conversation import ConversationSession, Turn, turn_id_of, turn_units
+from engram.domain.language import detect_language
+from engram.domain.observation import Observation
+from engram.domain.ranking import bm25_idf, bm25_impact, boosted, boosts, rrf_fuse
+from engram.domain.recall import SearchHit
+from engram.domain.recall_text import UNVERIFIED, estimate_tokens, render_recall_text
+from engram.services.memory import Unprocessable
+from engram.services.recall import validate_query_text
+from functions.memory_api.retrieval import parse_within
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def obs(**kw: Any) -> Observation:
+    base: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "tenant_id": "t",
+        "user_id": "alice",
+        "team_ids": [],
+        "type": "fact",
+        "title": "a title",
+        "narrative": "",
+        "facts": [],
+        "concepts": [],
+        "tags": [],
+        "key": None,
+        "content_hash": "h",
+        "discovery_tokens": [],
+        "relevance_count": 0,
+        "priority": "normal",
+        "source": "user",
+        "verified": True,
+        "confidence": 1.0,
+        "scope": "private",
+        "trigger_source": "manual",
+        "provenance": {},
+        "valid_from": None,
+        "expires_at": None,
+        "superseded_by": None,
+        "created_at": NOW - timedelta(days=1),
+        "updated_at": NOW - timedelta(days=1),
+    }
+    base.update(kw)
+    return Observation(**base)
+
+
+def hit(o: Observation, score: float = 1.0) -> SearchHit:
+    return SearchHit(observation=o, score=score, lexical_rank=1, vector_rank=None)
+
+
+def test_rrf_adds_reciprocal_ranks_with_k_60() -> None:
+    fused = rrf_fuse(["a", "b", "c"], ["c", "a"])
+    by_id = {f.id: f for f in fused}
+    assert by_id["a"].rrf == pytest.approx(1 / 61 + 1 / 62)
+    assert by_id["c"].rrf == pytest.approx(1 / 63 + 1 / 61)
+    assert by_id["b"].rrf == pytest.approx(1 / 62) and by_id["b"].vector_rank is None
+    assert [f.id for f in fused] == ["a", "c", "b"]
+    assert rrf_fuse([], []) == []
+
+
+def test_bm25_parts() -> None:
+    assert bm25_idf(100, 1) > bm25_idf(100, 50) > 0
+    assert bm25_idf(10, 10) > 0  # never negative
+    short, long = bm25_impact(1, 5, 10), bm25_impact(1, 40, 10)
+    assert short > long  # length normalisation
+    assert bm25_impact(10, 10, 10) < 10 * bm25_impact(1, 10, 10)  # saturation
+
+
+def test_boosts_order_priority_feedback_and_recency() -> None:
+    base = boosted(1.0, boosts(obs(), NOW))
+    assert boosted(1.0, boosts(obs(priority="critical"), NOW)) > boosted(1.0, boosts(obs(priority="high"), NOW)) > base
+    assert boosted(1.0, boosts(obs(priority="low"), NOW)) < base
+    assert boosted(1.0, boosts(obs(verified=False), NOW)) < base
+    assert boosted(1.0, boosts(obs(cited_count=3, confirmed_count=2), NOW)) > base
+    assert boosted(1.0, boosts(obs(rejected_count=3), NOW)) < base
+    assert boosted(1.0, boosts(obs(relevance_count=20), NOW)) > base
+    old = obs(created_at=NOW - timedelta(days=400), updated_at=NOW - timedelta(days=400))
+    assert boosted(1.0, boosts(old, NOW)) < base
+    assert boosts(obs(type="decision"), NOW, {"decision": 1.5})["type"] == 1.5
+    assert "type" not in boosts(obs(), NOW, {"decision": 1.5})
+
+
+def test_recall_text_orders_marks_tags_and_budget() -> None:
+    hits = [
+        hit(obs(title="normal old", created_at=NOW - timedelta(days=30))),
+        hit(obs(title="normal new", verified=False, tags=["billing", "Müller"])),
+        hit(obs(title="critical one", priority="critical", narrative="Never deploy on Fridays.")),
+    ]
+    text = render_recall_text(hits)
+    lines = text.splitlines()
+    assert lines[0] == "Relevant memories (3):"
+    assert lines[1].startswith("- [fact] critical one [critical]")
+    assert "Never deploy on Fridays." in lines[2]
+    assert text.index("normal new") < text.index("normal old")
+    assert f"normal new {UNVERIFIED}" in text and "tags: billing, Müller" in text
+    assert UNVERIFIED not in text.split("normal new")[0]
+    many = [hit(obs(title=f"entry {i} " + "word " * 40)) for i in range(50)]
+    small = render_recall_text(many, token_budget=300)
+    assert estimate_tokens(small) <= 300 and 0 < small.count("\n- [") < 50
+    assert render_recall_text([]) == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("", "empty"), ("   ", "empty"), ("x" * 100_000, "at most"), ("hello\x00", r"U\+0000"), ("a\x1bb", r"U\+001B")],
+)
+def test_bad_queries_are_unprocessable(text: str, message: str) -> None:
+    with pytest.raises(Unprocessable, match=message) as info:
+        validate_query_text(text, "query.q")
+    assert info.value.field == "query.q"
+
+
+def test_good_query_is_trimmed() -> None:
+    assert validate_query_text("  Müller\tinvoices\n ") == "Müller invoices"
+
+
+def test_within() -> None:
+    assert parse_within("7d") == timedelta(days=7)
+    assert parse_within("12h") == timedelta(hours=12)
+    with pytest.raises(Unprocessable):
+        parse_within("soon")
+
+
+def test_language_detection() -> None:
+    assert detect_language("Die Rechnung wird nicht mit der Post verschickt") == "german"
+    assert detect_language("The invoice is not sent by mail") == "english"
+
+
+def test_turn_units_carry_context_date_speaker_and_provenance() -> None:
+    day = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    turns = [
+        Turn("D1:1", "Caroline", "I went to a support group yesterday."),
+        Turn("D1:2", "Melanie", "That sounds powerful!", image_caption="a photo of a sunset"),
+        Turn("D1:3", "Caroline", "It really was."),
+    ]
+    drafts = turn_units(
+        tenant_id="t", user_id="u", conversation_id="conv-1", sessions=[ConversationSession("s1", day, turns)], window=1
+    )
+    assert len(drafts) == 3
+    middle = drafts[1]
+    assert middle.title == "Melanie: That sounds powerful! [shares a photo: a photo of a sunset]"
+    assert (
+        middle.narrative == "On 8 May 2023, Melanie said: That sounds powerful! [shares a photo: a photo of a sunset]"
+    )
+    assert middle.discovery_tokens == [
+        "Before, Caroline: I went to a support group yesterday.",
+        "After, Caroline: It really was.",
+    ]
+    assert middle.valid_from == day and middle.tags == ["melanie"] and middle.trigger_source.value == "chat"
+    assert turn_id_of(middle.provenance.source_event_id) == "D1:2"
+    assert middle.key == "turn:conv-1:D1:2"
+    assert [t.split(",")[0] for t in drafts[0].discovery_tokens] == ["After"]
+    assert [t.split(",")[0] for t in drafts[2].discovery_tokens] == ["Before"]
+    long = turn_units(
+        tenant_id="t",
+        user_id="u",
+        conversation_id="c",
+        sessions=[ConversationSession("s", day, [Turn("D1:1", "A", "word " * 90), Turn("D1:2", "B", "hi")])],
+    )
+    wide = turn_units(
+        tenant_id="t", user_id="u", conversation_id="c", sessions=[ConversationSession("s1", day, turns)]
+    )  # default window: two turns either side
+    assert [t.split(",")[0] for t in wide[0].discovery_tokens] == ["After", "After"]
+    assert all(len(t) <= 200 for t in long[1].discovery_tokens) and len(long[1].discovery_tokens) == 3
