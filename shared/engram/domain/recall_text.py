@@ -1,6 +1,7 @@
 """The plain-text recall for an LLM's context (R-7.3). Pure: chat-turn and the memory API share it.
 
-Entries are sorted by priority, then recency; unverified ones are marked "(unverified)"; tags
+Entries are sorted by priority, then recency; unverified ones are marked "(unverified)" (what an
+agent inferred, not what a business system recorded: those come from domain events); tags
 are shown; whole entries are added until the token budget is spent (a long narrative is cut
 first, so one huge entry cannot push everything else out).
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engram.domain.observation import Observation
+from engram.domain.observation import Observation, Source
 from engram.domain.ranking import observation_time
 from engram.domain.recall import SearchHit
 
@@ -23,11 +24,16 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+def needs_mark(obs: Observation) -> bool:
+    """What an agent inferred and no person confirmed is marked; records of business systems are not."""
+    return not obs.verified and obs.source is not Source.system
+
+
 def render_entry(obs: Observation, narrative_chars: int = NARRATIVE_CHARS) -> str:
     head = f"- [{obs.type}] {' '.join(obs.title.split())}"
     if obs.priority.value in ("high", "critical"):
         head += f" [{obs.priority.value}]"
-    if not obs.verified:
+    if needs_mark(obs):
         head += f" {UNVERIFIED}"
     lines = [head]
     narrative = " ".join(obs.narrative.split())
