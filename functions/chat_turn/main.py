@@ -8,50 +8,32 @@ the same body as the JSON answer, or `error`). Thin: parse, call `services.chat`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import structlog
-from fastapi import FastAPI, Header, Request, Response
+from fastapi import Header, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
-from engram.bootstrap import Services, get_services, shutdown
-from engram.runtime.http import CurrentPrincipal, ServicesDep, health_routes, install, problem
+from engram.bootstrap import Services
+from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem
 from engram.services.chat import ChatTurns, RecallUnavailable, TurnFailed, TurnRequest, TurnResponse
-from engram.settings import get_settings
 
 log = structlog.get_logger(__name__)
 
 
-@contextlib.asynccontextmanager
-async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-    async def warm() -> None:
-        with contextlib.suppress(Exception):
-            services = await get_services()
-            services.start_outbox_relay()
-            if services.gateway is not None:
-                await services.gateway.warm()  # the SDK import, off the first turn's path
-
-    task = asyncio.create_task(warm())
-    yield
-    task.cancel()
-    await shutdown()
+async def _warm(services: Services) -> None:
+    if services.gateway is not None:
+        await services.gateway.warm()  # the SDK import, off the first turn's path
 
 
-app = FastAPI(
-    title="Engram chat-turn",
-    version="0.1.0",
-    lifespan=lifespan,
-    description="A chat turn with memory: multi-stream recall, model routing, tools, persistence.",
+# a missing recall service is reported by each turn (503), not by readiness
+app = function_app(
+    "Engram chat-turn", "A chat turn with memory: multi-stream recall, model routing, tools, persistence.", warm=_warm
 )
-install(app, max_body_bytes=get_settings().engram_max_body_bytes)
-
-
-health_routes(app)  # a missing recall service is reported by each turn (503), not by readiness
 
 
 async def _recall_missing(_: Request, exc: Exception) -> JSONResponse:

@@ -6,51 +6,25 @@ problem+json through `engram.runtime.http`.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 import uuid
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from cloudevents.exceptions import GenericException as CloudEventError
 from cloudevents.http import from_http
-from fastapi import FastAPI, Query, Request, Response, status
+from fastapi import Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from engram.bootstrap import get_services, shutdown
 from engram.domain.observation import Observation, Scope, Source
 from engram.domain.scopes import Permission
-from engram.runtime.http import CurrentPrincipal, ServicesDep, health_routes, install, problem
+from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem
 from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
 from engram.services.personal_data import Erasure
-from engram.settings import get_settings
 from functions.memory_api.retrieval import router as retrieval_router
 
-
-@contextlib.asynccontextmanager
-async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-    async def warm() -> None:
-        with contextlib.suppress(Exception):
-            services = await get_services()
-            services.start_outbox_relay()
-
-    task = asyncio.create_task(warm())
-    yield
-    task.cancel()
-    await shutdown()
-
-
-app = FastAPI(
-    title="Engram memory API",
-    version="0.1.0",
-    lifespan=lifespan,
-    description="Remember, recall, search, verify, mark, feedback, delete and export memories.",
-)
-install(app, max_body_bytes=get_settings().engram_max_body_bytes)
-health_routes(app)
+app = function_app("Engram memory API", "Remember, recall, search, verify, mark, feedback, delete and export memories.")
 app.include_router(retrieval_router)  # fixed paths (recall, search, expiring) before /{observation_id}
 
 

@@ -9,21 +9,18 @@ caller's token, so it needs no network beyond this function.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import FastAPI, Query
+from fastapi import Query
 from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from engram.bootstrap import shutdown
 from engram.domain.periods import Granularity, Period
 from engram.domain.telemetry import TELEMETRY_EVENTS
-from engram.runtime.http import CurrentPrincipal, ServicesDep, health_routes, install
+from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app
 from engram.services.memory import Unprocessable
 from engram.services.telemetry_query import (
     EventFilter,
@@ -34,7 +31,6 @@ from engram.services.telemetry_query import (
     TopTools,
     TopUsers,
 )
-from engram.settings import get_settings
 
 PREFIX = "/api/ai/telemetry"
 STATIC = Path(__file__).parent / "static"
@@ -45,20 +41,11 @@ DASHBOARD_CSP = (
 )
 
 
-@contextlib.asynccontextmanager
-async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-    yield
-    await shutdown()
-
-
-app = FastAPI(
-    title="Engram telemetry API",
-    version="0.1.0",
-    lifespan=lifespan,
-    description="Overview, events, time series, top tools and top users of a tenant's AI telemetry.",
+app = function_app(
+    "Engram telemetry API",
+    "Overview, events, time series, top tools and top users of a tenant's AI telemetry.",
+    relay_outbox=False,
 )
-install(app, max_body_bytes=get_settings().engram_max_body_bytes)
-health_routes(app)
 
 PeriodQuery = Annotated[Period, Query(description="how far back from now")]
 LimitQuery = Annotated[int, Query(ge=1, le=100)]

@@ -119,6 +119,10 @@ async def test_erasure_leaves_nothing_of_the_user(
 
     deleted = {e["subject"] for e in await published(services, OBSERVATION_DELETED.subject) if e["tenantid"] == tenant}
     assert deleted == {f"observation/{i}" for i in s["mine"]}
+    # nothing of alice stays in the search index either
+    indexed = await services.index.indexed_ids(tenant)
+    assert not set(s["mine"]) & set(indexed)
+    assert {s["bobs"], s["tenant_wide"]} <= set(indexed)
 
     export = await api.get("/api/ai/memory/export", headers=s["alice"])
     assert lines(export.text)[-1] == {"record": "end", "observations": 0, "feedback": 0}

@@ -1,6 +1,7 @@
 """The plain-text recall for an LLM's context (R-7.3). Pure: chat-turn and the memory API share it.
 
-Entries are sorted by priority, then recency; unverified ones are marked "(unverified)"; tags
+Entries are sorted by priority, then recency; unverified ones are marked "(unverified)" (what an
+agent inferred, not what a business system recorded: those come from domain events); tags
 are shown; whole entries are added until the token budget is spent (a long narrative is cut
 first, so one huge entry cannot push everything else out).
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engram.domain.observation import Observation, Source
 from engram.domain.ranking import observation_time
 from engram.domain.recall import SearchHit
 
@@ -22,12 +24,16 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def render_entry(hit: SearchHit, narrative_chars: int = NARRATIVE_CHARS) -> str:
-    obs = hit.observation
+def needs_mark(obs: Observation) -> bool:
+    """What an agent inferred and no person confirmed is marked; records of business systems are not."""
+    return not obs.verified and obs.source is not Source.system
+
+
+def render_entry(obs: Observation, narrative_chars: int = NARRATIVE_CHARS) -> str:
     head = f"- [{obs.type}] {' '.join(obs.title.split())}"
     if obs.priority.value in ("high", "critical"):
         head += f" [{obs.priority.value}]"
-    if not obs.verified:
+    if needs_mark(obs):
         head += f" {UNVERIFIED}"
     lines = [head]
     narrative = " ".join(obs.narrative.split())
@@ -42,30 +48,37 @@ def render_entry(hit: SearchHit, narrative_chars: int = NARRATIVE_CHARS) -> str:
     return "\n".join(lines)
 
 
-def order_for_context(hits: Sequence[SearchHit]) -> list[SearchHit]:
+def order_for_context(observations: Sequence[Observation]) -> list[Observation]:
     """Priority first (critical, high, normal, low), then the newest first."""
-    return sorted(
-        hits,
-        key=lambda h: (-h.observation.priority.rank, -observation_time(h.observation).timestamp()),
-    )
+    return sorted(observations, key=lambda o: (-o.priority.rank, -observation_time(o).timestamp()))
 
 
 def render_recall_text(
     hits: Sequence[SearchHit],
     *,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
-    header: str = "Relevant memories",
+    header: str | None = "Relevant memories",
 ) -> str:
     """The recall as plain text within `token_budget` tokens; empty when nothing was found."""
-    if not hits or token_budget <= 0:
+    return render_observations([h.observation for h in hits], token_budget=token_budget, header=header)
+
+
+def render_observations(
+    observations: Sequence[Observation],
+    *,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    header: str | None = "Relevant memories",
+) -> str:
+    """Observations as plain text for an LLM's context (the memory API's recall and chat-turn's streams)."""
+    if not observations or token_budget <= 0:
         return ""
     entries: list[str] = []
-    used = estimate_tokens(header) + 1
-    for hit in order_for_context(hits):
-        entry = render_entry(hit)
+    used = estimate_tokens(header) + 1 if header else 0
+    for obs in order_for_context(observations):
+        entry = render_entry(obs)
         cost = estimate_tokens(entry) + 1
         if used + cost > token_budget:
-            shorter = render_entry(hit, narrative_chars=120)
+            shorter = render_entry(obs, narrative_chars=120)
             cost = estimate_tokens(shorter) + 1
             if used + cost > token_budget:
                 continue
@@ -74,4 +87,5 @@ def render_recall_text(
         used += cost
     if not entries:
         return ""
-    return f"{header} ({len(entries)}):\n" + "\n".join(entries) + "\n"
+    body = "\n".join(entries) + "\n"
+    return f"{header} ({len(entries)}):\n{body}" if header else body

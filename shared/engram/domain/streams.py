@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engram.domain import recall_text
 from engram.domain.observation import Observation, Scope
 from engram.domain.recall import SearchHit
 from engram.domain.scopes import Principal, Visibility
@@ -181,39 +182,9 @@ def dedupe_across_streams(results: Sequence[StreamResult]) -> None:
         result.hits = [h for h in result.hits if best[str(h.observation.id)][1] == result.name]
 
 
-def _line(obs: Observation) -> str:
-    parts = [f"- [{obs.type}] {obs.title}"]
-    if not obs.verified:
-        parts.append(" (unverified)")
-    if obs.priority.value in ("high", "critical"):
-        parts.append(f" [{obs.priority.value}]")
-    if obs.tags:
-        parts.append(f" #{' #'.join(obs.tags)}")
-    parts.append(f" ({obs.created_at.date().isoformat()})")
-    line = "".join(parts)
-    detail = obs.narrative.strip()
-    if detail and detail != obs.title:
-        detail = " ".join(detail.split())
-        line += "\n  " + (detail if len(detail) <= 400 else detail[:397] + "...")
-    if obs.facts:
-        line += "\n  facts: " + "; ".join(obs.facts[:8])
-    return line
-
-
 def render_observations(observations: Sequence[Observation], budget_chars: int) -> str:
-    """Plain text for LLM context: priority first, then recency; unverified marked; within budget."""
-    ordered = sorted(observations, key=lambda o: (-o.priority.rank, -o.created_at.timestamp()))
-    lines: list[str] = []
-    used = 0
-    for obs in ordered:
-        line = _line(obs)
-        if used + len(line) + 1 > budget_chars:
-            if not lines:
-                lines.append(line[: max(0, budget_chars - 4)] + " ...")
-            break
-        lines.append(line)
-        used += len(line) + 1
-    return "\n".join(lines)
+    """A stream's memories as plain text within a character budget: the same format as the memory API's recall."""
+    return recall_text.render_observations(observations, token_budget=budget_chars // 4, header=None).rstrip("\n")
 
 
 def render_stream(result: StreamResult, budget_chars: int) -> str:

@@ -6,7 +6,9 @@ there is one; bad input is a 4xx, never a 500.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import structlog
@@ -209,3 +211,42 @@ def serve(app_path: str, *, graceful_seconds: int = 20) -> None:
         proxy_headers=True,
         timeout_graceful_shutdown=graceful_seconds,
     )
+
+
+def function_app(
+    title: str,
+    description: str,
+    *,
+    warm: Callable[[Services], Awaitable[None]] | None = None,
+    relay_outbox: bool = True,
+) -> FastAPI:
+    """A FastAPI app for an HTTP function: problem+json errors, body limit, /healthz and /readyz.
+
+    Services are built in the background at start-up (so /healthz answers at once) and closed
+    at shutdown; `relay_outbox` runs the outbox relay in this process, `warm` does whatever else
+    should happen before the first request (e.g. importing an SDK).
+    """
+    from engram.bootstrap import shutdown
+    from engram.settings import get_settings
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async def start() -> None:
+            with contextlib.suppress(Exception):
+                services = await get_services()
+                if relay_outbox:
+                    services.start_outbox_relay()
+                if warm is not None:
+                    await warm(services)
+
+        task = asyncio.create_task(start())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await shutdown()
+
+    app = FastAPI(title=title, version="0.1.0", lifespan=lifespan, description=description)
+    install(app, max_body_bytes=get_settings().engram_max_body_bytes)
+    health_routes(app)
+    return app
