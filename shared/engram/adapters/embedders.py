@@ -385,14 +385,22 @@ def _error_text(response: httpx.Response) -> str:
     return str(body)[:300]
 
 
-def build_embedder(kind: str, *, tei_url: str | None = None, tei_model: str = "", tei_dimensions: int = 1024) -> Any:
-    """The embedder named by ENGRAM_EMBEDDER (e5 | use | static | tei)."""
+def build_embedder(
+    kind: str,
+    *,
+    tei_url: str | None = None,
+    tei_model: str = "",
+    tei_dimensions: int = 1024,
+    query_cache: int = 0,
+) -> Any:
+    """The embedder named by ENGRAM_EMBEDDER (e5 | use | static | tei); in-process models keep
+    an LRU of `query_cache` query vectors (ENGRAM_QUERY_CACHE_SIZE)."""
     if kind == "e5":
-        return E5Embedder()
+        return E5Embedder(query_cache=query_cache)
     if kind == "use":
-        return UseEmbedder()
+        return UseEmbedder(query_cache=query_cache)
     if kind == "static":
-        return StaticEmbedder()
+        return StaticEmbedder(query_cache=query_cache)
     if kind == "tei":
         if not tei_url:
             raise RuntimeError("ENGRAM_EMBEDDER=tei needs TEI_EMBEDDING_URL")
