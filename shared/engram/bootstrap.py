@@ -191,6 +191,7 @@ async def build(settings: Settings | None = None) -> Services:
         tei_url=settings.tei_embedding_url,
         tei_model=settings.tei_embedding_model,
         tei_dimensions=settings.tei_embedding_dimensions,
+        query_cache=settings.engram_query_cache_size,
     )
     index = build_index(settings, db, embedder.dimensions)
     services = Services(

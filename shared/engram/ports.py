@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from cloudevents.http import CloudEvent
 
 from engram.adapters.nats_bus import Published, RawMessage
+from engram.adapters.postgres import Connection
 from engram.domain.llm import LlmReply, LlmRequest
 from engram.domain.recall import RecallQuery, RecallResult
 from engram.domain.scopes import Principal, Visibility
-from engram.domain.search import IndexDocument, Ranked, SearchFilter, Vector
+from engram.domain.search import IndexDocument, Ranked, SearchFilter, SearchPlan, Vector
 
 
 class EventBus(Protocol):
@@ -30,6 +31,17 @@ class Recall(Protocol):
     """Permission-aware hybrid recall (R-7.1-R-7.3, R-7.5): visibility inside the search."""
 
     async def search(self, principal: Principal, query: RecallQuery) -> RecallResult: ...
+
+
+@runtime_checkable
+class BatchRecall(Recall, Protocol):
+    """Several queries of one caller planned together (multi-stream recall): one visibility
+    lookup, one embedding call, one hydration. One result per query, in order; a query that is
+    invalid on its own (empty, too long) gets its exception in its place, the others answer."""
+
+    async def search_many(
+        self, principal: Principal, queries: Sequence[RecallQuery]
+    ) -> list[RecallResult | Exception]: ...
 
 
 class LLM(Protocol):
@@ -67,6 +79,13 @@ class Embedder(Protocol):
     async def embed_query(self, text: str) -> Vector: ...
 
 
+@runtime_checkable
+class BatchQueryEmbedder(Embedder, Protocol):
+    """An embedder that embeds several queries in one call (each distinct text once)."""
+
+    async def embed_queries(self, texts: Sequence[str]) -> Vector: ...
+
+
 class SearchIndex(Protocol):
     """BM25 + kNN over one tenant's observations with R-7.2 visibility applied inside the search (R-6.2)."""
 
@@ -83,3 +102,33 @@ class SearchIndex(Protocol):
     ) -> list[Ranked]: ...
 
     async def indexed_ids(self, tenant_id: str) -> set[str]: ...
+
+
+@runtime_checkable
+class SharedDatabaseIndex(SearchIndex, Protocol):
+    """An index in the application's PostgreSQL (pgvector): recall runs its searches inside its
+    own tenant transaction (`prepare` first, then any number of `lexical_in` / `vector_in`)."""
+
+    shares_database: bool
+
+    async def prepare(self, conn: Connection, tenant_id: str, limit: int) -> SearchPlan: ...
+
+    async def lexical_in(
+        self,
+        conn: Connection,
+        visibility: Visibility,
+        text: str,
+        where: SearchFilter,
+        limit: int,
+        plan: SearchPlan | None = None,
+    ) -> list[Ranked]: ...
+
+    async def vector_in(
+        self,
+        conn: Connection,
+        visibility: Visibility,
+        embedding: Vector,
+        where: SearchFilter,
+        limit: int,
+        plan: SearchPlan,
+    ) -> list[Ranked]: ...

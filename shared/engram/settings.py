@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     # search index and embeddings
     ai_memory_provider: Literal["pgvector", "dense_vector"] = "pgvector"
     engram_embedder: Literal["e5", "use", "static", "tei"] = "e5"
+    engram_query_cache_size: int = Field(
+        default=1024, ge=0, le=1_000_000, description="query vectors kept by text (in-process embedders; 0 = off)"
+    )
     tei_embedding_url: str | None = None
     tei_embedding_model: str = "BAAI/bge-m3"
     tei_embedding_dimensions: int = Field(default=1024, ge=8, le=4096)

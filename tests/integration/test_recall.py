@@ -317,3 +317,79 @@ async def test_recall_never_leaks_and_finds_every_visible_exact_match(services: 
             else:
                 assert obs.id not in ids
     await services.recall.drain()
+
+
+async def test_search_many_plans_streams_together(tenant: str, services: Any, workers: Any) -> None:
+    """Multi-stream recall's batch path: one shared query id, per-stream events, a bad query fails alone."""
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    async with services.db.tenant(tenant) as conn:
+        project, fact = await ObservationStore(conn).write_many(
+            [
+                ObservationDraft(tenant_id=tenant, user_id="alice", title="Heron project kickoff", type="project"),
+                ObservationDraft(tenant_id=tenant, user_id="alice", title="Heron kickoff is in Lisbon", type="fact"),
+            ]
+        )
+    await services.indexing.reindex(tenant)
+    shared = uuid.uuid4()
+    sub = await services.bus.js.pull_subscribe("engram.feedback.recorded", stream="ENGRAM")
+    projects, facts, empty = await services.recall.search_many(
+        principal,
+        [
+            RecallQuery("Heron kickoff", types=("project",), stream_origin="projects", query_id=shared),
+            RecallQuery("Heron kickoff", types=("fact",), stream_origin="facts", query_id=shared),
+            RecallQuery("   ", stream_origin="broken", query_id=shared),
+        ],
+    )
+    assert not isinstance(projects, Exception) and not isinstance(facts, Exception)
+    assert [h.observation.id for h in projects.hits] == [project.observation.id]
+    assert [h.observation.id for h in facts.hits] == [fact.observation.id]
+    assert projects.query_id == facts.query_id == shared
+    assert isinstance(empty, Exception) and "query" in str(empty)
+    # each stream reports its own retrieved event under the shared query id
+    await services.recall.drain()
+
+    async def mine() -> Any:
+        msgs = await sub.fetch(100, timeout=0.5)
+        found = {
+            (json.loads(m.data)["stream_origin"], json.loads(m.data)["observation_id"])
+            for m in msgs
+            if str(shared).encode() in m.data
+        }
+        return found if len(found) == 2 else None
+
+    assert await eventually(mine) == {("projects", str(project.observation.id)), ("facts", str(fact.observation.id))}
+    await sub.unsubscribe()
+
+
+async def test_term_statistics_follow_the_postings(tenant: str, services: Any, workers: Any) -> None:
+    """BM25 document frequencies come from `search_term_stats`, kept by triggers: always equal to a count."""
+    async with services.db.tenant(tenant) as conn:
+        written = await ObservationStore(conn).write_many(
+            [
+                ObservationDraft(tenant_id=tenant, user_id="alice", title=f"Kestrel invoice {i} for Bremen")
+                for i in range(5)
+            ]
+        )
+    await services.indexing.reindex(tenant)
+
+    async def mismatches() -> list[Any]:
+        async with services.db.system() as conn:
+            return list(
+                await conn.fetch(
+                    "SELECT coalesce(c.term, s.term) AS term, c.n, s.doc_freq FROM"
+                    " (SELECT term, count(*) AS n FROM search_terms WHERE tenant_id = $1 GROUP BY term) c"
+                    " FULL JOIN (SELECT term, doc_freq FROM search_term_stats WHERE tenant_id = $1 AND doc_freq > 0) s"
+                    " ON s.term = c.term WHERE c.n IS DISTINCT FROM s.doc_freq",
+                    tenant,
+                )
+            )
+
+    async with services.db.system() as conn:
+        kestrel = await conn.fetchval(
+            "SELECT doc_freq FROM search_term_stats WHERE tenant_id = $1 AND term = 'kestrel'", tenant
+        )
+    assert kestrel == 5 and await mismatches() == []
+    await services.index.delete(tenant, [str(w.observation.id) for w in written[:2]])
+    assert await mismatches() == []
+    await services.indexing.reindex(tenant)  # re-indexing rewrites postings: counts stay exact
+    assert await mismatches() == []

@@ -28,7 +28,7 @@ import structlog
 from engram.adapters.postgres import Connection, Database
 from engram.domain.ranking import BM25_B, BM25_K1
 from engram.domain.scopes import Visibility
-from engram.domain.search import IndexDocument, Ranked, SearchFilter, Vector
+from engram.domain.search import IndexDocument, Ranked, SearchFilter, SearchPlan, Vector
 
 log = structlog.get_logger(__name__)
 
@@ -230,24 +230,67 @@ class PgVectorIndex:
         return {str(r["observation_id"]) for r in rows}
 
     # ---- reads ------------------------------------------------------------------------------
+    #
+    # `lexical` and `vector` open a tenant transaction each. The recall service, which works on
+    # the same PostgreSQL, instead runs `prepare`, `lexical_in` and `vector_in` (and its own
+    # hydration) inside one transaction of its own: fewer round trips per recall.
+
+    shares_database = True  # recall may call the `*_in` methods on its own tenant connection
+
+    async def prepare(self, conn: Connection, tenant_id: str, limit: int) -> SearchPlan:
+        """The tenant's size (exact scan or HNSW) and the scan settings, for this transaction."""
+        sizes = await conn.fetchrow(
+            "SELECT (SELECT doc_count FROM search_stats WHERE tenant_id = $1) AS docs,"
+            " (SELECT reltuples FROM pg_class WHERE oid = 'search_documents'::regclass) AS everyone"
+            " FROM (SELECT set_config('hnsw.ef_search', $2, true),"
+            " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+            # a generic plan cannot see the query vector and may scan the whole tenant
+            " set_config('plan_cache_mode', 'force_custom_plan', true)) AS settings",
+            tenant_id,
+            str(max(self.ef_search, limit)),
+        )
+        assert sizes is not None
+        docs, everyone = int(sizes["docs"] or 0), float(sizes["everyone"] or 0)
+        # The HNSW graph spans all tenants: for a tenant that is a small share of it, the
+        # filtered scan wades through other tenants' vectors, and an exact scan of the
+        # tenant's own rows is cheaper.
+        exact = docs < self.exact_below or docs < self.hnsw_min_share * everyone
+        return SearchPlan(docs=docs, exact=exact)
 
     async def lexical(self, visibility: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
+        async with self.db.tenant(visibility.tenant_id) as conn:
+            return await self.lexical_in(conn, visibility, text, where, limit)
+
+    async def lexical_in(
+        self,
+        conn: Connection,
+        visibility: Visibility,
+        text: str,
+        where: SearchFilter,
+        limit: int,
+        plan: SearchPlan | None = None,
+    ) -> list[Ranked]:
         params: list[Any] = [visibility.tenant_id, text]
         vis = visibility_clause(visibility, params, "s")
         flt = filter_clause(where, params, "s")
         params.extend([self.exact_below, self.postings_per_term, limit])
         exact, m, k = f"${len(params) - 2}", f"${len(params) - 1}", f"${len(params)}"
+        if plan is None:
+            docs = "coalesce((SELECT doc_count FROM search_stats WHERE tenant_id = $1), 0)::float8"
+        else:
+            params.append(plan.docs)
+            docs = f"${len(params)}::float8"
         configs = " UNION ".join(f"SELECT lexeme FROM unnest(to_tsvector('{c}', $2::text))" for c in SEARCH_CONFIGS)
+        # document frequencies come from `search_term_stats` (kept exact by triggers on the
+        # postings), not from counting each query term's postings
         sql = f"""
         WITH q AS (SELECT DISTINCT lexeme AS term FROM ({configs}) x),
-        n AS (SELECT coalesce((SELECT doc_count FROM search_stats WHERE tenant_id = $1), 0)::float8 AS docs),
+        n AS (SELECT {docs} AS docs),
         qi AS (
-          SELECT q.term, df.df,
-                 ln(1 + ((SELECT docs FROM n) - df.df + 0.5) / (df.df + 0.5)) AS idf
-          FROM q CROSS JOIN LATERAL (
-            SELECT count(*)::float8 AS df FROM search_terms t WHERE t.tenant_id = $1 AND t.term = q.term
-          ) df
-          WHERE df.df > 0
+          SELECT q.term, ts.doc_freq::float8 AS df,
+                 ln(1 + ((SELECT docs FROM n) - ts.doc_freq + 0.5) / (ts.doc_freq + 0.5)) AS idf
+          FROM q JOIN search_term_stats ts ON ts.tenant_id = $1 AND ts.term = q.term
+          WHERE ts.doc_freq > 0
         )
         SELECT p.observation_id::text AS id, sum(qi.idf * p.impact)::float8 AS score
         FROM qi CROSS JOIN LATERAL (
@@ -260,11 +303,24 @@ class PgVectorIndex:
         ORDER BY score DESC, id
         LIMIT {k}
         """
-        async with self.db.tenant(visibility.tenant_id) as conn:
-            rows = await conn.fetch(sql, *params)
+        rows = await conn.fetch(sql, *params)
         return [Ranked(r["id"], r["score"]) for r in rows]
 
     async def vector(self, visibility: Visibility, embedding: Vector, where: SearchFilter, limit: int) -> list[Ranked]:
+        async with self.db.tenant(visibility.tenant_id) as conn:
+            plan = await self.prepare(conn, visibility.tenant_id, limit)
+            return await self.vector_in(conn, visibility, embedding, where, limit, plan)
+
+    async def vector_in(
+        self,
+        conn: Connection,
+        visibility: Visibility,
+        embedding: Vector,
+        where: SearchFilter,
+        limit: int,
+        plan: SearchPlan,
+    ) -> list[Ranked]:
+        """kNN after `prepare` in the same transaction (its scan settings apply)."""
         if embedding.shape != (self.dimensions,):
             raise ValueError(f"query vector has shape {embedding.shape}, index has {self.dimensions}")
         d = self.dimensions
@@ -273,38 +329,22 @@ class PgVectorIndex:
         flt = filter_clause(where, params, "s")
         params.append(limit)
         k = f"${len(params)}"
-        async with self.db.tenant(visibility.tenant_id) as conn:
-            # one round trip: the tenant's size (exact scan or HNSW) and the HNSW scan settings
-            sizes = await conn.fetchrow(
-                "SELECT (SELECT doc_count FROM search_stats WHERE tenant_id = $1) AS docs,"
-                " (SELECT reltuples FROM pg_class WHERE oid = 'search_documents'::regclass) AS everyone"
-                " FROM (SELECT set_config('hnsw.ef_search', $2, true),"
-                " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                # a generic plan cannot see the query vector and may scan the whole tenant
-                " set_config('plan_cache_mode', 'force_custom_plan', true)) AS settings",
-                visibility.tenant_id,
-                str(max(self.ef_search, limit)),
+        if plan.exact:
+            sql = f"""
+            SELECT s.observation_id::text AS id, (s.embedding <=> $2::vector) AS distance
+            FROM search_documents s
+            WHERE s.tenant_id = $1 AND s.dims = {d} AND {vis} AND {flt}
+            ORDER BY distance, id LIMIT {k}
+            """
+        else:
+            sql = f"""
+            WITH c AS MATERIALIZED (
+              SELECT s.observation_id, (s.embedding::halfvec({d})) <=> $2::halfvec({d}) AS distance
+              FROM search_documents s
+              WHERE s.dims = {d} AND s.tenant_id = $1 AND {vis} AND {flt}
+              ORDER BY (s.embedding::halfvec({d})) <=> $2::halfvec({d}) LIMIT {k}
             )
-            docs, everyone = int(sizes["docs"] or 0), float(sizes["everyone"] or 0)
-            # The HNSW graph spans all tenants: for a tenant that is a small share of it, the
-            # filtered scan wades through other tenants' vectors, and an exact scan of the
-            # tenant's own rows is cheaper.
-            if docs < self.exact_below or docs < self.hnsw_min_share * everyone:
-                sql = f"""
-                SELECT s.observation_id::text AS id, (s.embedding <=> $2::vector) AS distance
-                FROM search_documents s
-                WHERE s.tenant_id = $1 AND s.dims = {d} AND {vis} AND {flt}
-                ORDER BY distance, id LIMIT {k}
-                """
-            else:
-                sql = f"""
-                WITH c AS MATERIALIZED (
-                  SELECT s.observation_id, (s.embedding::halfvec({d})) <=> $2::halfvec({d}) AS distance
-                  FROM search_documents s
-                  WHERE s.dims = {d} AND s.tenant_id = $1 AND {vis} AND {flt}
-                  ORDER BY (s.embedding::halfvec({d})) <=> $2::halfvec({d}) LIMIT {k}
-                )
-                SELECT observation_id::text AS id, distance FROM c ORDER BY distance, id
-                """
-            rows = await conn.fetch(sql, *params)
+            SELECT observation_id::text AS id, distance FROM c ORDER BY distance, id
+            """
+        rows = await conn.fetch(sql, *params)
         return [Ranked(r["id"], 1.0 - float(r["distance"])) for r in rows]

@@ -23,6 +23,7 @@ class RecallQuery:
     type_boosts: Mapping[str, float] = field(default_factory=dict)  # a stream's own boosts per type
     stream_origin: str | None = None  # set by multi-stream recall, carried on every hit
     mode: Literal["hybrid", "lexical", "vector"] = "hybrid"  # single lists for benchmarks and explanations
+    query_id: uuid.UUID | None = None  # given: the result carries it (all streams of one turn share one id)
 
 
 @dataclass(frozen=True)

@@ -94,3 +94,11 @@ class SearchFilter:
 
     now: datetime
     types: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """What an index learned about a tenant at the start of a transaction's searches."""
+
+    docs: int  # indexed documents of the tenant
+    exact: bool  # exact kNN scan instead of the approximate (HNSW) index

@@ -4,7 +4,10 @@
    path through the gateway's fast profile with a tolerant parser; otherwise FACT_WHAT.
 2. Streams run concurrently, each a `Recall.search` with the stream's types, boosts, query
    template and limit, always `want_sensitive=False` (standard chat context, R-7.2). A stream
-   that fails or times out is recorded and skipped; the others still answer.
+   that fails or times out is recorded and skipped; the others still answer. A recall service
+   that plans queries together (`BatchRecall.search_many`) gets all streams in one call (one
+   embedding call, one transaction); a stream whose query is invalid still fails alone. All
+   streams of a turn share one `query_id`.
 3. Every hit carries `stream_origin`; hits the caller may not see in standard context are
    dropped again here (defence in depth); an observation found by two streams is kept once.
 4. A stream whose text exceeds its `compression_threshold` is condensed by the fast profile;
@@ -37,7 +40,7 @@ from engram.domain.streams import (
     with_origin,
 )
 from engram.domain.telemetry import ChatError
-from engram.ports import Recall
+from engram.ports import BatchRecall, Recall
 from engram.services.gateway import LlmGateway, TelemetryBuffer
 
 log = structlog.get_logger(__name__)
@@ -102,23 +105,26 @@ class MultiStreamRecall:
                 log.info("intent.llm_failed", error=str(exc))
         return Intent(router.fallback, "fallback")
 
-    async def _stream(self, name: str, principal: Principal, recall: Recall, text: str) -> StreamResult:
+    def _query(self, name: str, text: str, query_id: uuid.UUID) -> RecallQuery:
         spec = self.engine.streams[name]
+        return RecallQuery(
+            text=spec.query(text),
+            limit=spec.limit,
+            types=spec.types,
+            type_boosts=dict(spec.boosts),
+            want_sensitive=False,  # never sensitive in standard chat context
+            stream_origin=name,
+            query_id=query_id,
+        )
+
+    async def _stream(
+        self, name: str, principal: Principal, recall: Recall, text: str, query_id: uuid.UUID
+    ) -> StreamResult:
         started = time.perf_counter()
         result = StreamResult(name)
         try:
             found = await asyncio.wait_for(
-                recall.search(
-                    principal,
-                    RecallQuery(
-                        text=spec.query(text),
-                        limit=spec.limit,
-                        types=spec.types,
-                        type_boosts=dict(spec.boosts),
-                        want_sensitive=False,  # never sensitive in standard chat context
-                        stream_origin=name,
-                    ),
-                ),
+                recall.search(principal, self._query(name, text, query_id)),
                 timeout=self.engine.stream_timeout_seconds,
             )
             result.query_id = str(found.query_id)
@@ -129,6 +135,34 @@ class MultiStreamRecall:
             result.error = f"{type(exc).__name__}: {exc}"[:500]
         result.duration_ms = (time.perf_counter() - started) * 1000
         return result
+
+    async def _streams_together(
+        self, names: list[str], principal: Principal, recall: BatchRecall, text: str, query_id: uuid.UUID
+    ) -> list[StreamResult]:
+        started = time.perf_counter()
+        results = [StreamResult(name) for name in names]
+        try:
+            found = await asyncio.wait_for(
+                recall.search_many(principal, [self._query(n, text, query_id) for n in names]),
+                timeout=self.engine.stream_timeout_seconds,
+            )
+        except TimeoutError:
+            for r in results:
+                r.error = f"timed out after {self.engine.stream_timeout_seconds}s"
+        except Exception as exc:  # recall failed for every stream; the turn still answers
+            for r in results:
+                r.error = f"{type(exc).__name__}: {exc}"[:500]
+        else:
+            for r, one in zip(results, found, strict=True):
+                if isinstance(one, Exception):
+                    r.error = f"{type(one).__name__}: {one}"[:500]
+                    continue
+                r.query_id = str(one.query_id)
+                r.hits = with_origin(live_only(standard_context_filter(principal, one.hits)), r.name)
+        elapsed = (time.perf_counter() - started) * 1000
+        for r in results:
+            r.duration_ms = elapsed
+        return results
 
     async def _compress(self, result: StreamResult, text: str, telemetry: TelemetryBuffer) -> None:
         spec = self.engine.streams[result.name]
@@ -160,8 +194,12 @@ class MultiStreamRecall:
         started = time.perf_counter()
         intent = await self.classify(text, telemetry)
         router_ms = (time.perf_counter() - started) * 1000
-        names = self.engine.strategies[intent.name].streams
-        results = list(await asyncio.gather(*(self._stream(n, principal, recall, text) for n in names)))
+        names = list(self.engine.strategies[intent.name].streams)
+        query_id = uuid.uuid4()
+        if isinstance(recall, BatchRecall):
+            results = await self._streams_together(names, principal, recall, text, query_id)
+        else:
+            results = list(await asyncio.gather(*(self._stream(n, principal, recall, text, query_id) for n in names)))
         for r in results:
             if r.error is not None:
                 log.warning("recall.stream_failed", stream=r.name, error=r.error)
@@ -178,7 +216,7 @@ class MultiStreamRecall:
         return MultiStreamResult(
             intent=intent,
             streams=results,
-            query_id=uuid.uuid4(),
+            query_id=query_id,
             memory=memory_context(results, intent.name),
             duration_ms=(time.perf_counter() - started) * 1000,
             router_ms=router_ms,

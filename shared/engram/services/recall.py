@@ -7,8 +7,14 @@
 3. The best candidates are read from PostgreSQL (visibility and "in force" checked again, so a
    stale index can never leak), boosted (priority, recency, relevance, verified, feedback,
    the stream's type boosts) and cut to the limit.
-4. Every recall gets a `query_id`; a `retrieved` feedback event per returned observation is
-   published in the background, never on the response path.
+4. Every recall gets a `query_id` (or the one the query brings); a `retrieved` feedback event
+   per returned observation is published in the background, never on the response path.
+
+`search_many` plans several queries of one caller together (multi-stream recall): one
+rejected-ids lookup, one embedding call for all distinct texts, one hydration. With an index in
+the same PostgreSQL (pgvector) everything runs in one tenant transaction: rejected ids, the
+index's scan settings, the BM25 statements (while the texts are embedded), the kNN statements
+and the hydration, so a recall costs one BEGIN/COMMIT instead of four.
 """
 
 from __future__ import annotations
@@ -17,21 +23,22 @@ import asyncio
 import unicodedata
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from engram.adapters.observations import live_sql, to_observation, visibility_sql
-from engram.adapters.postgres import Database
+from engram.adapters.postgres import Connection, Database
 from engram.domain.events import FEEDBACK_RECORDED, FeedbackRecorded, new_event
 from engram.domain.models import FeedbackKind
 from engram.domain.observation import Observation
 from engram.domain.ranking import RRF_K, Fused, boosted, boosts, rrf_fuse
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.scopes import Permission, Principal, Visibility
-from engram.domain.search import Ranked, SearchFilter
-from engram.ports import Embedder, EventBus, SearchIndex
+from engram.domain.search import Ranked, SearchFilter, Vector
+from engram.ports import BatchQueryEmbedder, Embedder, EventBus, SearchIndex, SharedDatabaseIndex
 from engram.services.memory import Unprocessable, require
 
 log = structlog.get_logger(__name__)
@@ -57,6 +64,28 @@ def validate_query_text(text: str, field: str = "q") -> str:
     return " ".join(text.split())
 
 
+@dataclass
+class _Plan:
+    """One valid query of a `search_many` call and what the searches found for it."""
+
+    query: RecallQuery
+    text: str
+    visibility: Visibility
+    where: SearchFilter
+    pool: int
+    lexical: list[Ranked] = field(default_factory=list)
+    vector: list[Ranked] = field(default_factory=list)
+    fused: list[Fused] = field(default_factory=list)
+
+    @property
+    def wants_lexical(self) -> bool:
+        return self.query.mode in ("hybrid", "lexical")
+
+    @property
+    def wants_vector(self) -> bool:
+        return self.query.mode in ("hybrid", "vector")
+
+
 class RecallService:
     def __init__(
         self,
@@ -75,85 +104,166 @@ class RecallService:
         self._pending: set[asyncio.Task[Any]] = set()
 
     async def search(self, principal: Principal, query: RecallQuery) -> RecallResult:
+        [result] = await self.search_many(principal, [query])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    async def search_many(self, principal: Principal, queries: Sequence[RecallQuery]) -> list[RecallResult | Exception]:
         require(principal, Permission.read_observation)
+        now = datetime.now(UTC)
+        results: list[RecallResult | Exception | None] = [None] * len(queries)
+        plans: dict[int, _Plan] = {}
+        for i, query in enumerate(queries):
+            try:
+                plans[i] = self._plan(principal, query, now)
+            except Unprocessable as exc:
+                results[i] = exc
+        if plans:
+            texts = list(dict.fromkeys(p.text for p in plans.values() if p.wants_vector))
+            embedding = asyncio.ensure_future(self._embed(texts)) if texts else None
+            try:
+                if isinstance(self.index, SharedDatabaseIndex) and self.index.shares_database:
+                    found = await self._search_shared(self.index, principal, list(plans.values()), texts, embedding)
+                else:
+                    found = await self._search_separate(principal, list(plans.values()), texts, embedding)
+            finally:
+                if embedding is not None and not embedding.done():
+                    embedding.cancel()
+            for i, plan in plans.items():
+                result = RecallResult(query_id=plan.query.query_id or uuid.uuid4(), hits=self._hits(plan, found, now))
+                results[i] = result
+                self._report_retrieved(principal, result, plan.query.stream_origin)
+        return [r for r in results if r is not None]
+
+    def _plan(self, principal: Principal, query: RecallQuery, now: datetime) -> _Plan:
         text = validate_query_text(query.text, "query")
         if not 1 <= query.limit <= MAX_LIMIT:
             raise Unprocessable("limit", f"limit must be between 1 and {MAX_LIMIT}")
-        now = datetime.now(UTC)
-        embedding_task = (
-            asyncio.ensure_future(self.embedder.embed_query(text)) if query.mode in ("hybrid", "vector") else None
+        return _Plan(
+            query=query,
+            text=text,
+            visibility=Visibility.for_principal(principal, want_sensitive=query.want_sensitive),
+            where=SearchFilter(now=now, types=tuple(query.types)),
+            pool=max(self.candidates, query.limit * 2),
         )
-        try:
-            visibility = await self._visibility(principal, query.want_sensitive)
-            where = SearchFilter(now=now, types=tuple(query.types))
-            pool = max(self.candidates, query.limit * 2)
-            server_fusion = query.mode == "hybrid" and getattr(self.index, "server_side_fusion", False)
-            lexical_task = (
-                asyncio.ensure_future(self.index.lexical(visibility, text, where, pool))
-                if query.mode in ("hybrid", "lexical") and not server_fusion
+
+    async def _embed(self, texts: list[str]) -> dict[str, Vector]:
+        if isinstance(self.embedder, BatchQueryEmbedder):
+            vectors = list(await self.embedder.embed_queries(texts))
+        else:
+            vectors = list(await asyncio.gather(*(self.embedder.embed_query(t) for t in texts)))
+        return dict(zip(texts, vectors, strict=True))
+
+    async def _search_shared(
+        self,
+        index: SharedDatabaseIndex,
+        principal: Principal,
+        plans: list[_Plan],
+        texts: list[str],
+        embedding: asyncio.Future[dict[str, Vector]] | None,
+    ) -> dict[str, Observation]:
+        """Everything in one tenant transaction on the index's own PostgreSQL."""
+        async with self.db.tenant(principal.tenant_id) as conn:
+            hidden = await self._rejected(conn, principal)
+            for plan in plans:
+                plan.visibility = _hiding(plan.visibility, hidden)
+            scan = await index.prepare(conn, principal.tenant_id, max(p.pool for p in plans))
+            for plan in plans:  # the texts are embedded meanwhile
+                if plan.wants_lexical:
+                    plan.lexical = await index.lexical_in(conn, plan.visibility, plan.text, plan.where, plan.pool, scan)
+            if embedding is not None:
+                vectors = await embedding
+                for plan in plans:
+                    if plan.wants_vector:
+                        plan.vector = await index.vector_in(
+                            conn, plan.visibility, vectors[plan.text], plan.where, plan.pool, scan
+                        )
+            for plan in plans:
+                plan.fused = rrf_fuse([r.id for r in plan.lexical], [r.id for r in plan.vector])[: plan.pool]
+            return await self._hydrate(conn, plans)
+
+    async def _search_separate(
+        self,
+        principal: Principal,
+        plans: list[_Plan],
+        texts: list[str],
+        embedding: asyncio.Future[dict[str, Vector]] | None,
+    ) -> dict[str, Observation]:
+        """An index elsewhere (Elasticsearch): its lists run concurrently, then one hydration."""
+        if principal.user_id is not None:
+            async with self.db.tenant(principal.tenant_id) as conn:
+                hidden = await self._rejected(conn, principal)
+            for plan in plans:
+                plan.visibility = _hiding(plan.visibility, hidden)
+        server_fusion = getattr(self.index, "server_side_fusion", False)
+
+        async def run(plan: _Plan) -> None:
+            if plan.query.mode == "hybrid" and server_fusion:
+                assert embedding is not None
+                vector = (await embedding)[plan.text]
+                by_server = await self.index.hybrid(  # type: ignore[attr-defined]
+                    plan.visibility, plan.text, vector, plan.where, plan.pool
+                )
+                plan.fused = [Fused(r.id, 1.0 / (RRF_K + i), None, None) for i, r in enumerate(by_server, 1)]
+                return
+            lexical = (
+                asyncio.ensure_future(self.index.lexical(plan.visibility, plan.text, plan.where, plan.pool))
+                if plan.wants_lexical
                 else None
             )
-            vector: list[Ranked] = []
-            if server_fusion:
-                assert embedding_task is not None
-                fused_by_server = await self.index.hybrid(  # type: ignore[attr-defined]
-                    visibility, text, await embedding_task, where, pool
-                )
-                ranked = [Fused(r.id, 1.0 / (RRF_K + i), None, None) for i, r in enumerate(fused_by_server, 1)]
-                hits = await self._hits(visibility, ranked, query, now)
-                result = RecallResult(query_id=uuid.uuid4(), hits=hits)
-                self._report_retrieved(principal, result, query.stream_origin)
-                return result
-            if embedding_task is not None:
-                vector = await self.index.vector(visibility, await embedding_task, where, pool)
-            lexical = await lexical_task if lexical_task is not None else []
-        finally:
-            if embedding_task is not None and not embedding_task.done():
-                embedding_task.cancel()
-        fused = rrf_fuse([r.id for r in lexical], [r.id for r in vector])[:pool]
-        hits = await self._hits(visibility, fused, query, now)
-        result = RecallResult(query_id=uuid.uuid4(), hits=hits)
-        self._report_retrieved(principal, result, query.stream_origin)
-        return result
+            try:
+                if plan.wants_vector:
+                    assert embedding is not None
+                    vector = (await embedding)[plan.text]
+                    plan.vector = await self.index.vector(plan.visibility, vector, plan.where, plan.pool)
+                plan.lexical = await lexical if lexical is not None else []
+            finally:
+                if lexical is not None and not lexical.done():
+                    lexical.cancel()
+            plan.fused = rrf_fuse([r.id for r in plan.lexical], [r.id for r in plan.vector])[: plan.pool]
 
-    async def _visibility(self, principal: Principal, want_sensitive: bool) -> Visibility:
-        base = Visibility.for_principal(principal, want_sensitive=want_sensitive)
-        if principal.user_id is None:
-            return base
+        await asyncio.gather(*(run(p) for p in plans))
+        if not any(p.fused for p in plans):
+            return {}
         async with self.db.tenant(principal.tenant_id) as conn:
-            rows = await conn.fetch(
-                "SELECT DISTINCT observation_id FROM observation_feedback"
-                " WHERE user_id = $1 AND kind = 'rejected' AND observation_id IS NOT NULL",
-                principal.user_id,
-            )
-        if not rows:
-            return base
-        return Visibility(
-            tenant_id=base.tenant_id,
-            user_id=base.user_id,
-            teams=base.teams,
-            include_sensitive=base.include_sensitive,
-            hidden_ids=frozenset(str(r["observation_id"]) for r in rows),
-        )
+            return await self._hydrate(conn, plans)
 
-    async def _hits(
-        self, visibility: Visibility, fused: Sequence[Fused], query: RecallQuery, now: datetime
-    ) -> list[SearchHit]:
-        if not fused:
-            return []
-        params: list[Any] = [[uuid.UUID(f.id) for f in fused]]
-        vis = visibility_sql(visibility, params)
-        params.append(now)
+    async def _rejected(self, conn: Connection, principal: Principal) -> frozenset[str]:
+        """What this user rejected is hidden from their recall (R-7.5)."""
+        if principal.user_id is None:
+            return frozenset()
+        rows = await conn.fetch(
+            "SELECT DISTINCT observation_id FROM observation_feedback"
+            " WHERE user_id = $1 AND kind = 'rejected' AND observation_id IS NOT NULL",
+            principal.user_id,
+        )
+        return frozenset(str(r["observation_id"]) for r in rows)
+
+    async def _hydrate(self, conn: Connection, plans: list[_Plan]) -> dict[str, Observation]:
+        """The fused candidates of all plans as stored now: visible and in force, else absent."""
+        ids = list(dict.fromkeys(f.id for p in plans for f in p.fused))
+        if not ids:
+            return {}
+        # the widest visibility of the plans (sensitive only if some plan may see it); each
+        # plan checks its own visibility again in `_hits`
+        widest = plans[0].visibility
+        for plan in plans[1:]:
+            if plan.visibility.include_sensitive:
+                widest = plan.visibility
+        params: list[Any] = [[uuid.UUID(i) for i in ids]]
+        vis = visibility_sql(widest, params)
+        params.append(plans[0].where.now)
         live = live_sql(f"${len(params)}")
-        async with self.db.tenant(visibility.tenant_id) as conn:
-            rows = await conn.fetch(
-                f"SELECT * FROM observations WHERE id = ANY($1::uuid[]) AND {vis} AND {live}", *params
-            )
-        by_id: dict[str, Observation] = {str(r["id"]): to_observation(r) for r in rows}
+        rows = await conn.fetch(f"SELECT * FROM observations WHERE id = ANY($1::uuid[]) AND {vis} AND {live}", *params)
+        return {str(r["id"]): to_observation(r) for r in rows}
+
+    def _hits(self, plan: _Plan, found: dict[str, Observation], now: datetime) -> list[SearchHit]:
+        query = plan.query
         hits = []
-        for f in fused:
-            obs = by_id.get(f.id)
-            if obs is None or (query.types and obs.type not in query.types):
+        for f in plan.fused:
+            obs = found.get(f.id)
+            if obs is None or (query.types and obs.type not in query.types) or not plan.visibility.allows(obs):
                 continue
             applied = boosts(obs, now, query.type_boosts)
             hits.append(
@@ -188,7 +298,8 @@ class RecallService:
                 source=SOURCE,
                 user_id=principal.user_id,
                 subject=f"observation/{hit.observation.id}",
-                event_id=f"retrieved:{result.query_id}:{hit.observation.id}",
+                # streams of one turn share the query id: the stream keeps their events apart
+                event_id=f"retrieved:{result.query_id}:{stream_origin or ''}:{hit.observation.id}",
             )
             for hit in result.hits
         ]
@@ -207,3 +318,15 @@ class RecallService:
         """Wait for feedback still being published (shutdown, tests)."""
         if self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+
+def _hiding(visibility: Visibility, hidden: frozenset[str]) -> Visibility:
+    if not hidden:
+        return visibility
+    return Visibility(
+        tenant_id=visibility.tenant_id,
+        user_id=visibility.user_id,
+        teams=visibility.teams,
+        include_sensitive=visibility.include_sensitive,
+        hidden_ids=visibility.hidden_ids | hidden,
+    )
