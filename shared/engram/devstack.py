@@ -269,8 +269,28 @@ class EmbeddedNats:
         )
         wait_for_port(self.port, 30, self.proc)
         wait_for_port(self.monitor_port, 30, self.proc)
+        self._wait_for_jetstream(30)
         log.info("nats.started", port=self.port, monitor=self.monitor_port)
         return self
+
+    def _wait_for_jetstream(self, timeout: float) -> None:
+        """The port answers before JetStream has recovered its store: wait for `/healthz` (which
+        checks JetStream) so the first stream or consumer call does not fail with 503."""
+        import urllib.error
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        url = f"http://127.0.0.1:{self.monitor_port}/healthz"
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"NATS JetStream not healthy after {timeout:.0f}s ({url})")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
