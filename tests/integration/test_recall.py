@@ -393,3 +393,38 @@ async def test_term_statistics_follow_the_postings(tenant: str, services: Any, w
     assert await mismatches() == []
     await services.indexing.reindex(tenant)  # re-indexing rewrites postings: counts stay exact
     assert await mismatches() == []
+
+
+async def test_streams_sharing_one_search_find_what_each_finds_alone(tenant: str, services: Any, workers: Any) -> None:
+    """Streams with one text share a candidate search over their types' union; each stream's hits
+    equal those of its own search, also for a rare type that the shared list cut off."""
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    drafts = [
+        ObservationDraft(tenant_id=tenant, user_id="alice", title=f"Osprey invoice {i} was paid", type="fact")
+        for i in range(90)
+    ]
+    drafts += [
+        ObservationDraft(tenant_id=tenant, user_id="alice", title=f"Osprey invoice {i} was sent twice", type="mistake")
+        for i in range(3)
+    ]
+    drafts += [
+        ObservationDraft(tenant_id=tenant, user_id="alice", title=f"Osprey invoices go out on day {i}", type="decision")
+        for i in range(25)
+    ]
+    async with services.db.tenant(tenant) as conn:
+        await ObservationStore(conn).write_many(drafts)
+    await services.indexing.reindex(tenant)
+    queries = [
+        RecallQuery("Osprey invoice", limit=10, types=("fact",), stream_origin="facts"),
+        RecallQuery("Osprey invoice", limit=10, types=("mistake",), stream_origin="risk"),
+        RecallQuery("Osprey invoice", limit=10, types=("decision", "fact"), stream_origin="decisions"),
+        RecallQuery("Osprey invoice", limit=10, stream_origin="everything"),
+    ]
+    together = await services.recall.search_many(principal, queries)
+    for query, shared in zip(queries, together, strict=True):
+        assert not isinstance(shared, Exception)
+        alone = await services.recall.search(principal, query)
+        assert [h.observation.id for h in shared.hits] == [h.observation.id for h in alone.hits], query.stream_origin
+        assert all(not query.types or h.observation.type in query.types for h in shared.hits)
+    assert len(together[1].hits) == 3  # type: ignore[union-attr]
+    await services.recall.drain()

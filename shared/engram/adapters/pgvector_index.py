@@ -292,9 +292,9 @@ class PgVectorIndex:
           FROM q JOIN search_term_stats ts ON ts.tenant_id = $1 AND ts.term = q.term
           WHERE ts.doc_freq > 0
         )
-        SELECT p.observation_id::text AS id, sum(qi.idf * p.impact)::float8 AS score
+        SELECT p.observation_id::text AS id, min(p.type) AS type, sum(qi.idf * p.impact)::float8 AS score
         FROM qi CROSS JOIN LATERAL (
-          SELECT s.observation_id, s.impact FROM search_terms s
+          SELECT s.observation_id, s.impact, s.type FROM search_terms s
           WHERE s.tenant_id = $1 AND s.term = qi.term AND {vis} AND {flt}
           ORDER BY s.impact DESC
           LIMIT CASE WHEN (SELECT docs FROM n) < {exact} THEN NULL ELSE {m}::bigint END
@@ -304,7 +304,7 @@ class PgVectorIndex:
         LIMIT {k}
         """
         rows = await conn.fetch(sql, *params)
-        return [Ranked(r["id"], r["score"]) for r in rows]
+        return [Ranked(r["id"], r["score"], r["type"]) for r in rows]
 
     async def vector(self, visibility: Visibility, embedding: Vector, where: SearchFilter, limit: int) -> list[Ranked]:
         async with self.db.tenant(visibility.tenant_id) as conn:
@@ -331,7 +331,7 @@ class PgVectorIndex:
         k = f"${len(params)}"
         if plan.exact:
             sql = f"""
-            SELECT s.observation_id::text AS id, (s.embedding <=> $2::vector) AS distance
+            SELECT s.observation_id::text AS id, s.type, (s.embedding <=> $2::vector) AS distance
             FROM search_documents s
             WHERE s.tenant_id = $1 AND s.dims = {d} AND {vis} AND {flt}
             ORDER BY distance, id LIMIT {k}
@@ -339,12 +339,12 @@ class PgVectorIndex:
         else:
             sql = f"""
             WITH c AS MATERIALIZED (
-              SELECT s.observation_id, (s.embedding::halfvec({d})) <=> $2::halfvec({d}) AS distance
+              SELECT s.observation_id, s.type, (s.embedding::halfvec({d})) <=> $2::halfvec({d}) AS distance
               FROM search_documents s
               WHERE s.dims = {d} AND s.tenant_id = $1 AND {vis} AND {flt}
               ORDER BY (s.embedding::halfvec({d})) <=> $2::halfvec({d}) LIMIT {k}
             )
-            SELECT observation_id::text AS id, distance FROM c ORDER BY distance, id
+            SELECT observation_id::text AS id, type, distance FROM c ORDER BY distance, id
             """
         rows = await conn.fetch(sql, *params)
-        return [Ranked(r["id"], 1.0 - float(r["distance"])) for r in rows]
+        return [Ranked(r["id"], 1.0 - float(r["distance"]), r["type"]) for r in rows]

@@ -86,6 +86,7 @@ class Ranked:
 
     id: str
     score: float
+    type: str | None = None  # the observation type, when the index returns it (shared candidate lists)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import unicodedata
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +49,7 @@ MAX_LIMIT = 100
 # Candidates per list: fusion works on each list's head. Deep ranks of a list (the kNN list
 # above all, whose cosine scores sit in a narrow band) mostly add noise to RRF.
 CANDIDATES = 20
+MAX_SHARED = 200  # the longest list one shared search of several streams asks for
 _ALLOWED_CONTROLS = {"\t", "\n", "\r"}
 
 
@@ -168,17 +169,24 @@ class RecallService:
             hidden = await self._rejected(conn, principal)
             for plan in plans:
                 plan.visibility = _hiding(plan.visibility, hidden)
-            scan = await index.prepare(conn, principal.tenant_id, max(p.pool for p in plans))
-            for plan in plans:  # the texts are embedded meanwhile
-                if plan.wants_lexical:
-                    plan.lexical = await index.lexical_in(conn, plan.visibility, plan.text, plan.where, plan.pool, scan)
+            scan = await index.prepare(conn, principal.tenant_id, min(MAX_SHARED, sum(p.pool for p in plans)))
+
+            async def lexical(vis: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
+                return await index.lexical_in(conn, vis, text, where, limit, scan)
+
+            # the texts are embedded meanwhile
+            for group in _groups([p for p in plans if p.wants_lexical]):
+                for plan, ranked in zip(group, await _shared_list(group, lexical), strict=True):
+                    plan.lexical = ranked
             if embedding is not None:
                 vectors = await embedding
-                for plan in plans:
-                    if plan.wants_vector:
-                        plan.vector = await index.vector_in(
-                            conn, plan.visibility, vectors[plan.text], plan.where, plan.pool, scan
-                        )
+
+                async def vector(vis: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
+                    return await index.vector_in(conn, vis, vectors[text], where, limit, scan)
+
+                for group in _groups([p for p in plans if p.wants_vector]):
+                    for plan, ranked in zip(group, await _shared_list(group, vector), strict=True):
+                        plan.vector = ranked
             for plan in plans:
                 plan.fused = rrf_fuse([r.id for r in plan.lexical], [r.id for r in plan.vector])[: plan.pool]
             return await self._hydrate(conn, plans)
@@ -318,6 +326,44 @@ class RecallService:
         """Wait for feedback still being published (shutdown, tests)."""
         if self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+
+def _groups(plans: Sequence[_Plan]) -> list[list[_Plan]]:
+    """Plans that search the same text with the same visibility (streams of one turn)."""
+    groups: dict[tuple[str, Visibility], list[_Plan]] = {}
+    for plan in plans:
+        groups.setdefault((plan.text, plan.visibility), []).append(plan)
+    return list(groups.values())
+
+
+async def _shared_list(
+    group: list[_Plan], search: Callable[[Visibility, str, SearchFilter, int], Awaitable[list[Ranked]]]
+) -> list[list[Ranked]]:
+    """One ranked list per plan of a group, from one search where possible.
+
+    The group searches once over the union of its plans' types with the sum of their pools;
+    each plan keeps the entries of its own types, in order, up to its pool. A list score does
+    not depend on the type filter, so this is the plan's own list unless the shared list was
+    cut before the plan had its pool: then (and for entries without a type) the plan searches
+    on its own. Three streams of a chat turn cost one statement instead of three.
+    """
+    first = group[0]
+    if len(group) == 1:
+        return [await search(first.visibility, first.text, first.where, first.pool)]
+    union: tuple[str, ...] = ()
+    if all(p.query.types for p in group):
+        union = tuple(dict.fromkeys(t for p in group for t in p.query.types))
+    limit = min(MAX_SHARED, sum(p.pool for p in group))
+    shared = await search(first.visibility, first.text, SearchFilter(now=first.where.now, types=union), limit)
+    complete = len(shared) < limit  # nothing was cut: every matching entry is in the list
+    lists = []
+    for plan in group:
+        types = set(plan.query.types)
+        own = [r for r in shared if not types or r.type in types][: plan.pool]
+        if any(r.type is None for r in shared) or (len(own) < plan.pool and not complete):
+            own = await search(plan.visibility, plan.text, plan.where, plan.pool)
+        lists.append(own)
+    return lists
 
 
 def _hiding(visibility: Visibility, hidden: frozenset[str]) -> Visibility:
