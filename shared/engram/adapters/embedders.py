@@ -25,18 +25,21 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-import numpy as np
 import structlog
 
 from engram.domain.search import Vector
+
+if TYPE_CHECKING:
+    import httpx
 
 log = structlog.get_logger(__name__)
 
 
 def normalised(matrix: Any, dims: int) -> Vector:
+    import numpy as np
+
     arr = np.asarray(matrix, dtype=np.float32).reshape(-1, dims)
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
@@ -170,6 +173,8 @@ class _InProcess(ABC):
         return self._batcher.calls
 
     def encode_sync(self, texts: Sequence[str], *, is_query: bool) -> Vector:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         with self._lock:
@@ -196,6 +201,8 @@ class _InProcess(ABC):
 
     async def embed_queries(self, texts: Sequence[str]) -> Vector:
         """One vector per text; distinct uncached texts go to the model together (one call)."""
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         found: dict[str, Vector] = {}
@@ -303,6 +310,8 @@ class TeiEmbedder:
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
+            import httpx
+
             self._client = httpx.AsyncClient(base_url=self._url, timeout=self._timeout)
         return self._client
 
@@ -319,6 +328,8 @@ class TeiEmbedder:
         return self._max_batch
 
     async def _request(self, method: str, path: str, body: Any = None) -> httpx.Response:
+        import httpx
+
         delay = self.backoff
         last = ""
         for attempt in range(1, self.attempts + 1):
@@ -342,6 +353,8 @@ class TeiEmbedder:
         raise EmbeddingUnavailable(f"TEI unavailable after {self.attempts} attempts: {last}")
 
     async def _embed(self, texts: Sequence[str]) -> Vector:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self._dimensions), dtype=np.float32)
         size = await self.max_batch()
@@ -368,6 +381,8 @@ class TeiEmbedder:
 
     async def embed_queries(self, texts: Sequence[str]) -> Vector:
         """One request for several queries (each distinct text once)."""
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self._dimensions), dtype=np.float32)
         unique = list(dict.fromkeys(texts))

@@ -6,14 +6,20 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from engram.domain.language import detect_language
 from engram.domain.observation import Observation
 
-Vector = npt.NDArray[np.float32]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vector = npt.NDArray[np.float32]
+else:
+    # Annotations are not evaluated at run time (PEP 563), so numpy (~0.1 s to import) loads
+    # only where vectors are made: the embedders and the indexer, not in every function.
+    Vector = Any
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-import numpy as np
 import structlog
 from cloudevents.http import CloudEvent
 
@@ -215,4 +214,6 @@ async def store_vectors(conn: Connection, tenant_id: str, model: str, entries: d
 
 
 def parse_vector(text: str) -> Vector:
+    import numpy as np
+
     return np.array([float(x) for x in text.strip("[]").split(",")], dtype=np.float32)
