@@ -23,6 +23,10 @@ log = structlog.get_logger(__name__)
 
 
 async def connect(url: str, *, name: str = "engram") -> NatsClient:
+    if any(u.strip().startswith(("ws://", "wss://")) for u in url.split(",")):
+        from engram._nats_import import enable_websocket_transport
+
+        enable_websocket_transport()
     return await nats.connect(
         url,
         name=name,
