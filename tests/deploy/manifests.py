@@ -632,6 +632,11 @@ def code_env_names() -> set[str]:
     for folder in (REPO / "functions", REPO / "shared" / "engram" / "runtime"):
         for path in folder.rglob("*.py"):
             names |= set(pattern.findall(path.read_text(encoding="utf-8")))
+    # `${NAME}` / `${NAME:-default}` placeholders of the YAML configuration (llm.yaml's models)
+    placeholder = re.compile(r"\$\{([A-Z][A-Z0-9_]+)(?::-[^}]*)?\}")
+    for path in (REPO / "shared" / "engram" / "config").glob("*.yaml"):
+        text = "\n".join(line.split("#", 1)[0] for line in path.read_text(encoding="utf-8").splitlines())
+        names |= set(placeholder.findall(text))
     return names - PLATFORM_ENV
 
 
