@@ -30,8 +30,8 @@ def servers() -> Iterator[Servers]:
     """Embedded PostgreSQL and NATS in a temporary folder (or the configured ones), migrated and declared."""
     import asyncio
 
-    from engram.cli import _declare, _migrate
     from engram.devstack import EmbeddedNats, EmbeddedPostgres
+    from engram.provision import apply_migrations, declare_streams
 
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     pg = None if os.environ.get("DATABASE_URL") else EmbeddedPostgres(tmp / "pg").start()
@@ -47,8 +47,8 @@ def servers() -> Iterator[Servers]:
 
         get_settings.cache_clear()
         with contextlib.redirect_stdout(open(os.devnull, "w")):
-            asyncio.run(_migrate(s.database_url))
-            asyncio.run(_declare(s.nats_url, get_settings().engram_stream))
+            asyncio.run(apply_migrations(s.database_url))
+            asyncio.run(declare_streams(s.nats_url, get_settings().engram_stream))
         yield s
     finally:
         if nats is not None:

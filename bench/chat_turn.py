@@ -363,8 +363,8 @@ def main() -> int:
     os.environ.setdefault("ENGRAM_FAST_MODEL", "claude-fast-bench")
     os.environ.setdefault("ENGRAM_JWT_SECRET", secrets.token_urlsafe(32))
 
-    from engram.cli import _declare, _migrate
     from engram.devstack import EmbeddedNats, EmbeddedPostgres
+    from engram.provision import apply_migrations, declare_streams
 
     tmp = Path(args.state).resolve() if args.state else Path(tempfile.mkdtemp(prefix="engram-bench-"))
     pg = nats = None
@@ -378,8 +378,8 @@ def main() -> int:
         from engram.settings import get_settings
 
         get_settings.cache_clear()
-        asyncio.run(_migrate(os.environ["DATABASE_URL"]))
-        asyncio.run(_declare(os.environ["NATS_URL"], get_settings().engram_stream))
+        asyncio.run(apply_migrations(os.environ["DATABASE_URL"]))
+        asyncio.run(declare_streams(os.environ["NATS_URL"], get_settings().engram_stream))
         try:
             result = asyncio.run(main_async(args))
         except SystemExit as exc:

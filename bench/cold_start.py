@@ -206,15 +206,15 @@ class Result:
 @contextlib.contextmanager
 def backing_services(workdir: Path) -> Iterator[dict[str, str]]:
     """PostgreSQL and NATS from the PyPI wheels, migrated and declared."""
-    from engram.cli import _declare, _migrate
     from engram.devstack import EmbeddedNats, EmbeddedPostgres
+    from engram.provision import apply_migrations, declare_streams
 
     pg = EmbeddedPostgres(workdir / "postgres").start()
     try:
         nats = EmbeddedNats(workdir / "nats").start()
         try:
-            asyncio.run(_migrate(pg.url))
-            asyncio.run(_declare(nats.url, "ENGRAM"))
+            asyncio.run(apply_migrations(pg.url))
+            asyncio.run(declare_streams(nats.url, "ENGRAM"))
             yield {"DATABASE_URL": pg.url, "NATS_URL": nats.url}
         finally:
             nats.stop()

@@ -173,13 +173,13 @@ async def run(events: int, runs: int) -> dict[str, Any]:
         import httpx
 
         from engram import bootstrap
-        from engram.cli import _declare, _migrate
+        from engram.provision import apply_migrations, declare_streams
         from engram.runtime.auth import issue_jwt
         from engram.settings import get_settings
 
         get_settings.cache_clear()
-        await _migrate(pg.url)
-        await _declare(nats.url, "ENGRAM")
+        await apply_migrations(pg.url)
+        await declare_streams(nats.url, "ENGRAM")
         copy_main = await load(pg.url, TENANT, events, days=35, seed=1)
         copy_neighbour = await load(pg.url, NEIGHBOUR, events // 5, days=35, seed=2)
 

@@ -55,10 +55,10 @@ def stack() -> Iterator[dict[str, str]]:
     get_settings.cache_clear()
     import asyncio
 
-    from engram.cli import _declare, _migrate
+    from engram.provision import apply_migrations, declare_streams
 
-    asyncio.run(_migrate(urls["database_url"]))
-    asyncio.run(_declare(urls["nats_url"], "ENGRAM"))
+    asyncio.run(apply_migrations(urls["database_url"]))
+    asyncio.run(declare_streams(urls["nats_url"], "ENGRAM"))
     try:
         yield urls
     finally:

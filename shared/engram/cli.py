@@ -17,26 +17,15 @@ console = Console(stderr=False, highlight=False)
 
 
 async def _migrate(url: str) -> None:
-    from engram.migrate import migrate
+    from engram.provision import apply_migrations
 
-    applied = await migrate(url)
-    console.print(
-        f"migrations: {len(applied)} applied"
-        + (f" ({', '.join(m.name for m in applied)})" if applied else " (up to date)")
-    )
+    console.print(await apply_migrations(url))
 
 
 async def _declare(url: str, stream: str) -> None:
-    from engram.adapters.nats_bus import connect, declare_topology
+    from engram.provision import declare_streams
 
-    nc = await connect(url)
-    try:
-        report = await declare_topology(nc.jetstream(), stream)
-    finally:
-        await nc.drain()
-    console.print(
-        f"streams: {[s['name'] for s in report['streams']]}, consumers: {[c['name'] for c in report['consumers']]}"
-    )
+    console.print(await declare_streams(url, stream))
 
 
 def cmd_migrate(_: argparse.Namespace) -> int:

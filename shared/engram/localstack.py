@@ -304,10 +304,10 @@ def run_local_stack(*, seed: bool = True) -> int:
             nats = EmbeddedNats(data_dir / "nats").start()
             nats_url = nats.url
 
-        from engram.cli import _declare, _migrate
+        from engram.provision import apply_migrations, declare_streams
 
-        asyncio.run(_migrate(pg_url))
-        asyncio.run(_declare(nats_url, settings.engram_stream))
+        console.print(asyncio.run(apply_migrations(pg_url)))
+        console.print(asyncio.run(declare_streams(nats_url, settings.engram_stream)))
 
         secret = _secret(data_dir)
         env = {
