@@ -57,7 +57,83 @@ async def seed(api: Any, auth: Any, tenant: str, workers: Any, db: Any) -> dict[
             return bool(await conn.fetchval("SELECT count(*) FROM observation_feedback") == 5)
 
     await eventually(applied)
-    return {"mine": mine, "bobs": bobs, "tenant_wide": tenant_wide, "alice": alice, "bob": bob}
+    history = {user: await conversation(db, tenant, user) for user in ("alice", "bob")}
+    return {"mine": mine, "bobs": bobs, "tenant_wide": tenant_wide, "alice": alice, "bob": bob, "history": history}
+
+
+async def conversation(db: Any, tenant: str, user: str) -> dict[str, str]:
+    """A chat of the user with two messages, its session with a summary, and two telemetry events."""
+    chat, session = uuid.uuid4(), uuid.uuid4()
+    async with db.tenant(tenant) as conn:
+        await conn.execute(
+            "INSERT INTO chats (id, tenant_id, user_id, kind, title) VALUES ($1, $2, $3, 'ai', 'Tea')",
+            chat,
+            tenant,
+            user,
+        )
+        await conn.execute(
+            "INSERT INTO sessions (id, tenant_id, user_id, chat_id, user_prompt) VALUES ($1, $2, $3, $4, 'tea?')",
+            session,
+            tenant,
+            user,
+            chat,
+        )
+        for role, who, text in (("user", user, f"{user} asks about tea"), ("assistant", None, "Green tea.")):
+            await conn.execute(
+                "INSERT INTO chat_messages (id, tenant_id, chat_id, session_id, user_id, role, content)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                uuid.uuid4(),
+                tenant,
+                chat,
+                session,
+                who,
+                role,
+                text,
+            )
+        await conn.execute(
+            "INSERT INTO summaries (id, tenant_id, session_id, user_id, request) VALUES ($1, $2, $3, $4, 'tea')",
+            uuid.uuid4(),
+            tenant,
+            session,
+            user,
+        )
+        for name in ("chat.turn_completed", "chat.tool_used"):
+            await conn.execute(
+                "INSERT INTO ai_events (tenant_id, event_name, user_id, chat_id, metadata)"
+                " VALUES ($1, $2, $3, $4, '{}')",
+                tenant,
+                name,
+                user,
+                chat,
+            )
+    return {"chat": str(chat), "session": str(session)}
+
+
+PERSONAL_TABLES = (
+    ("observations", "user_id"),
+    ("observation_feedback", "user_id"),
+    ("chats", "user_id"),
+    ("chat_messages", "user_id"),
+    ("sessions", "user_id"),
+    ("summaries", "user_id"),
+    ("ai_events", "user_id"),
+    ("ai_events_hourly_users", "user_id"),
+    ("ai_events_daily_users", "user_id"),
+)
+
+
+async def rows_naming(db: Any, tenant: str, user: str) -> dict[str, int]:
+    async with db.tenant(tenant) as conn:
+        counts = {
+            table: int(await conn.fetchval(f"SELECT count(*) FROM {table} WHERE {column} = $1", user))
+            for table, column in PERSONAL_TABLES
+        }
+        counts["messages in the user's chats"] = int(
+            await conn.fetchval(
+                "SELECT count(*) FROM chat_messages m JOIN chats c ON c.id = m.chat_id WHERE c.user_id = $1", user
+            )
+        )
+    return counts
 
 
 async def test_export_is_json_lines_of_own_observations_and_feedback(
@@ -75,7 +151,23 @@ async def test_export_is_json_lines_of_own_observations_and_feedback(
     assert all(o["user_id"] == "alice" and o["tenant_id"] == tenant for o in observations)
     feedback = [x for x in records if x["record"] == "feedback"]
     assert sorted(f["kind"] for f in feedback) == ["cited", "rated", "rejected"]  # only what alice gave
-    assert records[-1] == {"record": "end", "observations": 3, "feedback": 3}
+    (chat,) = [x for x in records if x["record"] == "chat"]
+    assert chat["id"] == s["history"]["alice"]["chat"] and chat["user_id"] == "alice"
+    messages = [x for x in records if x["record"] == "message"]
+    assert sorted(m["content"] for m in messages) == ["Green tea.", "alice asks about tea"]  # her chat, both sides
+    (session,) = [x for x in records if x["record"] == "session"]
+    (summary,) = [x for x in records if x["record"] == "summary"]
+    assert session["id"] == summary["session_id"] == s["history"]["alice"]["session"]
+    assert all("tenant_id" not in x or x["record"] in ("export", "observation") for x in records)
+    assert records[-1] == {
+        "record": "end",
+        "observations": 3,
+        "feedback": 3,
+        "chats": 1,
+        "messages": 2,
+        "sessions": 1,
+        "summaries": 1,
+    }
 
 
 async def test_export_of_another_user_needs_the_admin_permission(
@@ -87,7 +179,15 @@ async def test_export_of_another_user_needs_the_admin_permission(
     admin = await api.get("/api/ai/memory/export?user=bob", headers=auth(tenant, "alice", permissions=ADMIN))
     assert admin.status_code == 200 and lines(admin.text)[-1]["observations"] == 1
     elsewhere = await api.get("/api/ai/memory/export?user=bob", headers=auth(other_tenant, "alice", permissions=ADMIN))
-    assert lines(elsewhere.text)[-1] == {"record": "end", "observations": 0, "feedback": 0}  # tenant-scoped
+    assert lines(elsewhere.text)[-1] == {  # tenant-scoped
+        "record": "end",
+        "observations": 0,
+        "feedback": 0,
+        "chats": 0,
+        "messages": 0,
+        "sessions": 0,
+        "summaries": 0,
+    }
     no_read = await api.get("/api/ai/memory/export", headers=auth(tenant, "bob", permissions=["create:AiObservation"]))
     assert no_read.status_code == 403
     userless = await create_agent_key(
@@ -103,8 +203,23 @@ async def test_erasure_leaves_nothing_of_the_user(
     s = await seed(api, auth, tenant, workers, db)
     r = await api.delete("/api/ai/memory?user=alice", headers=s["alice"])
     assert r.status_code == 200, r.text
-    # alice's 3 observations; her 3 feedback rows plus bob's confirmation on her observation
-    assert r.json() == {"user_id": "alice", "observations": 3, "feedback": 4, "index_entries": 3}
+    # alice's 3 observations; her 3 feedback rows plus bob's confirmation on her observation;
+    # her chat with both its messages, her session with its summary, her 2 telemetry events
+    assert r.json() == {
+        "user_id": "alice",
+        "observations": 3,
+        "feedback": 4,
+        "index_entries": 3,
+        "chats": 1,
+        "messages": 2,
+        "sessions": 1,
+        "summaries": 1,
+        "telemetry_events": 2,
+    }
+    assert set((await rows_naming(db, tenant, "alice")).values()) == {0}  # nothing names alice any more
+    bob_left = await rows_naming(db, tenant, "bob")
+    assert bob_left["chats"] == bob_left["sessions"] == bob_left["summaries"] == 1 and bob_left["ai_events"] == 2
+    assert bob_left["messages in the user's chats"] == 2 and bob_left["ai_events_daily_users"] == 1
 
     async with db.tenant(tenant) as conn:
         assert await conn.fetchval("SELECT count(*) FROM observations WHERE user_id = 'alice'") == 0
@@ -125,9 +240,15 @@ async def test_erasure_leaves_nothing_of_the_user(
     assert {s["bobs"], s["tenant_wide"]} <= set(indexed)
 
     export = await api.get("/api/ai/memory/export", headers=s["alice"])
-    assert lines(export.text)[-1] == {"record": "end", "observations": 0, "feedback": 0}
+    assert {k: v for k, v in lines(export.text)[-1].items() if k != "record"} == dict.fromkeys(
+        ("observations", "feedback", "chats", "messages", "sessions", "summaries"), 0
+    )
     again = await api.delete("/api/ai/memory?user=alice", headers=s["alice"])
-    assert again.json() == {"user_id": "alice", "observations": 0, "feedback": 0, "index_entries": 0}
+    assert again.json() == {
+        "user_id": "alice",
+        **dict.fromkeys(("observations", "feedback", "index_entries", "chats", "messages", "sessions", "summaries"), 0),
+        "telemetry_events": 0,
+    }
 
     # feedback alice gave before the erasure but still in flight is dropped; later feedback counts
     def cited(at: datetime) -> Any:

@@ -1,7 +1,10 @@
 """A user's personal memory on request (R-11.3): export as JSON Lines, and erasure.
 
-"Personal" = the observations the user owns (`user_id`, whatever their scope) and the
-feedback the user gave. Tenant-wide observations (`user_id` NULL) belong to nobody and stay.
+"Personal" = the observations the user owns (`user_id`, whatever their scope), the feedback
+the user gave, the user's chats with their messages, sessions with their summaries, and the
+user's telemetry (`ai_events` rows and the per-user rollups). Tenant-wide observations
+(`user_id` NULL) belong to nobody and stay; tenant totals in the telemetry rollups stay too
+(they name no user).
 
 Erasure deletes, in one tenant transaction, the user's observations (with every feedback
 row on them), the user's own feedback rows, and stages one `observation.deleted` event per
@@ -39,6 +42,49 @@ class Erasure(BaseModel):
     observations: int
     feedback: int
     index_entries: int  # observation.deleted events published: the index drops one entry each
+    chats: int = 0
+    messages: int = 0  # every message of the user's chats, and the user's messages elsewhere
+    sessions: int = 0
+    summaries: int = 0
+    telemetry_events: int = 0  # ai_events rows naming the user (per-user rollups go with them)
+
+
+def _count(status: str) -> int:
+    """Rows affected, from asyncpg's command status ("DELETE 3")."""
+    return int(status.split()[-1])
+
+
+# the user's conversation history and telemetry, in foreign-key order; $1 tenant, $2 user
+_HISTORY = {
+    "messages": "DELETE FROM chat_messages WHERE tenant_id = $1 AND (user_id = $2"
+    " OR chat_id IN (SELECT id FROM chats WHERE tenant_id = $1 AND user_id = $2))",
+    "summaries": "DELETE FROM summaries WHERE tenant_id = $1 AND (user_id = $2"
+    " OR session_id IN (SELECT id FROM sessions WHERE tenant_id = $1 AND user_id = $2))",
+    "sessions": "DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2",
+    "chats": "DELETE FROM chats WHERE tenant_id = $1 AND user_id = $2",
+    "telemetry_events": "DELETE FROM ai_events WHERE tenant_id = $1 AND user_id = $2",
+}
+# what the export adds after observations and feedback: the user's conversation history
+_CONVERSATIONS = (
+    ("chat", "chats", "SELECT * FROM chats WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at, id"),
+    (
+        "message",
+        "messages",
+        "SELECT * FROM chat_messages WHERE tenant_id = $1 AND (user_id = $2"
+        " OR chat_id IN (SELECT id FROM chats WHERE tenant_id = $1 AND user_id = $2)) ORDER BY created_at, id",
+    ),
+    ("session", "sessions", "SELECT * FROM sessions WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at, id"),
+    (
+        "summary",
+        "summaries",
+        "SELECT * FROM summaries WHERE tenant_id = $1 AND (user_id = $2"
+        " OR session_id IN (SELECT id FROM sessions WHERE tenant_id = $1 AND user_id = $2)) ORDER BY created_at, id",
+    ),
+)
+_ROLLUPS = (
+    "DELETE FROM ai_events_hourly_users WHERE tenant_id = $1 AND user_id = $2",
+    "DELETE FROM ai_events_daily_users WHERE tenant_id = $1 AND user_id = $2",
+)
 
 
 def _line(record: dict[str, Any]) -> bytes:
@@ -65,7 +111,8 @@ class PersonalData:
         return target
 
     async def export(self, tenant_id: str, user_id: str) -> AsyncIterator[bytes]:
-        """JSON Lines: a header, every owned observation, every feedback row, a trailer with counts."""
+        """JSON Lines: a header, every owned observation, every feedback row, the user's chats,
+        messages, sessions and summaries, and a trailer with counts."""
         yield _line(
             {
                 "record": "export",
@@ -104,6 +151,11 @@ class PersonalData:
                         "created_at": row["created_at"].isoformat(),
                     }
                 )
+            for record, plural, sql in _CONVERSATIONS:
+                counts[plural] = 0
+                async for row in conn.cursor(sql, tenant_id, user_id, prefetch=500):
+                    counts[plural] += 1
+                    yield _line({"record": record, **{k: v for k, v in dict(row).items() if k != "tenant_id"}})
         yield _line({"record": "end", **counts})
 
     async def erase(self, principal: Principal, user: str | None) -> Erasure:
@@ -136,6 +188,9 @@ class PersonalData:
                 tenant_id,
                 user_id,
             )
+            history = {name: _count(await conn.execute(sql, tenant_id, user_id)) for name, sql in _HISTORY.items()}
+            for sql in _ROLLUPS:
+                await conn.execute(sql, tenant_id, user_id)
             deleted = await conn.fetch(
                 "DELETE FROM observations WHERE tenant_id = $1 AND id = ANY($2::uuid[]) RETURNING id, user_id",
                 tenant_id,
@@ -156,4 +211,6 @@ class PersonalData:
             ]
             pending = await outbox.stage(conn, tenant_id, events)
         await outbox.publish(self.db, self.bus, pending)
-        return Erasure(user_id=user_id, observations=len(deleted), feedback=feedback, index_entries=len(events))
+        return Erasure(
+            user_id=user_id, observations=len(deleted), feedback=feedback, index_entries=len(events), **history
+        )
