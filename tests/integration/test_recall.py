@@ -428,3 +428,55 @@ async def test_streams_sharing_one_search_find_what_each_finds_alone(tenant: str
         assert all(not query.types or h.observation.type in query.types for h in shared.hits)
     assert len(together[1].hits) == 3  # type: ignore[union-attr]
     await services.recall.drain()
+
+
+class GatedEmbedder:
+    """Embeds with the real (static) embedder, but only once the test opens the gate."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.dimensions = inner.dimensions
+        self.model = inner.model
+        self.gate = asyncio.Event()
+        self.called = asyncio.Event()
+
+    async def embed_passages(self, texts: Any) -> Any:
+        return await self.inner.embed_passages(texts)
+
+    async def embed_query(self, text: str) -> Any:
+        self.called.set()
+        await self.gate.wait()
+        return await self.inner.embed_query(text)
+
+
+async def test_recall_holds_no_connection_while_the_model_is_busy(
+    stack: dict[str, str], tenant: str, services: Any, workers: Any
+) -> None:
+    """Concurrent recalls waiting for the embedding model must not starve the connection pool."""
+    from engram.adapters.postgres import Database
+    from engram.services.recall import RecallService
+
+    async with services.db.tenant(tenant) as conn:
+        (w,) = await ObservationStore(conn).write_many(
+            [ObservationDraft(tenant_id=tenant, user_id="alice", title="Plover audit is due in March")]
+        )
+    await services.indexing.reindex(tenant)
+    db = await Database.connect(stack["database_url"], max_size=2)
+    embedder = GatedEmbedder(services.embedder)
+    recall = RecallService(db, type(services.index)(db, services.index.dimensions), embedder, None)
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    searches = [asyncio.ensure_future(recall.search(principal, RecallQuery("Plover audit"))) for _ in range(4)]
+    try:
+        await embedder.called.wait()
+
+        async def released() -> bool | None:  # BM25 done, every connection back in the pool
+            return db.pool.get_idle_size() == db.pool.get_size() or None
+
+        await eventually(released, timeout=5)
+    finally:
+        embedder.gate.set()
+        results = await asyncio.gather(*searches, return_exceptions=True)
+        await db.close()
+    for result in results:
+        assert not isinstance(result, BaseException)
+        assert [h.observation.id for h in result.hits] == [w.observation.id]

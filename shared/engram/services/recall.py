@@ -12,9 +12,10 @@
 
 `search_many` plans several queries of one caller together (multi-stream recall): one
 rejected-ids lookup, one embedding call for all distinct texts, one hydration. With an index in
-the same PostgreSQL (pgvector) everything runs in one tenant transaction: rejected ids, the
-index's scan settings, the BM25 statements (while the texts are embedded), the kNN statements
-and the hydration, so a recall costs one BEGIN/COMMIT instead of four.
+the same PostgreSQL (pgvector) the rejected ids, the index's scan settings and the BM25
+statements run in one tenant transaction while the texts are embedded; the kNN statements and
+the hydration follow in the same transaction if the embedding is ready by then, else in a
+second one (a recall never holds a pooled connection while it waits for the model).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from engram.domain.observation import Observation
 from engram.domain.ranking import RRF_K, Fused, boosted, boosts, rrf_fuse
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.scopes import Permission, Principal, Visibility
-from engram.domain.search import Ranked, SearchFilter, Vector
+from engram.domain.search import Ranked, SearchFilter, SearchPlan, Vector
 from engram.ports import BatchQueryEmbedder, Embedder, EventBus, SearchIndex, SharedDatabaseIndex
 from engram.services.memory import Unprocessable, require
 
@@ -164,12 +165,16 @@ class RecallService:
         texts: list[str],
         embedding: asyncio.Future[dict[str, Vector]] | None,
     ) -> dict[str, Observation]:
-        """Everything in one tenant transaction on the index's own PostgreSQL."""
-        async with self.db.tenant(principal.tenant_id) as conn:
+        """The searches in tenant transactions on the index's own PostgreSQL: one if the texts
+        are embedded by the time BM25 is done, else a second one after the embedding, so no
+        connection is held while a recall waits for the model (pool size vs. concurrency)."""
+        tenant_id = principal.tenant_id
+        limit = min(MAX_SHARED, sum(p.pool for p in plans))
+        async with self.db.tenant(tenant_id) as conn:
             hidden = await self._rejected(conn, principal)
             for plan in plans:
                 plan.visibility = _hiding(plan.visibility, hidden)
-            scan = await index.prepare(conn, principal.tenant_id, min(MAX_SHARED, sum(p.pool for p in plans)))
+            scan = await index.prepare(conn, tenant_id, limit)
 
             async def lexical(vis: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
                 return await index.lexical_in(conn, vis, text, where, limit, scan)
@@ -178,18 +183,33 @@ class RecallService:
             for group in _groups([p for p in plans if p.wants_lexical]):
                 for plan, ranked in zip(group, await _shared_list(group, lexical), strict=True):
                     plan.lexical = ranked
-            if embedding is not None:
-                vectors = await embedding
+            if embedding is None or embedding.done():
+                return await self._vector_and_hydrate(index, conn, plans, embedding, scan)
+        await embedding
+        async with self.db.tenant(tenant_id) as conn:
+            scan = await index.prepare(conn, tenant_id, limit)  # scan settings are per transaction
+            return await self._vector_and_hydrate(index, conn, plans, embedding, scan)
 
-                async def vector(vis: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
-                    return await index.vector_in(conn, vis, vectors[text], where, limit, scan)
+    async def _vector_and_hydrate(
+        self,
+        index: SharedDatabaseIndex,
+        conn: Connection,
+        plans: list[_Plan],
+        embedding: asyncio.Future[dict[str, Vector]] | None,
+        scan: SearchPlan,
+    ) -> dict[str, Observation]:
+        if embedding is not None:
+            vectors = await embedding
 
-                for group in _groups([p for p in plans if p.wants_vector]):
-                    for plan, ranked in zip(group, await _shared_list(group, vector), strict=True):
-                        plan.vector = ranked
-            for plan in plans:
-                plan.fused = rrf_fuse([r.id for r in plan.lexical], [r.id for r in plan.vector])[: plan.pool]
-            return await self._hydrate(conn, plans)
+            async def vector(vis: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
+                return await index.vector_in(conn, vis, vectors[text], where, limit, scan)
+
+            for group in _groups([p for p in plans if p.wants_vector]):
+                for plan, ranked in zip(group, await _shared_list(group, vector), strict=True):
+                    plan.vector = ranked
+        for plan in plans:
+            plan.fused = rrf_fuse([r.id for r in plan.lexical], [r.id for r in plan.vector])[: plan.pool]
+        return await self._hydrate(conn, plans)
 
     async def _search_separate(
         self,
