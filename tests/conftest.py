@@ -7,8 +7,10 @@ every test gets fresh tenant ids, which is also how production separates custome
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -19,6 +21,7 @@ import pytest
 
 # Settings are read from the environment once per process: set them before anything imports them.
 _TMP = Path(tempfile.mkdtemp(prefix="engram-test-"))
+atexit.register(shutil.rmtree, _TMP, True)  # also when no test started the servers
 os.environ.setdefault("ENGRAM_JWT_SECRET", secrets.token_urlsafe(32))
 os.environ.setdefault("ENGRAM_LOG_LEVEL", "WARNING")
 os.environ.setdefault("ENGRAM_EMBEDDER", "static")  # fast 64-dim model; retrieval-quality tests pick e5 themselves
@@ -65,6 +68,7 @@ def stack() -> Iterator[dict[str, str]]:
         nats.stop()
         if pg is not None:
             pg.stop()
+        shutil.rmtree(_TMP, ignore_errors=True)  # the servers' data: ~70 MB per session
 
 
 @pytest.fixture(scope="session")
