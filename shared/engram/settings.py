@@ -30,8 +30,10 @@ class Settings(BaseSettings):
     # search index and embeddings
     ai_memory_provider: Literal["pgvector", "dense_vector"] = "pgvector"
     engram_embedder: Literal["e5", "use", "static", "tei"] = "e5"
+    # Off by default: the cache is shared by every tenant a process serves, so a fast answer would
+    # tell one tenant that another asked the same text recently (a timing side channel, R-12.3).
     engram_query_cache_size: int = Field(
-        default=1024, ge=0, le=1_000_000, description="query vectors kept by text (in-process embedders; 0 = off)"
+        default=0, ge=0, le=1_000_000, description="query vectors kept by text (in-process embedders; 0 = off)"
     )
     tei_embedding_url: str | None = None
     tei_embedding_model: str = "BAAI/bge-m3"
