@@ -410,8 +410,11 @@ class ObservationStore:
         return [to_observation(r) for r in rows], int(total)
 
 
-def visibility_sql(visibility: Visibility, params: list[Any], alias: str = "") -> str:
-    """R-7.2 as SQL; appends its parameters to `params`. Mirrors `Visibility.allows`."""
+def visibility_sql(visibility: Visibility, params: list[Any], alias: str = "", id_column: str = "id") -> str:
+    """R-7.2 as SQL; appends its parameters to `params`. Mirrors `Visibility.allows`.
+
+    Works on `observations` and on the index tables that copy its visibility columns (there the
+    observation's id is `observation_id`)."""
     p = f"{alias}." if alias else ""
     params.append(visibility.user_id)
     u = f"${len(params)}::text"
@@ -427,7 +430,7 @@ def visibility_sql(visibility: Visibility, params: list[Any], alias: str = "") -
     clause = "(" + " OR ".join(parts) + ")"
     if visibility.hidden_ids:
         params.append(sorted(visibility.hidden_ids))
-        clause += f" AND NOT ({p}id::text = ANY(${len(params)}::text[]))"
+        clause += f" AND {p}{id_column} <> ALL(${len(params)}::uuid[])"
     return clause
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from engram.adapters.observations import visibility_sql
 from engram.adapters.postgres import Connection, Database
 from engram.domain.ranking import BM25_B, BM25_K1
 from engram.domain.scopes import Visibility
@@ -40,27 +41,6 @@ HNSW_MIN_SHARE = 0.25
 
 def vector_literal(vector: Vector) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector.tolist()) + "]"
-
-
-def visibility_clause(visibility: Visibility, params: list[Any], alias: str) -> str:
-    """R-7.2 on an index table (mirrors `Visibility.allows`); appends its parameters."""
-    a = f"{alias}."
-    params.append(visibility.user_id)
-    u = f"${len(params)}::text"
-    params.append(sorted(visibility.teams))
-    t = f"${len(params)}::text[]"
-    parts = [
-        f"{a}scope = 'public'",
-        f"({a}scope = 'private' AND {a}user_id = {u})",
-        f"({a}scope = 'team' AND ({a}user_id = {u} OR {a}team_ids && {t}))",
-    ]
-    if visibility.include_sensitive:
-        parts.append(f"{a}scope = 'sensitive'")
-    clause = "(" + " OR ".join(parts) + ")"
-    if visibility.hidden_ids:
-        params.append(sorted(visibility.hidden_ids))
-        clause += f" AND {a}observation_id <> ALL(${len(params)}::uuid[])"
-    return clause
 
 
 def filter_clause(where: SearchFilter, params: list[Any], alias: str) -> str:
@@ -271,7 +251,7 @@ class PgVectorIndex:
         plan: SearchPlan | None = None,
     ) -> list[Ranked]:
         params: list[Any] = [visibility.tenant_id, text]
-        vis = visibility_clause(visibility, params, "s")
+        vis = visibility_sql(visibility, params, "s", id_column="observation_id")
         flt = filter_clause(where, params, "s")
         params.extend([self.exact_below, self.postings_per_term, limit])
         exact, m, k = f"${len(params) - 2}", f"${len(params) - 1}", f"${len(params)}"
@@ -325,7 +305,7 @@ class PgVectorIndex:
             raise ValueError(f"query vector has shape {embedding.shape}, index has {self.dimensions}")
         d = self.dimensions
         params: list[Any] = [visibility.tenant_id, vector_literal(embedding)]
-        vis = visibility_clause(visibility, params, "s")
+        vis = visibility_sql(visibility, params, "s", id_column="observation_id")
         flt = filter_clause(where, params, "s")
         params.append(limit)
         k = f"${len(params)}"
