@@ -31,7 +31,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.adapters.chats import ChatStore, NewMessage, StoredMessage
-from engram.adapters.observations import live_sql, to_observation, visibility_sql
+from engram.adapters.observations import live_sql, rejected_ids, to_observation, visibility_sql
 from engram.adapters.postgres import Connection, Database
 from engram.domain.chat_extraction import detect_language
 from engram.domain.events import (
@@ -285,7 +285,7 @@ class ChatTurns:
             hidden: frozenset[str] = frozenset()
             stable: list[Observation] = []
             if recall is not None:
-                hidden = await self._rejected(conn, principal.user_id)
+                hidden = await rejected_ids(conn, principal.user_id)
                 stable = await self._stable_memory(conn, principal, hidden)
         prepared = PreparedTurn(
             principal=principal,
@@ -340,14 +340,6 @@ class ChatTurns:
             principal.tenant_id, principal.user_id, chat.id, body.message[:2_000], {"turns": 0}
         )
         return session, previous
-
-    async def _rejected(self, conn: Connection, user_id: str | None) -> frozenset[str]:
-        rows = await conn.fetch(
-            "SELECT DISTINCT observation_id::text AS id FROM observation_feedback"
-            " WHERE user_id = $1 AND kind = 'rejected' AND observation_id IS NOT NULL",
-            user_id,
-        )
-        return frozenset(r["id"] for r in rows)
 
     async def _stable_memory(self, conn: Connection, principal: Principal, hidden: frozenset[str]) -> list[Observation]:
         """The user's own preferences and identity: the cached part of the memory (never sensitive).

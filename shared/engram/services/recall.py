@@ -30,7 +30,7 @@ from typing import Any
 
 import structlog
 
-from engram.adapters.observations import live_sql, to_observation, visibility_sql
+from engram.adapters.observations import live_sql, rejected_ids, to_observation, visibility_sql
 from engram.adapters.postgres import Connection, Database
 from engram.domain.events import FEEDBACK_RECORDED, FeedbackRecorded, new_event
 from engram.domain.models import FeedbackKind
@@ -171,7 +171,7 @@ class RecallService:
         tenant_id = principal.tenant_id
         limit = min(MAX_SHARED, sum(p.pool for p in plans))
         async with self.db.tenant(tenant_id) as conn:
-            hidden = await self._rejected(conn, principal)
+            hidden = await rejected_ids(conn, principal.user_id)
             for plan in plans:
                 plan.visibility = _hiding(plan.visibility, hidden)
             scan = await index.prepare(conn, tenant_id, limit)
@@ -221,7 +221,7 @@ class RecallService:
         """An index elsewhere (Elasticsearch): its lists run concurrently, then one hydration."""
         if principal.user_id is not None:
             async with self.db.tenant(principal.tenant_id) as conn:
-                hidden = await self._rejected(conn, principal)
+                hidden = await rejected_ids(conn, principal.user_id)
             for plan in plans:
                 plan.visibility = _hiding(plan.visibility, hidden)
         server_fusion = getattr(self.index, "server_side_fusion", False)
@@ -256,17 +256,6 @@ class RecallService:
             return {}
         async with self.db.tenant(principal.tenant_id) as conn:
             return await self._hydrate(conn, plans)
-
-    async def _rejected(self, conn: Connection, principal: Principal) -> frozenset[str]:
-        """What this user rejected is hidden from their recall (R-7.5)."""
-        if principal.user_id is None:
-            return frozenset()
-        rows = await conn.fetch(
-            "SELECT DISTINCT observation_id FROM observation_feedback"
-            " WHERE user_id = $1 AND kind = 'rejected' AND observation_id IS NOT NULL",
-            principal.user_id,
-        )
-        return frozenset(str(r["observation_id"]) for r in rows)
 
     async def _hydrate(self, conn: Connection, plans: list[_Plan]) -> dict[str, Observation]:
         """The fused candidates of all plans as stored now: visible and in force, else absent."""
