@@ -98,6 +98,19 @@ def _micros(value: datetime) -> int:
     return int(value.timestamp() * 1_000_000)
 
 
+def _absent_or(*, field: str, op: str, value: str) -> dict[str, Any]:
+    """`field` unset, or within the range (validity bounds of an observation)."""
+    return {
+        "bool": {
+            "should": [
+                {"bool": {"must_not": [{"exists": {"field": field}}]}},
+                {"range": {field: {op: value}}},
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+
+
 def visibility_filter(visibility: Visibility, where: SearchFilter) -> list[dict[str, Any]]:
     """R-7.2 plus "in force" and the type filter, as Elasticsearch filter clauses."""
     user = visibility.user_id
@@ -119,24 +132,8 @@ def visibility_filter(visibility: Visibility, where: SearchFilter) -> list[dict[
     clauses: list[dict[str, Any]] = [
         {"term": {"tenant_id": visibility.tenant_id}},
         {"bool": {"should": readable, "minimum_should_match": 1}},
-        {
-            "bool": {
-                "should": [
-                    {"bool": {"must_not": [{"exists": {"field": "valid_from"}}]}},
-                    {"range": {"valid_from": {"lte": now}}},
-                ],
-                "minimum_should_match": 1,
-            }
-        },
-        {
-            "bool": {
-                "should": [
-                    {"bool": {"must_not": [{"exists": {"field": "expires_at"}}]}},
-                    {"range": {"expires_at": {"gt": now}}},
-                ],
-                "minimum_should_match": 1,
-            }
-        },
+        _absent_or(field="valid_from", op="lte", value=now),
+        _absent_or(field="expires_at", op="gt", value=now),
     ]
     if where.types:
         clauses.append({"terms": {"type": list(where.types)}})
