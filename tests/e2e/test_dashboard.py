@@ -12,16 +12,10 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,8 +23,8 @@ import pytest
 
 from engram.runtime.auth import issue_jwt
 from tests.conftest import JWT_SECRET
+from tests.e2e.dev_process import REPO, engram_dev
 
-REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 FLAGS = [
     "--headless",
@@ -64,54 +58,13 @@ def chromium() -> str:
     return found
 
 
-def _free_base() -> int:
-    for _ in range(50):
-        base = 20_000 + (uuid.uuid4().int % 30_000)
-        try:
-            for port in range(base + 1, base + 4):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no free port range")
-
-
 @pytest.fixture(scope="module")
 def telemetry_url(stack: dict[str, str], tmp_path_factory: Any) -> Iterator[str]:
     """`engram dev --no-seed` on the test session's PostgreSQL and NATS; its telemetry-query URL."""
-    base = _free_base()
-    log = tmp_path_factory.mktemp("dashboard") / "dev.log"
-    env = {
-        **os.environ,
-        "DATABASE_URL": stack["database_url"],
-        "NATS_URL": stack["nats_url"],
-        "ENGRAM_JWT_SECRET": JWT_SECRET,
-        "ENGRAM_PORT_BASE": str(base),
-        "ENGRAM_DATA_DIR": str(log.parent),
-        "ENGRAM_LOG_LEVEL": "INFO",
-    }
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "engram.cli", "dev", "--no-seed"],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and "Ctrl-C stops everything" not in log.read_text(errors="replace"):
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.3)
-        text = log.read_text(errors="replace")
-        assert "Ctrl-C stops everything" in text and "telemetry-query" in text, text
-        yield f"http://127.0.0.1:{base + 3}"
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(30)
+    with engram_dev(stack, tmp_path_factory.mktemp("dashboard") / "dev.log", "--no-seed") as dev:
+        text = dev.log.read_text(errors="replace")
+        assert "telemetry-query" in text, text
+        yield dev.url(3)
 
 
 def seed(stack: dict[str, str], tenant: str) -> None:

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -19,58 +16,13 @@ import pytest
 from engram.localstack import DEMO_TENANT, chat_examples, examples
 from engram.runtime.auth import issue_jwt
 from tests.conftest import JWT_SECRET
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_base() -> int:
-    for _ in range(50):
-        base = 20_000 + (uuid.uuid4().int % 30_000)
-        ok = True
-        for port in range(base + 1, base + 4):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-        if ok:
-            return base
-    raise RuntimeError("no free port range")
+from tests.e2e.dev_process import engram_dev
 
 
 @pytest.fixture(scope="module")
-def local_stack(stack: dict[str, str], tmp_path_factory: Any) -> Any:
-    base = _free_base()
-    log = tmp_path_factory.mktemp("dev") / "dev.log"
-    env = {
-        **os.environ,
-        "DATABASE_URL": stack["database_url"],
-        "NATS_URL": stack["nats_url"],
-        "ENGRAM_JWT_SECRET": JWT_SECRET,
-        "ENGRAM_PORT_BASE": str(base),
-        "ENGRAM_DATA_DIR": str(log.parent),
-        "ENGRAM_LOG_LEVEL": "INFO",
-    }
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "engram.cli", "dev"],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    api = f"http://127.0.0.1:{base + 1}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and "Ctrl-C stops everything" not in log.read_text(errors="replace"):
-        assert proc.poll() is None, log.read_text()
-        time.sleep(0.3)
-    text = log.read_text(errors="replace")
-    assert "Ctrl-C stops everything" in text, text
-    yield {"api": api, "proc": proc, "log": log}
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(30)
+def local_stack(stack: dict[str, str], tmp_path_factory: Any) -> Iterator[dict[str, Any]]:
+    with engram_dev(stack, tmp_path_factory.mktemp("dev") / "dev.log") as dev:
+        yield {"api": dev.url(1), "proc": dev.proc, "log": dev.log}
 
 
 def _call(api: str, example: Any, token: str) -> httpx.Response:

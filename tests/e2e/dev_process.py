@@ -1,0 +1,80 @@
+"""`engram dev` (what `make run` runs) as a real process group on the test session's servers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import JWT_SECRET
+
+REPO = Path(__file__).resolve().parents[2]
+READY = "Ctrl-C stops everything"
+
+
+@dataclass
+class DevProcess:
+    base: int  # ENGRAM_PORT_BASE: memory-api on base + 1, chat-turn + 2, telemetry-query + 3
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def url(self, offset: int) -> str:
+        return f"http://127.0.0.1:{self.base + offset}"
+
+
+def free_base() -> int:
+    """A port base whose three function ports are free on loopback."""
+    for _ in range(50):
+        base = 20_000 + (uuid.uuid4().int % 30_000)
+        try:
+            for port in range(base + 1, base + 4):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no free port range")
+
+
+@contextlib.contextmanager
+def engram_dev(stack: dict[str, str], log: Path, *args: str) -> Iterator[DevProcess]:
+    """Start `engram dev ARGS`, wait for its banner (90 s at most), stop it with Ctrl-C (SIGINT)."""
+    base = free_base()
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack["database_url"],
+        "NATS_URL": stack["nats_url"],
+        "ENGRAM_JWT_SECRET": JWT_SECRET,
+        "ENGRAM_PORT_BASE": str(base),
+        "ENGRAM_DATA_DIR": str(log.parent),
+        "ENGRAM_LOG_LEVEL": "INFO",
+    }
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "engram.cli", "dev", *args],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and READY not in log.read_text(errors="replace"):
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.3)
+        text = log.read_text(errors="replace")
+        assert READY in text, text
+        yield DevProcess(base, proc, log)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(30)
