@@ -223,3 +223,22 @@ def new_event(
         attributes["correlationid"] = correlation_id
     payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
     return CloudEvent(attributes, payload)
+
+
+def observation_changed(
+    event_type: EventType, observation_id: uuid.UUID, revision: str, *, tenant_id: str, source: str, user_id: str | None
+) -> CloudEvent:
+    """observation.created/updated/deleted for the indexer. Its id makes re-publishing idempotent:
+    one event per revision, and one deletion per observation."""
+    event_id = f"{event_type.type}:{observation_id}"
+    if event_type is not OBSERVATION_DELETED:
+        event_id += f":{revision}"
+    return new_event(
+        event_type,
+        ObservationChanged(observation_id=observation_id, revision=revision),
+        tenant_id=tenant_id,
+        source=source,
+        user_id=user_id,
+        subject=f"observation/{observation_id}",
+        event_id=event_id,
+    )

@@ -14,7 +14,11 @@ from cloudevents.http import CloudEvent
 
 from engram.adapters.observations import ObservationStore, live_sql, to_observation, visibility_sql
 from engram.adapters.postgres import Connection, Database
-from engram.domain.events import OBSERVATION_DELETED, OBSERVATION_UPDATED, ObservationChanged, new_event
+from engram.domain.events import (
+    OBSERVATION_DELETED,
+    OBSERVATION_UPDATED,
+    observation_changed,
+)
 from engram.domain.observation import Observation
 from engram.domain.scopes import Permission, Principal, Visibility
 from engram.ports import EventBus
@@ -26,15 +30,13 @@ MAX_WITHIN = timedelta(days=3650)
 
 
 def deleted_event(obs: Observation, deleted_at: datetime, source: str = SOURCE) -> CloudEvent:
-    revision = deleted_at.isoformat()
-    return new_event(
+    return observation_changed(
         OBSERVATION_DELETED,
-        ObservationChanged(observation_id=obs.id, revision=revision),
+        obs.id,
+        deleted_at.isoformat(),
         tenant_id=obs.tenant_id,
         source=source,
         user_id=obs.user_id,
-        subject=f"observation/{obs.id}",
-        event_id=f"{OBSERVATION_DELETED.type}:{obs.id}",
     )
 
 
@@ -85,14 +87,13 @@ class CurationService:
                 conn,
                 principal.tenant_id,
                 [
-                    new_event(
+                    observation_changed(
                         OBSERVATION_UPDATED,
-                        ObservationChanged(observation_id=obs.id, revision=revision),
+                        obs.id,
+                        revision,
                         tenant_id=obs.tenant_id,
                         source=SOURCE,
                         user_id=principal.user_id,
-                        subject=f"observation/{obs.id}",
-                        event_id=f"{OBSERVATION_UPDATED.type}:{obs.id}:{revision}",
                     )
                 ],
             )

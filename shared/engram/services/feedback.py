@@ -31,8 +31,8 @@ from engram.domain.events import (
     OBSERVATION_UPDATED,
     FeedbackRecorded,
     InvalidEvent,
-    ObservationChanged,
     new_event,
+    observation_changed,
     parse_data,
 )
 from engram.domain.models import FeedbackKind
@@ -290,14 +290,13 @@ class FeedbackRecorder:
                 )
                 revisions: dict[uuid.UUID, datetime] = {r["id"]: r["updated_at"] for r in updated}
                 events = [
-                    new_event(
+                    observation_changed(
                         OBSERVATION_UPDATED,
-                        ObservationChanged(observation_id=i, revision=revisions[i].isoformat()),
+                        i,
+                        revisions[i].isoformat(),
                         tenant_id=tenant,
                         source=WORKER_SOURCE,
                         user_id=existing[i]["user_id"],
-                        subject=f"observation/{i}",
-                        event_id=f"{OBSERVATION_UPDATED.type}:{i}:{revisions[i].isoformat()}",
                     )
                     for i in sorted(newly_verified)
                 ]

@@ -17,9 +17,9 @@ from engram.domain.events import (
     OBSERVATION_CREATED,
     OBSERVATION_MARKED,
     OBSERVATION_UPDATED,
-    ObservationChanged,
     ObservationMarked,
     new_event,
+    observation_changed,
 )
 from engram.domain.observation import (
     Key,
@@ -120,15 +120,7 @@ def change_events(changes: Sequence[Change], source: str) -> list[CloudEvent]:
         revision = c.revision.isoformat()
         etype = OBSERVATION_CREATED if c.outcome is WriteOutcome.created else OBSERVATION_UPDATED
         events.append(
-            new_event(
-                etype,
-                ObservationChanged(observation_id=c.id, revision=revision),
-                tenant_id=c.tenant_id,
-                source=source,
-                user_id=c.user_id,
-                subject=f"observation/{c.id}",
-                event_id=f"{etype.type}:{c.id}:{revision}",
-            )
+            observation_changed(etype, c.id, revision, tenant_id=c.tenant_id, source=source, user_id=c.user_id)
         )
     return events
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from engram.adapters.observations import to_observation
 from engram.adapters.postgres import Database
-from engram.domain.events import OBSERVATION_DELETED, ObservationChanged, new_event
+from engram.domain.events import OBSERVATION_DELETED, observation_changed
 from engram.domain.scopes import Permission, Principal
 from engram.ports import EventBus
 from engram.services import outbox
@@ -198,14 +198,8 @@ class PersonalData:
             )
             revision = datetime.now(UTC).isoformat()
             events = [
-                new_event(
-                    OBSERVATION_DELETED,
-                    ObservationChanged(observation_id=r["id"], revision=revision),
-                    tenant_id=tenant_id,
-                    source=SOURCE,
-                    user_id=r["user_id"],
-                    subject=f"observation/{r['id']}",
-                    event_id=f"{OBSERVATION_DELETED.type}:{r['id']}",
+                observation_changed(
+                    OBSERVATION_DELETED, r["id"], revision, tenant_id=tenant_id, source=SOURCE, user_id=r["user_id"]
                 )
                 for r in deleted
             ]
