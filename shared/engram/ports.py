@@ -109,8 +109,6 @@ class SharedDatabaseIndex(SearchIndex, Protocol):
     """An index in the application's PostgreSQL (pgvector): recall runs its searches inside its
     own tenant transaction (`prepare` first, then any number of `lexical_in` / `vector_in`)."""
 
-    shares_database: bool
-
     async def prepare(self, conn: Connection, tenant_id: str, limit: int) -> SearchPlan: ...
 
     async def lexical_in(

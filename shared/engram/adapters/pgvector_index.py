@@ -213,9 +213,7 @@ class PgVectorIndex:
     #
     # `lexical` and `vector` open a tenant transaction each. The recall service, which works on
     # the same PostgreSQL, instead runs `prepare`, `lexical_in` and `vector_in` (and its own
-    # hydration) inside one transaction of its own: fewer round trips per recall.
-
-    shares_database = True  # recall may call the `*_in` methods on its own tenant connection
+    # hydration) inside its own tenant transactions: fewer round trips per recall.
 
     async def prepare(self, conn: Connection, tenant_id: str, limit: int) -> SearchPlan:
         """The tenant's size (exact scan or HNSW) and the scan settings, for this transaction."""

@@ -79,6 +79,9 @@ class _Plan:
     vector: list[Ranked] = field(default_factory=list)
     fused: list[Fused] = field(default_factory=list)
 
+    def fuse(self) -> None:
+        self.fused = rrf_fuse([r.id for r in self.lexical], [r.id for r in self.vector])[: self.pool]
+
     @property
     def wants_lexical(self) -> bool:
         return self.query.mode in ("hybrid", "lexical")
@@ -125,10 +128,10 @@ class RecallService:
             texts = list(dict.fromkeys(p.text for p in plans.values() if p.wants_vector))
             embedding = asyncio.ensure_future(self._embed(texts)) if texts else None
             try:
-                if isinstance(self.index, SharedDatabaseIndex) and self.index.shares_database:
-                    found = await self._search_shared(self.index, principal, list(plans.values()), texts, embedding)
+                if isinstance(self.index, SharedDatabaseIndex):
+                    found = await self._search_shared(self.index, principal, list(plans.values()), embedding)
                 else:
-                    found = await self._search_separate(principal, list(plans.values()), texts, embedding)
+                    found = await self._search_separate(principal, list(plans.values()), embedding)
             finally:
                 if embedding is not None and not embedding.done():
                     embedding.cancel()
@@ -162,7 +165,6 @@ class RecallService:
         index: SharedDatabaseIndex,
         principal: Principal,
         plans: list[_Plan],
-        texts: list[str],
         embedding: asyncio.Future[dict[str, Vector]] | None,
     ) -> dict[str, Observation]:
         """The searches in tenant transactions on the index's own PostgreSQL: one if the texts
@@ -208,14 +210,13 @@ class RecallService:
                 for plan, ranked in zip(group, await _shared_list(group, vector), strict=True):
                     plan.vector = ranked
         for plan in plans:
-            plan.fused = rrf_fuse([r.id for r in plan.lexical], [r.id for r in plan.vector])[: plan.pool]
+            plan.fuse()
         return await self._hydrate(conn, plans)
 
     async def _search_separate(
         self,
         principal: Principal,
         plans: list[_Plan],
-        texts: list[str],
         embedding: asyncio.Future[dict[str, Vector]] | None,
     ) -> dict[str, Observation]:
         """An index elsewhere (Elasticsearch): its lists run concurrently, then one hydration."""
@@ -249,7 +250,7 @@ class RecallService:
             finally:
                 if lexical is not None and not lexical.done():
                     lexical.cancel()
-            plan.fused = rrf_fuse([r.id for r in plan.lexical], [r.id for r in plan.vector])[: plan.pool]
+            plan.fuse()
 
         await asyncio.gather(*(run(p) for p in plans))
         if not any(p.fused for p in plans):
