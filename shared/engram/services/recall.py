@@ -21,6 +21,7 @@ second one (a recall never holds a pooled connection while it waits for the mode
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -379,10 +380,4 @@ async def _shared_list(
 def _hiding(visibility: Visibility, hidden: frozenset[str]) -> Visibility:
     if not hidden:
         return visibility
-    return Visibility(
-        tenant_id=visibility.tenant_id,
-        user_id=visibility.user_id,
-        teams=visibility.teams,
-        include_sensitive=visibility.include_sensitive,
-        hidden_ids=visibility.hidden_ids | hidden,
-    )
+    return dataclasses.replace(visibility, hidden_ids=visibility.hidden_ids | hidden)
