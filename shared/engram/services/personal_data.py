@@ -54,37 +54,28 @@ def _count(status: str) -> int:
     return int(status.split()[-1])
 
 
-# the user's conversation history and telemetry, in foreign-key order; $1 tenant, $2 user
+_OF_USER = "tenant_id = $1 AND user_id = $2"
+# The user's conversation history ($1 tenant, $2 user), in export order:
+# count name -> (export record, table, the user's rows). A chat's messages and a session's
+# summaries go with it, as do the user's own messages and summaries elsewhere.
 _HISTORY = {
-    "messages": "DELETE FROM chat_messages WHERE tenant_id = $1 AND (user_id = $2"
-    " OR chat_id IN (SELECT id FROM chats WHERE tenant_id = $1 AND user_id = $2))",
-    "summaries": "DELETE FROM summaries WHERE tenant_id = $1 AND (user_id = $2"
-    " OR session_id IN (SELECT id FROM sessions WHERE tenant_id = $1 AND user_id = $2))",
-    "sessions": "DELETE FROM sessions WHERE tenant_id = $1 AND user_id = $2",
-    "chats": "DELETE FROM chats WHERE tenant_id = $1 AND user_id = $2",
-    "telemetry_events": "DELETE FROM ai_events WHERE tenant_id = $1 AND user_id = $2",
-}
-# what the export adds after observations and feedback: the user's conversation history
-_CONVERSATIONS = (
-    ("chat", "chats", "SELECT * FROM chats WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at, id"),
-    (
+    "chats": ("chat", "chats", _OF_USER),
+    "messages": (
         "message",
-        "messages",
-        "SELECT * FROM chat_messages WHERE tenant_id = $1 AND (user_id = $2"
-        " OR chat_id IN (SELECT id FROM chats WHERE tenant_id = $1 AND user_id = $2)) ORDER BY created_at, id",
+        "chat_messages",
+        f"tenant_id = $1 AND (user_id = $2 OR chat_id IN (SELECT id FROM chats WHERE {_OF_USER}))",
     ),
-    ("session", "sessions", "SELECT * FROM sessions WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at, id"),
-    (
+    "sessions": ("session", "sessions", _OF_USER),
+    "summaries": (
         "summary",
         "summaries",
-        "SELECT * FROM summaries WHERE tenant_id = $1 AND (user_id = $2"
-        " OR session_id IN (SELECT id FROM sessions WHERE tenant_id = $1 AND user_id = $2)) ORDER BY created_at, id",
+        f"tenant_id = $1 AND (user_id = $2 OR session_id IN (SELECT id FROM sessions WHERE {_OF_USER}))",
     ),
-)
-_ROLLUPS = (
-    "DELETE FROM ai_events_hourly_users WHERE tenant_id = $1 AND user_id = $2",
-    "DELETE FROM ai_events_daily_users WHERE tenant_id = $1 AND user_id = $2",
-)
+}
+# children before parents, so a cascade never removes rows before they are counted
+_ERASE_ORDER = ("messages", "summaries", "sessions", "chats")
+# per-user telemetry rollups (the user's raw ai_events go too; tenant totals name nobody and stay)
+_ROLLUPS = ("ai_events_hourly_users", "ai_events_daily_users")
 
 
 def _line(record: dict[str, Any]) -> bytes:
@@ -151,10 +142,11 @@ class PersonalData:
                         "created_at": row["created_at"].isoformat(),
                     }
                 )
-            for record, plural, sql in _CONVERSATIONS:
-                counts[plural] = 0
+            for name, (record, table, rows) in _HISTORY.items():
+                counts[name] = 0
+                sql = f"SELECT * FROM {table} WHERE {rows} ORDER BY created_at, id"
                 async for row in conn.cursor(sql, tenant_id, user_id, prefetch=500):
-                    counts[plural] += 1
+                    counts[name] += 1
                     yield _line({"record": record, **{k: v for k, v in dict(row).items() if k != "tenant_id"}})
         yield _line({"record": "end", **counts})
 
@@ -170,16 +162,14 @@ class PersonalData:
                     user_id,
                 )
             ]
-            feedback = int(
-                (
-                    await conn.execute(
-                        "DELETE FROM observation_feedback WHERE tenant_id = $1"
-                        " AND (user_id = $2 OR observation_id = ANY($3::uuid[]))",
-                        tenant_id,
-                        user_id,
-                        ids,
-                    )
-                ).split()[-1]
+            feedback = _count(
+                await conn.execute(
+                    "DELETE FROM observation_feedback WHERE tenant_id = $1"
+                    " AND (user_id = $2 OR observation_id = ANY($3::uuid[]))",
+                    tenant_id,
+                    user_id,
+                    ids,
+                )
             )
             # in-flight feedback the user gave before now is dropped by record-feedback
             await conn.execute(
@@ -188,9 +178,15 @@ class PersonalData:
                 tenant_id,
                 user_id,
             )
-            history = {name: _count(await conn.execute(sql, tenant_id, user_id)) for name, sql in _HISTORY.items()}
-            for sql in _ROLLUPS:
-                await conn.execute(sql, tenant_id, user_id)
+            history: dict[str, int] = {}
+            for name in _ERASE_ORDER:
+                _, table, rows = _HISTORY[name]
+                history[name] = _count(await conn.execute(f"DELETE FROM {table} WHERE {rows}", tenant_id, user_id))
+            history["telemetry_events"] = _count(
+                await conn.execute(f"DELETE FROM ai_events WHERE {_OF_USER}", tenant_id, user_id)
+            )
+            for table in _ROLLUPS:
+                await conn.execute(f"DELETE FROM {table} WHERE {_OF_USER}", tenant_id, user_id)
             deleted = await conn.fetch(
                 "DELETE FROM observations WHERE tenant_id = $1 AND id = ANY($2::uuid[]) RETURNING id, user_id",
                 tenant_id,
