@@ -192,6 +192,7 @@ async def build(settings: Settings | None = None) -> Services:
         tei_model=settings.tei_embedding_model,
         tei_dimensions=settings.tei_embedding_dimensions,
         query_cache=settings.engram_query_cache_size,
+        e5_runtime=settings.engram_e5_runtime,
     )
     index = build_index(settings, db, embedder.dimensions)
     services = Services(
