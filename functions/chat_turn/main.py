@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
 from engram.bootstrap import Services
-from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem
+from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem, warm_embedder
 from engram.services.chat import ChatTurns, RecallUnavailable, TurnFailed, TurnRequest, TurnResponse
 
 log = structlog.get_logger(__name__)
@@ -28,6 +28,7 @@ log = structlog.get_logger(__name__)
 async def _warm(services: Services) -> None:
     if services.gateway is not None:
         await services.gateway.warm()  # the SDK import, off the first turn's path
+    await warm_embedder(services)  # the query model (e5: ~0.7 s to load), off the first turn's path
 
 
 # a missing recall service is reported by each turn (503), not by readiness

@@ -18,13 +18,17 @@ from pydantic import BaseModel
 
 from engram.domain.observation import Observation, Scope, Source
 from engram.domain.scopes import Permission
-from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem
+from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem, warm_embedder
 from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
 from engram.services.personal_data import Erasure
 from functions.memory_api.retrieval import router as retrieval_router
 
-app = function_app("Engram memory API", "Remember, recall, search, verify, mark, feedback, delete and export memories.")
+app = function_app(
+    "Engram memory API",
+    "Remember, recall, search, verify, mark, feedback, delete and export memories.",
+    warm=warm_embedder,  # recall and search embed their query: load the model before the first one
+)
 app.include_router(retrieval_router)  # fixed paths (recall, search, expiring) before /{observation_id}
 
 

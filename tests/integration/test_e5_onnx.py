@@ -91,3 +91,16 @@ async def test_both_runtimes_serve_the_embedder_port() -> None:
         assert vectors.shape == (2, 384) and query.shape == (384,)
         assert float(vectors[0] @ query) > float(vectors[1] @ query)
         await embedder.close()
+
+
+async def test_warm_loads_the_model_before_the_first_query() -> None:
+    from types import SimpleNamespace
+
+    from engram.runtime.http import warm_embedder
+
+    embedder = E5Embedder()
+    assert not embedder.loaded
+    await warm_embedder(SimpleNamespace(embedder=embedder))  # type: ignore[arg-type]
+    assert embedder.loaded
+    await warm_embedder(SimpleNamespace(embedder=object()))  # type: ignore[arg-type]  # TEI: nothing to load
+    await embedder.close()

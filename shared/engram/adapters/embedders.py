@@ -222,6 +222,11 @@ class _InProcess(ABC):
         first: Vector = (await self.embed_queries([text]))[0]
         return first
 
+    async def warm(self) -> None:
+        """Load the model and embed one query now, in the model's thread, so the first real
+        query does not pay for it (HTTP functions call this after start-up)."""
+        await self._in_thread(["warm-up"], True)
+
     async def close(self) -> None:
         if self._executor is not None:
             self._executor.shutdown(wait=False)

@@ -213,6 +213,13 @@ def serve(app_path: str, *, graceful_seconds: int = 20) -> None:
     )
 
 
+async def warm_embedder(services: Services) -> None:
+    """Load an in-process embedding model in the background after start-up (TEI has nothing to load)."""
+    warm = getattr(services.embedder, "warm", None)
+    if warm is not None:
+        await warm()
+
+
 def function_app(
     title: str,
     description: str,
