@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from cloudevents.http import CloudEvent
@@ -41,6 +41,23 @@ class BatchRecall(Recall, Protocol):
 
     async def search_many(
         self, principal: Principal, queries: Sequence[RecallQuery]
+    ) -> list[RecallResult | Exception]: ...
+
+
+@runtime_checkable
+class EmbedAhead(Protocol):
+    """A recall that starts embedding query texts before the search is asked for (chat-turn does
+    while it prepares the turn); `search_many(..., ahead=)` then takes the vectors from there and
+    embeds only what is missing. The vectors stay with the caller's own request."""
+
+    def embed_ahead(self, texts: Sequence[str]) -> Awaitable[Mapping[str, Vector]]: ...
+
+    async def search_many(
+        self,
+        principal: Principal,
+        queries: Sequence[RecallQuery],
+        *,
+        ahead: Awaitable[Mapping[str, Vector]] | None = None,
     ) -> list[RecallResult | Exception]: ...
 
 

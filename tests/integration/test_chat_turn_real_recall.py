@@ -8,6 +8,7 @@ real index: memories written through memory-api, indexed by embed-index, recalle
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -85,6 +86,7 @@ async def test_real_recall_fills_the_streams_and_a_turn_answers_offline_from_it(
     chat_api: httpx.AsyncClient,
     auth: Any,
     tenant: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     services.recall = real_recall  # the fake_recall fixture restores whatever was there
     headers = auth(tenant)
@@ -92,12 +94,22 @@ async def test_real_recall_fills_the_streams_and_a_turn_answers_offline_from_it(
     await remember(api, headers, type="decision", title=title, scope="public")
     principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
     await eventually(lambda: indexed(real_recall, principal, "Müller Maschinenbau billing", {title}), 30)
-    r = await chat_api.post(
-        f"/api/ai/chats/{uuid.uuid4()}/turns",
-        json={"message": "What is the billing model of Müller Maschinenbau?"},
-        headers=headers,
-    )
+    message = "What is the billing model of Müller Maschinenbau?"
+    inner = real_recall.embedder
+    asked: list[str] = []
+
+    async def embed_query(text_: str) -> Any:
+        asked.append(text_)
+        return await inner.embed_query(text_)
+
+    # the message is embedded once, ahead (while the turn is prepared), and every stream uses it
+    monkeypatch.setattr(real_recall, "embedder", SimpleNamespace(embed_query=embed_query, dimensions=inner.dimensions))
+    started_ahead: list[list[str]] = []
+    embed_ahead = real_recall.embed_ahead
+    monkeypatch.setattr(real_recall, "embed_ahead", lambda texts: started_ahead.append(texts) or embed_ahead(texts))
+    r = await chat_api.post(f"/api/ai/chats/{uuid.uuid4()}/turns", json={"message": message}, headers=headers)
     assert r.status_code == 200, r.text
+    assert started_ahead == [[message]] and asked.count(message) == 1, (started_ahead, asked)
     body = r.json()
     assert body["offline"] is True and title in body["answer"]
     hits = body["memory_trace"]["observations"]

@@ -480,3 +480,54 @@ async def test_recall_holds_no_connection_while_the_model_is_busy(
     for result in results:
         assert not isinstance(result, BaseException)
         assert [h.observation.id for h in result.hits] == [w.observation.id]
+
+
+class CountingEmbedder:
+    """The real (static) embedder, counting the query texts it is asked for."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.dimensions = inner.dimensions
+        self.model = inner.model
+        self.asked: list[str] = []
+
+    async def embed_passages(self, texts: Any) -> Any:
+        return await self.inner.embed_passages(texts)
+
+    async def embed_query(self, text: str) -> Any:
+        self.asked.append(text)
+        return await self.inner.embed_query(text)
+
+
+async def test_vectors_embedded_ahead_are_used_and_a_failed_ahead_is_not_fatal(
+    tenant: str, services: Any, workers: Any
+) -> None:
+    from engram.services.recall import RecallService
+
+    async with services.db.tenant(tenant) as conn:
+        (w,) = await ObservationStore(conn).write_many(
+            [ObservationDraft(tenant_id=tenant, user_id="alice", title="Heron contract renews in June")]
+        )
+    await services.indexing.reindex(tenant)
+    embedder = CountingEmbedder(services.embedder)
+    recall = RecallService(services.db, services.index, embedder, None)
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    queries = [RecallQuery("Heron contract", types=("fact",)), RecallQuery("Heron contract", types=("note",))]
+
+    ahead = recall.embed_ahead(["Heron contract", "", "x" * 20_000])  # invalid texts are left out
+    assert set(await ahead) == {"Heron contract"}
+    assert embedder.asked == ["Heron contract"]
+    together = await recall.search_many(principal, queries, ahead=ahead)
+    assert embedder.asked == ["Heron contract"]  # the search used the vector made ahead
+    assert [h.observation.id for h in together[1].hits] == [w.observation.id]  # type: ignore[union-attr]
+
+    async def broken() -> dict[str, Any]:
+        raise RuntimeError("model crashed")
+
+    again = await recall.search_many(principal, queries, ahead=broken())
+    assert embedder.asked == ["Heron contract"] * 2  # embedded by the search itself
+    assert [h.observation.id for h in again[1].hits] == [w.observation.id]  # type: ignore[union-attr]
+    other = recall.embed_ahead(["something else"])
+    await recall.search_many(principal, queries, ahead=other)
+    assert embedder.asked[-2:] == ["something else", "Heron contract"]  # only the missing text
+    await recall.drain()

@@ -58,6 +58,7 @@ from engram.domain.observation import Observation, Scope
 from engram.domain.recall import RecallQuery
 from engram.domain.routing import RoutingDecision, RoutingRules, override, route
 from engram.domain.scopes import Permission, Principal, Visibility
+from engram.domain.search import Vector
 from engram.domain.streams import (
     DecisionEngine,
     render_observations,
@@ -71,7 +72,7 @@ from engram.domain.telemetry import (
     event_name,
 )
 from engram.domain.telemetry import ChatTurnCompleted as TurnCompletedMeta
-from engram.ports import EventBus, Recall
+from engram.ports import EmbedAhead, EventBus, Recall
 from engram.services import outbox, telemetry
 from engram.services.gateway import LlmGateway, TelemetryBuffer, Tool, ToolContext, TurnOutcome
 from engram.services.memory import Forbidden, NotFound, Unprocessable
@@ -150,6 +151,7 @@ class PreparedTurn:
     recall: Recall | None
     started: float
     timings: dict[str, float] = field(default_factory=dict)
+    ahead: Awaitable[Mapping[str, Vector]] | None = None  # the message's query vector, being made
 
 
 def _history_messages(stored: list[StoredMessage]) -> list[Message]:
@@ -277,6 +279,8 @@ class ChatTurns:
                     "recall is not configured on this server (Services.recall is None); chat-turn cannot recall memory"
                 )
         decision = self._decide(body)
+        # the message's query vector is made while the turn is prepared (it is most of recall)
+        ahead = recall.embed_ahead([body.message]) if isinstance(recall, EmbedAhead) else None
         async with self.db.tenant(principal.tenant_id) as conn:
             store = ChatStore(conn)
             chat = await self._chat(store, principal, chat_id, body)
@@ -300,6 +304,7 @@ class ChatTurns:
             decision=decision,
             recall=recall,
             started=started,
+            ahead=ahead,
         )
         prepared.timings["prepare"] = (time.perf_counter() - started) * 1000
         return prepared
@@ -467,7 +472,9 @@ class ChatTurns:
         t0 = time.perf_counter()
         recalled: MultiStreamResult | None = None
         if prepared.recall is not None:
-            recalled = await self.multistream.recall(principal, prepared.recall, prepared.body.message, buffer)
+            recalled = await self.multistream.recall(
+                principal, prepared.recall, prepared.body.message, buffer, ahead=prepared.ahead
+            )
             if prepared.hidden:
                 for stream in recalled.streams:
                     stream.hits = [h for h in stream.hits if str(h.observation.id) not in prepared.hidden]

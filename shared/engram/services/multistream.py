@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -26,6 +27,7 @@ import structlog
 from engram.domain.llm import LlmError, Priority
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Principal
+from engram.domain.search import Vector
 from engram.domain.streams import (
     DecisionEngine,
     Intent,
@@ -40,7 +42,7 @@ from engram.domain.streams import (
     with_origin,
 )
 from engram.domain.telemetry import ChatError
-from engram.ports import BatchRecall, Recall
+from engram.ports import BatchRecall, EmbedAhead, Recall
 from engram.services.gateway import LlmGateway, TelemetryBuffer
 
 log = structlog.get_logger(__name__)
@@ -137,15 +139,24 @@ class MultiStreamRecall:
         return result
 
     async def _streams_together(
-        self, names: list[str], principal: Principal, recall: BatchRecall, text: str, query_id: uuid.UUID
+        self,
+        names: list[str],
+        principal: Principal,
+        recall: BatchRecall,
+        text: str,
+        query_id: uuid.UUID,
+        ahead: Awaitable[Mapping[str, Vector]] | None = None,
     ) -> list[StreamResult]:
         started = time.perf_counter()
         results = [StreamResult(name) for name in names]
+        queries = [self._query(n, text, query_id) for n in names]
+        search = (
+            recall.search_many(principal, queries, ahead=ahead)
+            if ahead is not None and isinstance(recall, EmbedAhead)
+            else recall.search_many(principal, queries)
+        )
         try:
-            found = await asyncio.wait_for(
-                recall.search_many(principal, [self._query(n, text, query_id) for n in names]),
-                timeout=self.engine.stream_timeout_seconds,
-            )
+            found = await asyncio.wait_for(search, timeout=self.engine.stream_timeout_seconds)
         except TimeoutError:
             for r in results:
                 r.error = f"timed out after {self.engine.stream_timeout_seconds}s"
@@ -189,15 +200,23 @@ class MultiStreamRecall:
             )
 
     async def recall(
-        self, principal: Principal, recall: Recall, text: str, telemetry: TelemetryBuffer
+        self,
+        principal: Principal,
+        recall: Recall,
+        text: str,
+        telemetry: TelemetryBuffer,
+        *,
+        ahead: Awaitable[Mapping[str, Vector]] | None = None,
     ) -> MultiStreamResult:
+        """The streams of the message's intent; `ahead` holds query vectors already being made
+        (`EmbedAhead.embed_ahead`), used when `recall` takes them."""
         started = time.perf_counter()
         intent = await self.classify(text, telemetry)
         router_ms = (time.perf_counter() - started) * 1000
         names = list(self.engine.strategies[intent.name].streams)
         query_id = uuid.uuid4()
         if isinstance(recall, BatchRecall):
-            results = await self._streams_together(names, principal, recall, text, query_id)
+            results = await self._streams_together(names, principal, recall, text, query_id, ahead)
         else:
             results = list(await asyncio.gather(*(self._stream(n, principal, recall, text, query_id) for n in names)))
         for r in results:
