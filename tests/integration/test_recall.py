@@ -531,3 +531,66 @@ async def test_vectors_embedded_ahead_are_used_and_a_failed_ahead_is_not_fatal(
     await recall.search_many(principal, queries, ahead=other)
     assert embedder.asked[-2:] == ["something else", "Heron contract"]  # only the missing text
     await recall.drain()
+
+
+async def test_hybrid_recall_lifts_memories_of_a_session_with_other_good_matches(
+    tenant: str, services: Any, workers: Any
+) -> None:
+    from engram.domain.observation import Provenance
+
+    strong, weak = uuid.uuid4(), uuid.uuid4()
+    titles = {
+        "Kestrel rollout planned for Monday": strong,
+        "Kestrel rollout needs a database migration": strong,
+        "Kestrel rollout owner is Dana": weak,
+        "Kestrel rollout mentioned in passing": None,
+    }
+    async with services.db.tenant(tenant) as conn:
+        await ObservationStore(conn).write_many(
+            [
+                ObservationDraft(tenant_id=tenant, user_id="alice", title=t, provenance=Provenance(session_id=s))
+                for t, s in titles.items()
+            ]
+        )
+    await services.indexing.reindex(tenant)
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    hybrid = await services.recall.search(principal, RecallQuery("Kestrel rollout", limit=10))
+    support = {h.observation.title: h.boosts.get("session") for h in hybrid.hits}
+    assert len(support) == 4
+    assert support["Kestrel rollout mentioned in passing"] is None  # no session, no support
+    top = max(v for v in support.values() if v is not None)
+    assert top == pytest.approx(1.15) and support["Kestrel rollout planned for Monday"] == top
+    assert support["Kestrel rollout needs a database migration"] == top
+    assert 1.0 < support["Kestrel rollout owner is Dana"] < top  # a session of one match: less support
+    lexical = await services.recall.search(principal, RecallQuery("Kestrel rollout", limit=10, mode="lexical"))
+    assert all("session" not in h.boosts for h in lexical.hits)  # single lists stay as they are
+    await services.recall.drain()
+
+
+async def test_a_query_that_names_a_day_lifts_the_memories_of_that_day(
+    tenant: str, services: Any, workers: Any
+) -> None:
+    june_3 = datetime(2023, 6, 3, 14, 0, tzinfo=UTC)
+    async with services.db.tenant(tenant) as conn:
+        await ObservationStore(conn).write_many(
+            [
+                ObservationDraft(
+                    tenant_id=tenant, user_id="alice", title="Osprey budget review, first round", valid_from=june_3
+                ),
+                ObservationDraft(
+                    tenant_id=tenant,
+                    user_id="alice",
+                    title="Osprey budget review, second round with the budget numbers of the Osprey review",
+                    valid_from=june_3 + timedelta(days=7),
+                ),
+            ]
+        )
+    await services.indexing.reindex(tenant)
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    for question in ("What came out of the Osprey budget review on 3 June 2023?", "Osprey Budget am 3. Juni 2023?"):
+        result = await services.recall.search(principal, RecallQuery(question, limit=2))
+        assert [h.observation.valid_from for h in result.hits] == [june_3, june_3 + timedelta(days=7)], question
+        assert result.hits[0].boosts["date"] == 2.0 and "date" not in result.hits[1].boosts
+    undated = await services.recall.search(principal, RecallQuery("Osprey budget review", limit=2))
+    assert all("date" not in h.boosts for h in undated.hits)
+    await services.recall.drain()

@@ -11,7 +11,7 @@ import pytest
 from engram.domain.conversation import ConversationSession, Turn, turn_id_of, turn_units
 from engram.domain.language import detect_language
 from engram.domain.observation import Observation
-from engram.domain.ranking import bm25_idf, bm25_impact, boosted, boosts, rrf_fuse
+from engram.domain.ranking import SESSION_WEIGHT, bm25_idf, bm25_impact, boosted, boosts, rrf_fuse, session_support
 from engram.domain.recall import SearchHit
 from engram.domain.recall_text import UNVERIFIED, estimate_tokens, render_recall_text
 from engram.services.memory import Unprocessable
@@ -172,3 +172,20 @@ def test_turn_units_carry_context_date_speaker_and_provenance() -> None:
     )  # default window: two turns either side
     assert [t.split(",")[0] for t in wide[0].discovery_tokens] == ["After", "After"]
     assert all(len(t) <= 200 for t in long[1].discovery_tokens) and len(long[1].discovery_tokens) == 3
+    # the turns of one session share a stable session id (recall's session support), other sessions differ
+    again = turn_units(
+        tenant_id="t", user_id="u", conversation_id="conv-1", sessions=[ConversationSession("s1", day, turns)]
+    )
+    other = turn_units(
+        tenant_id="t", user_id="u", conversation_id="conv-1", sessions=[ConversationSession("s2", day, turns)]
+    )
+    assert len({d.provenance.session_id for d in drafts}) == 1 and drafts[0].provenance.session_id is not None
+    assert again[0].provenance.session_id == drafts[0].provenance.session_id != other[0].provenance.session_id
+
+
+def test_session_support_lifts_candidates_of_strong_sessions() -> None:
+    support = session_support([("a", 0.03, "s1"), ("b", 0.02, "s1"), ("c", 0.04, "s2"), ("d", 0.01, None)])
+    assert support["a"] == support["b"] == pytest.approx(1 + SESSION_WEIGHT)  # s1 holds the most fused score
+    assert support["c"] == pytest.approx(1 + SESSION_WEIGHT * 0.04 / 0.05)
+    assert support["d"] == 1.0  # no session, no support
+    assert session_support([]) == {} and session_support([("x", 0.0, "s")]) == {"x": 1.0}

@@ -11,6 +11,7 @@ conversations through this.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -52,6 +53,12 @@ def unit_key(conversation_id: str, turn_id: str) -> str:
 def provenance_ref(conversation_id: str, turn_id: str) -> str:
     """`source_event_id` of a turn unit: conversation and turn id, so a hit cites its turn."""
     return f"{conversation_id}#{turn_id}"
+
+
+def session_uuid(conversation_id: str, session_id: str) -> uuid.UUID:
+    """A stable id for a conversation's session: the turn units of one session share it, which
+    recall's session support (topic locality) reads from `provenance.session_id`."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"engram:conversation:{conversation_id}:session:{session_id}")
 
 
 def turn_id_of(source_event_id: str | None) -> str | None:
@@ -123,7 +130,10 @@ def turn_units(
                     confidence=1.0,
                     scope=scope,
                     trigger_source=TriggerSource.chat,
-                    provenance=Provenance(source_event_id=provenance_ref(conversation_id, turn.turn_id)),
+                    provenance=Provenance(
+                        session_id=session_uuid(conversation_id, session.session_id),
+                        source_event_id=provenance_ref(conversation_id, turn.turn_id),
+                    ),
                     valid_from=session.started_at,
                 )
             )

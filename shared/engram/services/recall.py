@@ -34,10 +34,20 @@ import structlog
 
 from engram.adapters.observations import live_sql, rejected_ids, to_observation, visibility_sql
 from engram.adapters.postgres import Connection, Database
+from engram.domain.dates import mentioned_dates
 from engram.domain.events import FEEDBACK_RECORDED, FeedbackRecorded, new_event
 from engram.domain.models import FeedbackKind
 from engram.domain.observation import Observation
-from engram.domain.ranking import RRF_K, Fused, boosted, boosts, rrf_fuse
+from engram.domain.ranking import (
+    RRF_K,
+    Fused,
+    boosted,
+    boosts,
+    date_support,
+    observation_time,
+    rrf_fuse,
+    session_support,
+)
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.scopes import Permission, Principal, Visibility
 from engram.domain.search import Ranked, SearchFilter, SearchPlan, Vector
@@ -315,11 +325,25 @@ class RecallService:
     def _hits(self, plan: _Plan, found: dict[str, Observation], now: datetime) -> list[SearchHit]:
         query = plan.query
         hits = []
+        visible: list[tuple[Fused, Observation]] = []
         for f in plan.fused:
             obs = found.get(f.id)
             if obs is None or (query.types and obs.type not in query.types) or not plan.visibility.allows(obs):
                 continue
+            visible.append((f, obs))
+        # session and date support are part of fusion (hybrid only), from what this caller may see
+        support = (
+            session_support([(f.id, f.rrf, obs.provenance.session_id) for f, obs in visible])
+            if query.mode == "hybrid"
+            else {}
+        )
+        dates = mentioned_dates(plan.text) if query.mode == "hybrid" else ()
+        for f, obs in visible:
             applied = boosts(obs, now, query.type_boosts)
+            if support.get(f.id, 1.0) != 1.0:
+                applied["session"] = round(support[f.id], 6)
+            if dates and (on_day := date_support(observation_time(obs), dates)) != 1.0:
+                applied["date"] = on_day
             hits.append(
                 SearchHit(
                     observation=obs,

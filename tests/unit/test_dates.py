@@ -1,0 +1,47 @@
+"""Dates a question names (recall's date support), English and German."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+from engram.domain.dates import mentioned_dates
+from engram.domain.ranking import DATE_WEIGHT, date_support
+
+JUNE_3 = date(2023, 6, 3)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What new activity did Maria start recently, as mentioned on 3 June, 2023?",
+        "What did we decide on June 3rd 2023?",
+        "what happened on june 3, 2023",
+        "Was haben wir am 3. Juni 2023 beschlossen?",
+        "Notiz vom 03.06.2023",
+        "meeting notes 2023-06-03",
+        "the 3rd of June 2023",
+        "Jun. 3, 2023",
+    ],
+)
+def test_a_full_date_is_found_in_english_and_german(text: str) -> None:
+    assert mentioned_dates(text) == (JUNE_3,)
+
+
+def test_several_dates_in_order_once_and_nothing_from_partial_or_impossible_ones() -> None:
+    assert mentioned_dates("from 5 March 2024 to 1 May 2024, and again 5 March 2024") == (
+        date(2024, 3, 5),
+        date(2024, 5, 1),
+    )
+    assert mentioned_dates("4. März 2024 und 31. Dezember 2023") == (date(2024, 3, 4), date(2023, 12, 31))
+    assert mentioned_dates("What did Caroline do in June?") == ()  # no day, no year: not a date
+    assert mentioned_dates("on 31 February 2023 or 2023-13-01") == ()
+    assert mentioned_dates("I may 3 times 2023 items") == ()
+
+
+def test_date_support_counts_the_named_day_with_a_day_of_slack() -> None:
+    assert date_support(datetime(2023, 6, 3, 13, 56, tzinfo=UTC), [JUNE_3]) == 1 + DATE_WEIGHT
+    assert date_support(datetime(2023, 6, 2, 23, 0, tzinfo=UTC), [JUNE_3]) == 1 + DATE_WEIGHT
+    assert date_support(datetime(2023, 6, 6, tzinfo=UTC), [JUNE_3]) == 1.0
+    assert date_support(datetime(2023, 6, 6, tzinfo=UTC), []) == 1.0
