@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import functions_framework.aio
 from cloudevents.http import CloudEvent
 from starlette.exceptions import HTTPException
 
 from engram.bootstrap import get_services
 from engram.domain.events import InvalidEvent
+from engram.runtime.cloud_event import cloud_event
 
 
-@functions_framework.aio.cloud_event
+@cloud_event
 async def extract_observation(event: CloudEvent) -> None:
     outcome = (await extract_observation_batch([event]))[0]
     if isinstance(outcome, InvalidEvent):
