@@ -226,6 +226,12 @@ async def baseline(client: Any, token: str, requests: int) -> list[float]:
 def summarize(samples: list[Sample]) -> dict[str, float]:
     added = [s.added_ms for s in samples]
     stages = {k: statistics.median([s.stages.get(k, 0.0) for s in samples]) for k in ("prepare", "recall", "persist")}
+    # where the tail is: the stages of the slowest 5 % of turns (by added time), as medians
+    slow = sorted(samples, key=lambda s: s.added_ms)[-max(1, len(samples) // 20) :]
+    tail = {k: statistics.median([s.stages.get(k, 0.0) for s in slow]) for k in ("prepare", "recall", "persist", "llm")}
+    tail["other"] = statistics.median(
+        [s.added_ms - sum(s.stages.get(k, 0.0) for k in ("prepare", "recall", "persist")) for s in slow]
+    )
     return {
         "turns": len(samples),
         "p50_added_ms": round(percentile(added, 0.5), 2),
@@ -234,6 +240,7 @@ def summarize(samples: list[Sample]) -> dict[str, float]:
         "p95_total_ms": round(percentile([s.total_ms for s in samples], 0.95), 2),
         "p50_llm_ms": round(percentile([s.llm_ms for s in samples], 0.5), 2),
         **{f"p50_{k}_ms": round(v, 2) for k, v in stages.items()},
+        **{f"slowest5pct_{k}_ms": round(v, 2) for k, v in tail.items()},
     }
 
 

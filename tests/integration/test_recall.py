@@ -594,3 +594,23 @@ async def test_a_query_that_names_a_day_lifts_the_memories_of_that_day(
     undated = await services.recall.search(principal, RecallQuery("Osprey budget review", limit=2))
     assert all("date" not in h.boosts for h in undated.hits)
     await services.recall.drain()
+
+
+async def test_a_memory_tagged_with_a_name_the_query_says_gets_tag_support(
+    tenant: str, services: Any, workers: Any
+) -> None:
+    async with services.db.tenant(tenant) as conn:
+        await ObservationStore(conn).write_many(
+            [
+                ObservationDraft(tenant_id=tenant, user_id="alice", title="Prefers invoices by mail", tags=["melanie"]),
+                ObservationDraft(
+                    tenant_id=tenant, user_id="alice", title="Prefers invoices by mail, always", tags=["bob"]
+                ),
+            ]
+        )
+    await services.indexing.reindex(tenant)
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    result = await services.recall.search(principal, RecallQuery("How does Melanie want her invoices?", limit=2))
+    assert [h.observation.tags for h in result.hits] == [["melanie"], ["bob"]]
+    assert result.hits[0].boosts["tag"] == 1.1 and "tag" not in result.hits[1].boosts
+    await services.recall.drain()

@@ -11,7 +11,18 @@ import pytest
 from engram.domain.conversation import ConversationSession, Turn, turn_id_of, turn_units
 from engram.domain.language import detect_language
 from engram.domain.observation import Observation
-from engram.domain.ranking import SESSION_WEIGHT, bm25_idf, bm25_impact, boosted, boosts, rrf_fuse, session_support
+from engram.domain.ranking import (
+    SESSION_WEIGHT,
+    TAG_WEIGHT,
+    bm25_idf,
+    bm25_impact,
+    boosted,
+    boosts,
+    padded_words,
+    rrf_fuse,
+    session_support,
+    tag_support,
+)
 from engram.domain.recall import SearchHit
 from engram.domain.recall_text import UNVERIFIED, estimate_tokens, render_recall_text
 from engram.services.memory import Unprocessable
@@ -189,3 +200,12 @@ def test_session_support_lifts_candidates_of_strong_sessions() -> None:
     assert support["c"] == pytest.approx(1 + SESSION_WEIGHT * 0.04 / 0.05)
     assert support["d"] == 1.0  # no session, no support
     assert session_support([]) == {} and session_support([("x", 0.0, "s")]) == {"x": 1.0}
+
+
+def test_tag_support_when_the_query_says_a_tag_as_whole_words() -> None:
+    query = padded_words("What did Melanie's team decide about the Müller GmbH invoice?")
+    assert query == " what did melanie s team decide about the müller gmbh invoice "
+    assert tag_support(["melanie"], query) == 1 + TAG_WEIGHT
+    assert tag_support(["Müller GmbH"], query) == 1 + TAG_WEIGHT  # several words, any case
+    assert tag_support(["mel", "invoices", "gmbh invoice x"], query) == 1.0  # parts of words do not count
+    assert tag_support([], query) == tag_support(["--"], query) == 1.0

@@ -45,8 +45,10 @@ from engram.domain.ranking import (
     boosts,
     date_support,
     observation_time,
+    padded_words,
     rrf_fuse,
     session_support,
+    tag_support,
 )
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.scopes import Permission, Principal, Visibility
@@ -331,19 +333,23 @@ class RecallService:
             if obs is None or (query.types and obs.type not in query.types) or not plan.visibility.allows(obs):
                 continue
             visible.append((f, obs))
-        # session and date support are part of fusion (hybrid only), from what this caller may see
+        # session, date and tag support are part of fusion (hybrid only), from what this caller may see
         support = (
             session_support([(f.id, f.rrf, obs.provenance.session_id) for f, obs in visible])
             if query.mode == "hybrid"
             else {}
         )
-        dates = mentioned_dates(plan.text) if query.mode == "hybrid" else ()
+        hybrid = query.mode == "hybrid"
+        dates = mentioned_dates(plan.text) if hybrid else ()
+        query_words = padded_words(plan.text) if hybrid else ""
         for f, obs in visible:
             applied = boosts(obs, now, query.type_boosts)
             if support.get(f.id, 1.0) != 1.0:
                 applied["session"] = round(support[f.id], 6)
             if dates and (on_day := date_support(observation_time(obs), dates)) != 1.0:
                 applied["date"] = on_day
+            if hybrid and obs.tags and (named := tag_support(obs.tags, query_words)) != 1.0:
+                applied["tag"] = named
             hits.append(
                 SearchHit(
                     observation=obs,
