@@ -302,14 +302,15 @@ class PgVectorIndex:
         if embedding.shape != (self.dimensions,):
             raise ValueError(f"query vector has shape {embedding.shape}, index has {self.dimensions}")
         d = self.dimensions
-        params: list[Any] = [visibility.tenant_id, vector_literal(embedding)]
+        # a float4[] parameter: asyncpg sends it binary (no 384 float reprs for PostgreSQL to parse)
+        params: list[Any] = [visibility.tenant_id, embedding.tolist()]
         vis = visibility_sql(visibility, params, "s", id_column="observation_id")
         flt = filter_clause(where, params, "s")
         params.append(limit)
         k = f"${len(params)}"
         if plan.exact:
             sql = f"""
-            SELECT s.observation_id::text AS id, s.type, (s.embedding <=> $2::vector) AS distance
+            SELECT s.observation_id::text AS id, s.type, (s.embedding <=> $2::real[]::vector) AS distance
             FROM search_documents s
             WHERE s.tenant_id = $1 AND s.dims = {d} AND {vis} AND {flt}
             ORDER BY distance, id LIMIT {k}
@@ -317,10 +318,10 @@ class PgVectorIndex:
         else:
             sql = f"""
             WITH c AS MATERIALIZED (
-              SELECT s.observation_id, s.type, (s.embedding::halfvec({d})) <=> $2::halfvec({d}) AS distance
+              SELECT s.observation_id, s.type, (s.embedding::halfvec({d})) <=> $2::real[]::halfvec({d}) AS distance
               FROM search_documents s
               WHERE s.dims = {d} AND s.tenant_id = $1 AND {vis} AND {flt}
-              ORDER BY (s.embedding::halfvec({d})) <=> $2::halfvec({d}) LIMIT {k}
+              ORDER BY (s.embedding::halfvec({d})) <=> $2::real[]::halfvec({d}) LIMIT {k}
             )
             SELECT observation_id::text AS id, type, distance FROM c ORDER BY distance, id
             """
