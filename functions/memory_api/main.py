@@ -16,6 +16,7 @@ from fastapi import Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
+from engram.adapters.s3_archive import ArchiveError
 from engram.domain.observation import Observation, Scope, Source
 from engram.domain.scopes import Permission
 from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem, warm_embedder
@@ -95,7 +96,14 @@ async def erase_memory(
     user: Annotated[str, Query(min_length=1, max_length=128, description="whose personal memory to erase")],
 ) -> Erasure:
     """Erase a user's personal memory: owned observations, feedback, and their index entries (R-11.3)."""
-    return await services.personal_data.erase(principal, user)
+    try:
+        return await services.personal_data.erase(principal, user)
+    except ArchiveError as exc:
+        return problem(  # type: ignore[return-value]
+            503,
+            f"the database part is erased, the telemetry archive not yet: {exc}; ask for the erasure again",
+            title="Archive Unavailable",
+        )
 
 
 # fixed paths before `/api/ai/memory/{observation_id}`

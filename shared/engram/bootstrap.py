@@ -7,7 +7,7 @@ only for what it touches.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,6 +180,34 @@ def build_chat(
     )
 
 
+def archive_scrub(settings: Settings, db: Database) -> Callable[[str, str], Awaitable[int]] | None:
+    """Erasure's archive step (`Retention.scrub_user`) when a telemetry archive is configured;
+    boto3 is imported on the first erasure, not at start-up (cold start)."""
+    bucket = settings.engram_archive_bucket
+    if not bucket:
+        return None
+    built: list[Any] = []
+
+    async def scrub(tenant_id: str, user_id: str) -> int:
+        if not built:
+            from engram.adapters.s3_archive import S3Archive
+            from engram.services.retention import Retention
+
+            archive = S3Archive(bucket, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region)
+            built.append(
+                Retention(
+                    db,
+                    retention_days=settings.ai_events_retention_days,
+                    archive=archive,
+                    prefix=settings.engram_archive_prefix,
+                )
+            )
+        removed: int = await built[0].scrub_user(tenant_id, user_id)
+        return removed
+
+    return scrub
+
+
 async def build(settings: Settings | None = None) -> Services:
     settings = settings or get_settings()
     db = await Database.connect(settings.require_database_url(), max_size=settings.database_pool_size)
@@ -212,7 +240,7 @@ async def build(settings: Settings | None = None) -> Services:
         feedback=FeedbackService(db, bus),
         feedback_recorder=FeedbackRecorder(db, bus),
         telemetry_query=TelemetryQuery(db),
-        personal_data=PersonalData(db, bus),
+        personal_data=PersonalData(db, bus, archive_scrub(settings, db)),
         embedder=embedder,
         index=index,
         indexing=Indexer(db, index, embedder),

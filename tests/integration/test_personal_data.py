@@ -215,6 +215,7 @@ async def test_erasure_leaves_nothing_of_the_user(
         "sessions": 1,
         "summaries": 1,
         "telemetry_events": 2,
+        "archived_events": 0,  # no archive configured here (test_retention covers the archive)
     }
     assert set((await rows_naming(db, tenant, "alice")).values()) == {0}  # nothing names alice any more
     bob_left = await rows_naming(db, tenant, "bob")
@@ -248,6 +249,7 @@ async def test_erasure_leaves_nothing_of_the_user(
         "user_id": "alice",
         **dict.fromkeys(("observations", "feedback", "index_entries", "chats", "messages", "sessions", "summaries"), 0),
         "telemetry_events": 0,
+        "archived_events": 0,
     }
 
     # feedback alice gave before the erasure but still in flight is dropped; later feedback counts
@@ -277,3 +279,27 @@ async def test_erasure_permissions_and_parameters(api: Any, auth: Any, tenant: s
     admin = await api.delete("/api/ai/memory?user=bob", headers=auth(tenant, "alice", permissions=ADMIN))
     assert admin.json()["observations"] == 1
     assert (await api.get(f"/api/ai/memory/{bobs}", headers=auth(tenant, "bob"))).status_code == 404
+
+
+async def test_erasure_says_503_when_the_archive_cannot_be_scrubbed_and_a_retry_finishes(
+    api: Any, auth: Any, tenant: str, services: Any, monkeypatch: Any
+) -> None:
+    from engram.adapters.s3_archive import ArchiveError
+
+    calls: list[tuple[str, str]] = []
+
+    async def failing(tenant_id: str, user_id: str) -> int:
+        calls.append((tenant_id, user_id))
+        if len(calls) == 1:
+            raise ArchiveError("s3 down")
+        return 7
+
+    monkeypatch.setattr(services.personal_data, "archive_scrub", failing)
+    headers = auth(tenant, "carol")
+    await remember(api, headers, "Carol likes tea")
+    r = await api.delete("/api/ai/memory?user=carol", headers=headers)
+    assert r.status_code == 503 and r.headers["content-type"] == "application/problem+json"
+    assert "database part is erased" in r.json()["detail"] and "ask for the erasure again" in r.json()["detail"]
+    again = await api.delete("/api/ai/memory?user=carol", headers=headers)
+    assert again.status_code == 200 and again.json()["observations"] == 0 and again.json()["archived_events"] == 7
+    assert calls == [(tenant, "carol"), (tenant, "carol")]

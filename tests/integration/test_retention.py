@@ -23,8 +23,11 @@ import structlog
 
 from engram.adapters.s3_archive import S3Archive
 from engram.devstack import free_port, wait_for_port
+from engram.domain.scopes import Principal
 from engram.services import telemetry
+from engram.services.retention import _LOCK_ID as RETENTION_LOCK
 from engram.services.retention import Retention, archive_key, cutoff_for
+from tests.conftest import ALL_PERMISSIONS
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime.now(UTC)
@@ -240,3 +243,50 @@ def test_archive_keys_and_cutoff() -> None:
     now = datetime(2026, 11, 30, 2, 30, tzinfo=UTC)
     assert cutoff_for(now, 90) == datetime(2026, 9, 1, tzinfo=UTC)
     assert cutoff_for(now.replace(hour=23), 90) == cutoff_for(now, 90)  # the same all day: re-runs are no-ops
+
+
+async def test_erasure_scrubs_the_users_lines_from_the_archive(
+    db: Any, tenant: str, other_tenant: str, bucket: S3Archive
+) -> None:
+    from engram.adapters.s3_archive import ArchiveError
+    from engram.services.personal_data import PersonalData
+
+    meta = {"tool_name": "search", "duration_ms": 10, "success": True}
+
+    async def add_for(t: str, user: str, moment: datetime) -> None:
+        record = telemetry.TelemetryRecord(
+            t, "chat.tool_used", telemetry.record(t, "chat.tool_used", meta).metadata, user_id=user, created_at=moment
+        )
+        async with db.tenant(t) as conn:
+            await telemetry.write(conn, [record])
+
+    mixed, only_alice = at(120), at(110)
+    for user in ("alice", "bob", "alice"):
+        await add_for(tenant, user, mixed)
+    await add_for(tenant, "alice", only_alice)
+    await add_for(other_tenant, "alice", mixed)  # the same user name in another tenant stays
+    retention = Retention(db, retention_days=DAYS, archive=bucket)
+    assert not (await retention.run(NOW)).failed
+    before = keys_of(bucket, tenant)
+    assert len(before) == 2
+
+    # a running retention holds the archive: the scrub waits, then gives up with ArchiveError
+    async with db.pool.acquire() as holder:
+        await holder.execute("SELECT pg_advisory_lock($1)", RETENTION_LOCK)
+        try:
+            with pytest.raises(ArchiveError, match="retention run"):
+                await retention.scrub_user(tenant, "alice", wait_seconds=0.3)
+        finally:
+            await holder.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
+
+    erasure = await PersonalData(db, None, retention.scrub_user).erase(  # type: ignore[arg-type]
+        Principal(tenant_id=tenant, user_id="alice", permissions=frozenset(ALL_PERMISSIONS)), "alice"
+    )
+    assert erasure.archived_events == 3 and erasure.telemetry_events == 0  # the rows were archived already
+    after = keys_of(bucket, tenant)
+    assert len(after) == 1  # the day with only alice's event is gone, the mixed day rewritten
+    lines = [json.loads(x) for x in gzip.decompress(bucket.get(after[0])).splitlines()]
+    assert [x["user_id"] for x in lines] == ["bob"]
+    other = keys_of(bucket, other_tenant)
+    assert [json.loads(x)["user_id"] for x in gzip.decompress(bucket.get(other[0])).splitlines()] == ["alice"]
+    assert await retention.scrub_user(tenant, "alice") == 0  # nothing left: a repeat is a no-op

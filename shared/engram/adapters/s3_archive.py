@@ -11,9 +11,6 @@ import base64
 import hashlib
 from typing import IO, Any
 
-import boto3
-from botocore.config import Config
-
 
 class ArchiveError(RuntimeError):
     """The archive did not confirm an object: the rows it should hold must stay."""
@@ -21,6 +18,9 @@ class ArchiveError(RuntimeError):
 
 class S3Archive:
     def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None) -> None:
+        import boto3  # here, not at import: memory-api imports ArchiveError and must start fast
+        from botocore.config import Config
+
         self.bucket = bucket
         self._client: Any = boto3.client(
             "s3",
@@ -51,6 +51,12 @@ class S3Archive:
     def get(self, key: str) -> bytes:
         data: bytes = self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         return data
+
+    def delete(self, key: str) -> None:
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:  # botocore raises many types
+            raise ArchiveError(f"deleting s3://{self.bucket}/{key} failed: {exc}") from exc
 
     def keys(self, prefix: str = "") -> list[str]:
         found: list[str] = []

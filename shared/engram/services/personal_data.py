@@ -10,7 +10,10 @@ Erasure deletes, in one tenant transaction, the user's observations (with every 
 row on them), the user's own feedback rows, and stages one `observation.deleted` event per
 observation in the outbox; after commit they are published, and the embed-index worker
 removes the index entries. It also notes when the erasure happened, so feedback the user
-gave before it that was still on its way is dropped by record-feedback.
+gave before it that was still on its way is dropped by record-feedback. With a telemetry
+archive configured (`ENGRAM_ARCHIVE_BUCKET`), the user's lines are then removed from the
+tenant's archived days too (`Retention.scrub_user`); if that fails, the database part stands
+and asking for the erasure again finishes the archive.
 
 A user may export or erase their own memory; another user's needs `manage:AiObservation`.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +50,7 @@ class Erasure(BaseModel):
     sessions: int = 0
     summaries: int = 0
     telemetry_events: int = 0  # ai_events rows naming the user (per-user rollups go with them)
+    archived_events: int = 0  # lines naming the user removed from the S3 telemetry archive
 
 
 def _count(status: str) -> int:
@@ -83,9 +87,14 @@ def _line(record: dict[str, Any]) -> bytes:
 
 
 class PersonalData:
-    def __init__(self, db: Database, bus: EventBus) -> None:
+    def __init__(
+        self, db: Database, bus: EventBus, archive_scrub: Callable[[str, str], Awaitable[int]] | None = None
+    ) -> None:
+        """`archive_scrub(tenant, user)` removes the user's lines from the telemetry archive
+        (`Retention.scrub_user`); None when no archive is configured."""
         self.db = db
         self.bus = bus
+        self.archive_scrub = archive_scrub
 
     @staticmethod
     def target(principal: Principal, user: str | None, own_permission: Permission) -> str:
@@ -201,6 +210,13 @@ class PersonalData:
             ]
             pending = await outbox.stage(conn, tenant_id, events)
         await outbox.publish(self.db, self.bus, pending)
+        # after the commit: rows the user had in the database cannot reach the archive any more
+        archived = await self.archive_scrub(tenant_id, user_id) if self.archive_scrub is not None else 0
         return Erasure(
-            user_id=user_id, observations=len(deleted), feedback=feedback, index_entries=len(events), **history
+            user_id=user_id,
+            observations=len(deleted),
+            feedback=feedback,
+            index_entries=len(events),
+            archived_events=archived,
+            **history,
         )

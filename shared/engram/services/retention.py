@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import hashlib
+import io
 import json
 import tempfile
 import time
@@ -176,6 +177,36 @@ class Retention:
         log.info("retention.done", **report.summary())
         return report
 
+    async def scrub_user(self, tenant_id: str, user_id: str, *, wait_seconds: float = 30.0) -> int:
+        """Remove a user's events from the tenant's archived days (R-11.3 erasure); the count.
+
+        Each archive object of the tenant that holds a line naming the user is rewritten
+        without those lines (deleted when none is left), checked like a new archive. It runs
+        under the retention lock: a retention run that read the user's rows before they were
+        erased has uploaded them before this looks, and later runs cannot see them. A run
+        holding the lock longer than `wait_seconds`, or an archive error, raises ArchiveError;
+        the erasure can simply be asked for again.
+        """
+        if self.archive is None:
+            return 0
+        archive = self.archive
+        deadline = time.monotonic() + wait_seconds
+        async with self.db.pool.acquire() as lock_conn:
+            while not await lock_conn.fetchval("SELECT pg_try_advisory_lock($1)", _LOCK_ID):
+                if time.monotonic() > deadline:
+                    raise ArchiveError(f"a retention run held the archive for over {wait_seconds:.0f}s")
+                await asyncio.sleep(0.2)
+            try:
+                prefix = f"{self.prefix}/{quote(tenant_id, safe='')}/"
+                removed = 0
+                for key in await asyncio.to_thread(archive.keys, prefix):
+                    removed += await asyncio.to_thread(_without_user, archive, key, user_id)
+                if removed:
+                    log.info("retention.user_scrubbed", tenant=tenant_id, removed=removed)
+                return removed
+            finally:
+                await lock_conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
+
     async def _day(self, tenant_id: str, day: date, cutoff: datetime) -> DayResult:
         result = DayResult(tenant_id, day)
         start = datetime(day.year, day.month, day.day, tzinfo=UTC)
@@ -228,3 +259,26 @@ class Retention:
             deleted += int(status.split()[-1])
             log.info("retention.progress", tenant=tenant_id, day=day.isoformat(), deleted=deleted, of=len(ids))
         return deleted
+
+
+def _without_user(archive: S3Archive, key: str, user_id: str) -> int:
+    """Rewrite one archive object without the user's lines; how many lines went."""
+    try:
+        lines = gzip.decompress(archive.get(key)).splitlines(keepends=True)
+    except Exception as exc:  # botocore or a broken object: the erasure is not complete
+        raise ArchiveError(f"reading s3://{archive.bucket}/{key} failed: {exc}") from exc
+    kept = [line for line in lines if json.loads(line).get("user_id") != user_id]
+    if len(kept) == len(lines):
+        return 0
+    if not kept:
+        archive.delete(key)
+        return len(lines)
+    body = gzip.compress(b"".join(kept), mtime=0)
+    archive.put(
+        key,
+        io.BytesIO(body),
+        size=len(body),
+        content_md5=hashlib.md5(body, usedforsecurity=False).digest(),
+        metadata={"rows": str(len(kept)), "scrubbed": "user-erasure"},
+    )
+    return len(lines) - len(kept)
