@@ -167,7 +167,10 @@ async def test_export_is_json_lines_of_own_observations_and_feedback(
         "messages": 2,
         "sessions": 1,
         "summaries": 1,
+        "telemetry_events": 2,
     }
+    events = [x for x in records if x["record"] == "telemetry_event"]
+    assert len(events) == 2 and all(e["event_name"] and isinstance(e["metadata"], dict) for e in events)
 
 
 async def test_export_of_another_user_needs_the_admin_permission(
@@ -187,6 +190,7 @@ async def test_export_of_another_user_needs_the_admin_permission(
         "messages": 0,
         "sessions": 0,
         "summaries": 0,
+        "telemetry_events": 0,
     }
     no_read = await api.get("/api/ai/memory/export", headers=auth(tenant, "bob", permissions=["create:AiObservation"]))
     assert no_read.status_code == 403
@@ -242,7 +246,7 @@ async def test_erasure_leaves_nothing_of_the_user(
 
     export = await api.get("/api/ai/memory/export", headers=s["alice"])
     assert {k: v for k, v in lines(export.text)[-1].items() if k != "record"} == dict.fromkeys(
-        ("observations", "feedback", "chats", "messages", "sessions", "summaries"), 0
+        ("observations", "feedback", "chats", "messages", "sessions", "summaries", "telemetry_events"), 0
     )
     again = await api.delete("/api/ai/memory?user=alice", headers=s["alice"])
     assert again.json() == {

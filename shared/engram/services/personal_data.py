@@ -112,7 +112,7 @@ class PersonalData:
 
     async def export(self, tenant_id: str, user_id: str) -> AsyncIterator[bytes]:
         """JSON Lines: a header, every owned observation, every feedback row, the user's chats,
-        messages, sessions and summaries, and a trailer with counts."""
+        messages, sessions and summaries, the user's telemetry events, and a trailer with counts."""
         yield _line(
             {
                 "record": "export",
@@ -157,6 +157,26 @@ class PersonalData:
                 async for row in conn.cursor(sql, tenant_id, user_id, prefetch=500):
                     counts[name] += 1
                     yield _line({"record": record, **{k: v for k, v in dict(row).items() if k != "tenant_id"}})
+            # the user's telemetry still in the database (archived days are in the S3 archive)
+            counts["telemetry_events"] = 0
+            async for row in conn.cursor(
+                "SELECT event_name, chat_id, metadata, created_at FROM ai_events"
+                f" WHERE {_OF_USER} ORDER BY created_at, id",
+                tenant_id,
+                user_id,
+                prefetch=2_000,
+            ):
+                counts["telemetry_events"] += 1
+                metadata = row["metadata"]
+                yield _line(
+                    {
+                        "record": "telemetry_event",
+                        "event_name": row["event_name"],
+                        "chat_id": str(row["chat_id"]) if row["chat_id"] else None,
+                        "metadata": json.loads(metadata) if isinstance(metadata, str) else metadata,
+                        "created_at": row["created_at"].isoformat(),
+                    }
+                )
         yield _line({"record": "end", **counts})
 
     async def erase(self, principal: Principal, user: str | None) -> Erasure:
