@@ -31,3 +31,15 @@ def test_under_functions_framework_the_functions_are_registered_as_cloud_events(
         """
     )
     assert out.split() == ["cloudevent", "True"] * 3
+
+
+def test_memory_api_starts_without_boto3() -> None:
+    """boto3 (S3 archive for erasure) loads on the first erasure, not at start-up."""
+    out = run(
+        """
+        import sys
+        import functions.memory_api.main
+        print(sorted(m for m in ("boto3", "botocore") if m in sys.modules))
+        """
+    )
+    assert out == "[]"
