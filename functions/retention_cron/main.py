@@ -18,28 +18,13 @@ from datetime import UTC, datetime
 import structlog
 
 from engram.adapters.postgres import Database
-from engram.adapters.s3_archive import S3Archive
+from engram.bootstrap import build_retention
 from engram.domain.schedule import RETENTION_SCHEDULE
 from engram.runtime.logs import configure_logging
-from engram.services.retention import Retention, RetentionReport
+from engram.services.retention import RetentionReport
 from engram.settings import Settings, get_settings
 
 log = structlog.get_logger(__name__)
-
-
-def build_retention(settings: Settings, db: Database) -> Retention:
-    archive = (
-        S3Archive(settings.engram_archive_bucket, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region)
-        if settings.engram_archive_bucket
-        else None
-    )
-    return Retention(
-        db,
-        retention_days=settings.ai_events_retention_days,
-        archive=archive,
-        prefix=settings.engram_archive_prefix,
-        batch_size=settings.engram_retention_batch_size,
-    )
 
 
 async def run_once(settings: Settings | None = None, now: datetime | None = None) -> RetentionReport:

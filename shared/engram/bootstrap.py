@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -37,6 +37,9 @@ from engram.services.personal_data import PersonalData
 from engram.services.recall import RecallService
 from engram.services.telemetry_query import TelemetryQuery
 from engram.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from engram.services.retention import Retention
 
 log = structlog.get_logger(__name__)
 
@@ -180,30 +183,37 @@ def build_chat(
     )
 
 
+def build_retention(settings: Settings, db: Database) -> Retention:
+    """The telemetry retention job (and its S3 archive when `ENGRAM_ARCHIVE_BUCKET` is set), for
+    retention-cron and for erasure's archive step; imported here on use, not at start-up."""
+    from engram.adapters.s3_archive import S3Archive
+    from engram.services.retention import Retention
+
+    archive = (
+        S3Archive(settings.engram_archive_bucket, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region)
+        if settings.engram_archive_bucket
+        else None
+    )
+    return Retention(
+        db,
+        retention_days=settings.ai_events_retention_days,
+        archive=archive,
+        prefix=settings.engram_archive_prefix,
+        batch_size=settings.engram_retention_batch_size,
+    )
+
+
 def archive_scrub(settings: Settings, db: Database) -> Callable[[str, str], Awaitable[int]] | None:
     """Erasure's archive step (`Retention.scrub_user`) when a telemetry archive is configured;
     boto3 is imported on the first erasure, not at start-up (cold start)."""
-    bucket = settings.engram_archive_bucket
-    if not bucket:
+    if not settings.engram_archive_bucket:
         return None
-    built: list[Any] = []
+    built: list[Retention] = []
 
     async def scrub(tenant_id: str, user_id: str) -> int:
         if not built:
-            from engram.adapters.s3_archive import S3Archive
-            from engram.services.retention import Retention
-
-            archive = S3Archive(bucket, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region)
-            built.append(
-                Retention(
-                    db,
-                    retention_days=settings.ai_events_retention_days,
-                    archive=archive,
-                    prefix=settings.engram_archive_prefix,
-                )
-            )
-        removed: int = await built[0].scrub_user(tenant_id, user_id)
-        return removed
+            built.append(build_retention(settings, db))
+        return await built[0].scrub_user(tenant_id, user_id)
 
     return scrub
 

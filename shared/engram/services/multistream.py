@@ -48,6 +48,11 @@ from engram.services.gateway import LlmGateway, TelemetryBuffer
 log = structlog.get_logger(__name__)
 
 
+def _failure(exc: BaseException) -> str:
+    """A stream's error as recorded in its result and telemetry."""
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
 @dataclass
 class MultiStreamResult:
     intent: Intent
@@ -134,7 +139,7 @@ class MultiStreamRecall:
         except TimeoutError:
             result.error = f"timed out after {self.engine.stream_timeout_seconds}s"
         except Exception as exc:  # one stream's failure never fails the recall
-            result.error = f"{type(exc).__name__}: {exc}"[:500]
+            result.error = _failure(exc)
         result.duration_ms = (time.perf_counter() - started) * 1000
         return result
 
@@ -162,11 +167,11 @@ class MultiStreamRecall:
                 r.error = f"timed out after {self.engine.stream_timeout_seconds}s"
         except Exception as exc:  # recall failed for every stream; the turn still answers
             for r in results:
-                r.error = f"{type(exc).__name__}: {exc}"[:500]
+                r.error = _failure(exc)
         else:
             for r, one in zip(results, found, strict=True):
                 if isinstance(one, Exception):
-                    r.error = f"{type(one).__name__}: {one}"[:500]
+                    r.error = _failure(one)
                     continue
                 r.query_id = str(one.query_id)
                 r.hits = with_origin(live_only(standard_context_filter(principal, one.hits)), r.name)

@@ -334,12 +334,8 @@ class RecallService:
                 continue
             visible.append((f, obs))
         # session, date and tag support are part of fusion (hybrid only), from what this caller may see
-        support = (
-            session_support([(f.id, f.rrf, obs.provenance.session_id) for f, obs in visible])
-            if query.mode == "hybrid"
-            else {}
-        )
         hybrid = query.mode == "hybrid"
+        support = session_support([(f.id, f.rrf, obs.provenance.session_id) for f, obs in visible]) if hybrid else {}
         dates = mentioned_dates(plan.text) if hybrid else ()
         query_words = padded_words(plan.text) if hybrid else ""
         for f, obs in visible:
