@@ -28,6 +28,34 @@ class TenantRequired(ValueError):
     pass
 
 
+class _Connection(asyncpg.Connection):  # type: ignore[misc]
+    """A pooled connection that skips the reset round trip after a tenant transaction.
+
+    asyncpg resets a connection when it goes back to the pool (advisory locks, cursors, LISTEN,
+    session settings): one more round trip per transaction. A committed `Database.tenant`
+    transaction leaves nothing behind (its settings are transaction-local, `set_config(...,
+    true)`), so the connection returns without it; any other use (`Database.system`, a raw
+    `pool.acquire()`, a failed transaction) still gets the full reset. asyncpg's documented
+    hook: `get_reset_query` of a Connection subclass; an open transaction is always rolled back.
+    """
+
+    __slots__ = ("_tenant_only",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tenant_only = False
+
+    def tenant_transaction_done(self) -> None:
+        self._tenant_only = True
+
+    def get_reset_query(self) -> str:
+        if self._tenant_only:
+            self._tenant_only = False
+            return ""
+        query: str = super().get_reset_query()
+        return query
+
+
 class Database:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
@@ -39,6 +67,7 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             init=_init_connection,
+            connection_class=_Connection,
             command_timeout=60,
             max_inactive_connection_lifetime=120,
         )
@@ -52,13 +81,15 @@ class Database:
         """A transaction in which only `tenant_id`'s rows exist."""
         if not tenant_id:
             raise TenantRequired("a tenant-scoped transaction needs a tenant id")
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "SELECT set_config('role', $1, true), set_config('engram.tenant_id', $2, true)",
-                APP_ROLE,
-                tenant_id,
-            )
-            yield conn
+        async with self.pool.acquire() as conn:
+            async with conn.transaction():
+                await conn.execute(
+                    "SELECT set_config('role', $1, true), set_config('engram.tenant_id', $2, true)",
+                    APP_ROLE,
+                    tenant_id,
+                )
+                yield conn
+            conn.tenant_transaction_done()  # committed: no reset needed on release
 
     @asynccontextmanager
     async def system(self) -> AsyncIterator[Connection]:

@@ -279,8 +279,10 @@ class ChatTurns:
                     "recall is not configured on this server (Services.recall is None); chat-turn cannot recall memory"
                 )
         decision = self._decide(body)
-        # the message's query vector is made while the turn is prepared (it is most of recall)
-        ahead = recall.embed_ahead([body.message]) if isinstance(recall, EmbedAhead) else None
+        # the streams' query vectors are made while the turn is prepared (they are most of recall)
+        ahead = (
+            recall.embed_ahead(self.multistream.texts_ahead(body.message)) if isinstance(recall, EmbedAhead) else None
+        )
         async with self.db.tenant(principal.tenant_id) as conn:
             store = ChatStore(conn)
             chat = await self._chat(store, principal, chat_id, body)

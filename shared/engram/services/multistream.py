@@ -112,6 +112,17 @@ class MultiStreamRecall:
                 log.info("intent.llm_failed", error=str(exc))
         return Intent(router.fallback, "fallback")
 
+    def texts_ahead(self, text: str) -> list[str]:
+        """The query texts the message's streams will search, as far as known before the turn:
+        with a keyword intent, each of its streams' templated texts (the risk stream adds words,
+        so its vector differs); otherwise the message itself (most templates are `{query}`)."""
+        intent = keyword_intent(text, self.engine)
+        if intent is None:
+            return [text]
+        return list(
+            dict.fromkeys(self.engine.streams[n].query(text) for n in self.engine.strategies[intent.name].streams)
+        )
+
     def _query(self, name: str, text: str, query_id: uuid.UUID) -> RecallQuery:
         spec = self.engine.streams[name]
         return RecallQuery(

@@ -224,16 +224,17 @@ class RecallService:
             hidden = await rejected_ids(conn, principal.user_id)
             for plan in plans:
                 plan.visibility = _hiding(plan.visibility, hidden)
-            scan = await index.prepare(conn, tenant_id, limit)
 
             async def lexical(vis: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
-                return await index.lexical_in(conn, vis, text, where, limit, scan)
+                return await index.lexical_in(conn, vis, text, where, limit)
 
-            # the texts are embedded meanwhile
+            # the texts are embedded meanwhile; BM25 runs before `prepare` turns on custom plans
+            # for the kNN: its cached generic plan saves ~1 ms of planning per statement
             for group in _groups([p for p in plans if p.wants_lexical]):
                 for plan, ranked in zip(group, await _shared_list(group, lexical), strict=True):
                     plan.lexical = ranked
             if embedding is None or embedding.done():
+                scan = await index.prepare(conn, tenant_id, limit)
                 return await self._vector_and_hydrate(index, conn, plans, embedding, scan)
         await embedding
         async with self.db.tenant(tenant_id) as conn:
@@ -318,10 +319,16 @@ class RecallService:
             if plan.visibility.include_sensitive:
                 widest = plan.visibility
         params: list[Any] = [[uuid.UUID(i) for i in ids]]
-        vis = visibility_sql(widest, params)
+        vis = visibility_sql(widest, params, "o")
         params.append(plans[0].where.now)
-        live = live_sql(f"${len(params)}")
-        rows = await conn.fetch(f"SELECT * FROM observations WHERE id = ANY($1::uuid[]) AND {vis} AND {live}", *params)
+        live = live_sql(f"${len(params)}", "o")
+        # a join on the primary key, one probe per id: `id = ANY(...)` under the kNN's custom
+        # plans walked the tenant's whole (tenant_id, created_at) index instead (1.5 vs 0.2 ms)
+        rows = await conn.fetch(
+            f"SELECT o.* FROM unnest($1::uuid[]) AS wanted(id) JOIN observations o ON o.id = wanted.id"
+            f" WHERE {vis} AND {live}",
+            *params,
+        )
         return {str(r["id"]): to_observation(r) for r in rows}
 
     def _hits(self, plan: _Plan, found: dict[str, Observation], now: datetime) -> list[SearchHit]:
