@@ -114,3 +114,42 @@ async def test_real_recall_fills_the_streams_and_a_turn_answers_offline_from_it(
     assert body["offline"] is True and title in body["answer"]
     hits = body["memory_trace"]["observations"]
     assert any(h["title"] == title and h["stream"] == "facts" for h in hits)
+
+
+async def test_a_templated_stream_text_is_embedded_ahead_too(
+    services: Any,
+    workers: Any,
+    real_recall: Any,
+    fake_recall: Any,
+    api: httpx.AsyncClient,
+    chat_api: httpx.AsyncClient,
+    auth: Any,
+    tenant: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    services.recall = real_recall
+    headers = auth(tenant)
+    title = "Moving Müller Maschinenbau to quarterly billing risks a late payment"
+    await remember(api, headers, type="mistake", title=title, scope="public")
+    principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
+    await eventually(lambda: indexed(real_recall, principal, "Müller Maschinenbau quarterly billing", {title}), 30)
+    message = "Should we move Müller Maschinenbau to quarterly billing?"  # DECISION: values, facts, risk
+    risk = services.chat.engine.streams["risk"].query(message)
+    assert risk != message
+    inner = real_recall.embedder
+    asked: list[str] = []
+
+    async def embed_query(text_: str) -> Any:
+        asked.append(text_)
+        return await inner.embed_query(text_)
+
+    monkeypatch.setattr(real_recall, "embedder", SimpleNamespace(embed_query=embed_query, dimensions=inner.dimensions))
+    started_ahead: list[list[str]] = []
+    embed_ahead = real_recall.embed_ahead
+    monkeypatch.setattr(real_recall, "embed_ahead", lambda texts: started_ahead.append(texts) or embed_ahead(texts))
+    r = await chat_api.post(f"/api/ai/chats/{uuid.uuid4()}/turns", json={"message": message}, headers=headers)
+    assert r.status_code == 200, r.text
+    # both texts start before the turn is prepared, and recall embeds neither again
+    assert started_ahead == [[message, risk]] and sorted(asked) == sorted([message, risk]), (started_ahead, asked)
+    hits = r.json()["memory_trace"]["observations"]
+    assert any(h["title"] == title and h["stream"] == "risk" for h in hits)

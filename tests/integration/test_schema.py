@@ -127,3 +127,35 @@ async def test_agent_key_lookup_function(db: Any, tenant: str) -> None:
         stored = await conn.fetchval("SELECT key_hash FROM agent_keys WHERE id = $1", issued.id)
     assert issued.secret not in stored and len(stored) == 64
     assert uuid.UUID(str(issued.id))
+
+
+async def test_pool_skips_the_reset_only_after_a_committed_tenant_transaction(
+    stack: dict[str, str], tenant: str
+) -> None:
+    from engram.adapters.postgres import Database
+
+    db = await Database.connect(stack["database_url"], min_size=1, max_size=1)  # one connection, reused
+    queries: list[str] = []
+    try:
+        async with db.system() as conn:
+            conn.add_query_logger(lambda logged: queries.append(logged.query))
+            await conn.execute("SET application_name = 'leftover'")  # session-level state
+        assert any("RESET ALL" in q for q in queries), "system use is followed by the full reset"
+        async with db.system() as conn:
+            assert await conn.fetchval("SHOW application_name") != "leftover"
+
+        queries.clear()
+        async with db.tenant(tenant) as conn:
+            assert await conn.fetchval("SELECT current_setting('engram.tenant_id')") == tenant
+        assert not any("RESET ALL" in q for q in queries), "a committed tenant transaction skips the reset"
+        async with db.system() as conn:  # and leaves nothing behind: its settings were transaction-local
+            assert await conn.fetchval("SELECT current_setting('engram.tenant_id', true)") in (None, "")
+            assert await conn.fetchval("SELECT current_user") != "engram_app"
+
+        queries.clear()
+        with pytest.raises(RuntimeError):
+            async with db.tenant(tenant):
+                raise RuntimeError("the turn failed")
+        assert any("RESET ALL" in q for q in queries), "a failed tenant transaction is reset in full"
+    finally:
+        await db.close()
