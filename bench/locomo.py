@@ -46,7 +46,7 @@ from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal
 from engram.services.conversations import ConversationIngest
 from engram.services.indexing import Indexer
-from engram.services.recall import RecallService
+from engram.services.recall import CANDIDATES, RecallService
 
 DEFAULT_DATA = "/work/shared/bench/locomo/dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -184,7 +184,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     bus = CollectingBus()
     ingest = ConversationIngest(db, bus)
     indexer = Indexer(db, index, embedder)
-    recall = RecallService(db, index, embedder, None)
+    recall = RecallService(db, index, embedder, None, candidates=args.candidates)
     scores = Scores()
     started = time.perf_counter()
     ingest_seconds = 0.0
@@ -225,7 +225,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                     ranked = [turn_id_of(r) or "" for r in refs]
                 else:
                     q0 = time.perf_counter()
-                    result = await recall.search(principal, RecallQuery(text=question, limit=10, mode=mode))
+                    result = await recall.search(principal, RecallQuery(text=question, limit=args.limit, mode=mode))
                     if mode == "hybrid":
                         scores.latencies_ms.append((time.perf_counter() - q0) * 1000)
                     ranked = [turn_id_of(h.observation.provenance.source_event_id) or "" for h in result.hits]
@@ -240,6 +240,8 @@ def report(
     figures: dict[str, Any] = {
         "embedder": model,
         "window": args.window,
+        "limit": args.limit,
+        "candidates": args.candidates,
         "questions": questions,
         "ingest_seconds": round(ingest_s, 1),
         "total_seconds": round(total_s, 1),
@@ -283,6 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", default="e5", choices=["e5", "use", "static"])
     parser.add_argument("--window", type=int, default=2, help="neighbouring turns on each side in a unit")
     parser.add_argument("--state", default=".engram/bench", help="embedded PostgreSQL (embedding cache) folder")
+    parser.add_argument("--limit", type=int, default=10, help="hits asked for per question (recall@10 needs 10)")
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        default=CANDIDATES,
+        help="BM25 and kNN candidates per list before fusion (at least twice the limit are taken)",
+    )
     args = parser.parse_args(argv)
     from engram.runtime.logs import configure_logging
 

@@ -240,8 +240,18 @@ async def test_the_next_turn_continues_the_session_from_the_compaction_block(
     assert "context_management" in later.body
     (fired,) = await events(services, tenant, "chat.compaction_fired")
     assert fired == {"summaryChars": len(summary), "iterationInputTokens": 151_000, "model": SONNET}
-    session = (await rows(services, tenant, "SELECT metadata FROM sessions WHERE chat_id = $1", chat_id))[0]
-    assert session["metadata"]["turns"] == 2
+    session = (
+        await rows(
+            services,
+            tenant,
+            "SELECT metadata, status, updated_at, created_at FROM sessions WHERE chat_id = $1",
+            chat_id,
+        )
+    )[0]
+    assert session["metadata"]["turns"] == 2 and session["metadata"]["last_model"] == SONNET
+    assert session["status"] == "active" and session["updated_at"] > session["created_at"]
+    chat = (await rows(services, tenant, "SELECT updated_at, created_at FROM chats WHERE id = $1", chat_id))[0]
+    assert chat["updated_at"] > chat["created_at"]  # the turn touched the chat too
 
 
 async def test_tokens_stream_as_server_sent_events(

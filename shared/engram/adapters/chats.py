@@ -101,11 +101,6 @@ class ChatStore:
         )
         return _chat(row) if row else None
 
-    async def touch_chat(self, chat_id: uuid.UUID, title: str | None) -> None:
-        await self.conn.execute(
-            "UPDATE chats SET updated_at = now(), title = coalesce(title, $2) WHERE id = $1", chat_id, title
-        )
-
     async def active_session(self, chat_id: uuid.UUID) -> Session | None:
         row = await self.conn.fetchrow(
             "SELECT * FROM sessions WHERE chat_id = $1 AND status = 'active' ORDER BY updated_at DESC LIMIT 1",
@@ -132,12 +127,21 @@ class ChatStore:
         )
         return _session(row)
 
-    async def update_session(
-        self, session_id: uuid.UUID, *, status: SessionStatus | None = None, metadata: dict[str, Any] | None = None
+    async def finish_turn(
+        self,
+        chat_id: uuid.UUID,
+        session_id: uuid.UUID,
+        *,
+        status: SessionStatus | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
+        """After a turn: the session (status, merged metadata) and the chat are touched, in one statement."""
         await self.conn.execute(
-            "UPDATE sessions SET updated_at = now(), status = coalesce($2, status),"
-            " metadata = metadata || coalesce($3::jsonb, '{}'::jsonb) WHERE id = $1",
+            "WITH touched_session AS ("
+            " UPDATE sessions SET updated_at = now(), status = coalesce($3, status),"
+            " metadata = metadata || coalesce($4::jsonb, '{}'::jsonb) WHERE id = $2)"
+            " UPDATE chats SET updated_at = now() WHERE id = $1",
+            chat_id,
             session_id,
             status.value if status else None,
             metadata,

@@ -678,12 +678,12 @@ class ChatTurns:
                 ],
                 datetime.now(UTC),
             )
-            await store.update_session(
+            await store.finish_turn(
+                prepared.chat.id,
                 prepared.session.id,
                 status=SessionStatus.completed if end_now else None,
                 metadata={"turns": turns + 1, "stable_memory_hash": prepared.stable_hash, "last_model": model},
             )
-            await store.touch_chat(prepared.chat.id, None)
             await telemetry.write(conn, records)
             pending = await outbox.stage(conn, principal.tenant_id, events)
         self._publish_soon(pending)
