@@ -225,6 +225,37 @@ async def test_a_batch_is_idempotent_and_updates_each_observation_once(
         assert await conn.fetchval("SELECT count(*) FROM observation_feedback") == 38
 
 
+async def test_a_search_reports_its_hits_in_one_retrieved_event(
+    api: Any, auth: Any, tenant: str, services: Any, db: Any
+) -> None:
+    """Recall sends one `retrieved` event per search; the worker counts each hit like a single event."""
+    a = (await remember(api, auth(tenant), "Hit A", scope="public"))["id"]
+    b = (await remember(api, auth(tenant), "Hit B", scope="public"))["id"]
+    gone = str(uuid.uuid4())  # deleted since the search: acknowledged, no effect
+    query_id = uuid.uuid4()
+    search = event(
+        tenant,
+        "alice",
+        kind="retrieved",
+        observation_ids=[a, b, gone],
+        query_id=query_id,
+        stream_origin="facts",
+        actor="system",
+    )
+    single = event(tenant, "alice", kind="retrieved", observation_id=a)
+    recorder = services.feedback_recorder
+    assert await recorder.handle_batch([search, single]) == [None, None]
+    assert (recorder.last_report.applied, recorder.last_report.orphaned) == (3, 1)
+    assert await recorder.handle_batch([search]) == [None]  # redelivered: each hit was claimed already
+    assert (recorder.last_report.applied, recorder.last_report.duplicates) == (0, 3)
+    obs_a = (await api.get(f"/api/ai/memory/{a}", headers=auth(tenant))).json()
+    obs_b = (await api.get(f"/api/ai/memory/{b}", headers=auth(tenant))).json()
+    assert (obs_a["relevance_count"], obs_b["relevance_count"]) == (2, 1)
+    assert [(r["kind"], r["query_id"], r["stream_origin"]) for r in await rows(db, tenant, b)] == [
+        ("retrieved", query_id, "facts")
+    ]
+
+
 async def test_invalid_and_orphaned_feedback(api: Any, auth: Any, tenant: str, services: Any) -> None:
     gone = (await remember(api, auth(tenant), "Soon deleted", scope="public"))["id"]
     async with services.db.tenant(tenant) as conn:

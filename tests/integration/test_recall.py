@@ -185,9 +185,10 @@ async def test_retrieved_feedback_events(tenant: str, services: Any, workers: An
 
     (msg,) = await eventually(mine)
     data = json.loads(msg.data)
-    assert data == {
+    assert data == {  # one event per search, with every hit
         "kind": "retrieved",
-        "observation_id": str(w.observation.id),
+        "observation_id": None,
+        "observation_ids": [str(w.observation.id)],
         "rating": None,
         "query_id": str(result.query_id),
         "stream_origin": "facts",
@@ -360,7 +361,7 @@ async def test_search_many_plans_streams_together(tenant: str, services: Any, wo
         except nats.errors.TimeoutError:
             msgs = []
         found.update(
-            (json.loads(m.data)["stream_origin"], json.loads(m.data)["observation_id"])
+            (json.loads(m.data)["stream_origin"], *json.loads(m.data)["observation_ids"])
             for m in msgs
             if str(shared).encode() in m.data
         )

@@ -124,6 +124,15 @@ def test_feedback_event_shape_per_kind() -> None:
         {"kind": "confirmed"},
         {"kind": "cited", "observation_id": str(uuid.uuid4()), "rating": 4},
         {"kind": "cited", "observation_id": str(uuid.uuid4()), "actor": "robot"},
+        # a search's hits in one event: 'retrieved' only, 1..100 distinct ids, not beside observation_id
+        {"kind": "cited", "observation_ids": [str(uuid.uuid4())]},
+        {"kind": "rated", "rating": 3, "query_id": str(uuid.uuid4()), "observation_ids": [str(uuid.uuid4())]},
+        {"kind": "retrieved", "observation_ids": []},
+        {"kind": "retrieved", "observation_ids": [str(uuid.uuid4()) for _ in range(101)]},
+        {"kind": "retrieved", "observation_ids": [str(one := uuid.uuid4()), str(one)]},
+        {"kind": "retrieved", "observation_id": str(uuid.uuid4()), "observation_ids": [str(uuid.uuid4())]},
     ):
         with pytest.raises(ValidationError):
             FeedbackRecorded.model_validate(bad)
+    hits = [uuid.uuid4() for _ in range(100)]
+    assert FeedbackRecorded(kind="retrieved", observation_ids=hits, actor="system").observation_ids == hits

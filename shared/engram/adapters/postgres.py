@@ -89,7 +89,9 @@ class Database:
                     tenant_id,
                 )
                 yield conn
-            conn.tenant_transaction_done()  # committed: no reset needed on release
+            # committed: no reset needed on release (a pool made elsewhere has plain connections)
+            if (done := getattr(conn, "tenant_transaction_done", None)) is not None:
+                done()
 
     @asynccontextmanager
     async def system(self) -> AsyncIterator[Connection]:

@@ -82,15 +82,25 @@ class ChatTurnCompleted(_Data):
     session_ended: bool = False
 
 
+MAX_RETRIEVED_IDS = 100  # a search returns at most 100 hits
+
+
 class FeedbackRecorded(_Data):
     """Feedback on an observation (retrieved, cited, confirmed, rejected) or a rating of a query (R-9.1).
 
     The user is the event's `userid` extension. `actor` says who gave it: only a human's
     confirmation verifies an observation (R-12.1), so the default is the one that verifies nothing.
+    Recall reports the hits of one search as one `retrieved` event with `observation_ids`.
     """
 
     kind: FeedbackKind
     observation_id: uuid.UUID | None = None
+    observation_ids: list[uuid.UUID] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_RETRIEVED_IDS,
+        description="'retrieved' only, instead of observation_id: every hit of one search in one event",
+    )
     rating: int | None = Field(default=None, ge=1, le=5)
     query_id: uuid.UUID | None = None
     stream_origin: str | None = Field(default=None, max_length=64)
@@ -100,11 +110,18 @@ class FeedbackRecorded(_Data):
 
     @model_validator(mode="after")
     def _shape_fits_kind(self) -> FeedbackRecorded:
+        if self.observation_ids is not None:
+            if self.kind is not FeedbackKind.retrieved:
+                raise ValueError("'observation_ids' belongs to kind 'retrieved' only")
+            if self.observation_id is not None:
+                raise ValueError("give 'observation_id' or 'observation_ids', not both")
+            if len(set(self.observation_ids)) != len(self.observation_ids):
+                raise ValueError("'observation_ids' repeats an observation")
         if self.kind is FeedbackKind.rated:
             if self.rating is None or self.query_id is None:
                 raise ValueError("a rating needs 'rating' (1..5) and 'query_id'")
         else:
-            if self.observation_id is None:
+            if self.observation_id is None and self.observation_ids is None:
                 raise ValueError(f"'{self.kind.value}' feedback needs 'observation_id'")
             if self.rating is not None:
                 raise ValueError("'rating' belongs to kind 'rated' only")

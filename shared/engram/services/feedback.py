@@ -134,7 +134,9 @@ def event_key(event: CloudEvent) -> str:
     return f"{event['source']}\x1f{event['id']}"
 
 
-def _parse(index: int, event: CloudEvent) -> tuple[str, _Parsed]:
+def _parse(index: int, event: CloudEvent) -> tuple[str, list[_Parsed]]:
+    """The event as one item per observation: a search's `retrieved` event with `observation_ids`
+    becomes one item per hit, each with a key of its own (claimed and counted like single events)."""
     tenant = event.get("tenantid")
     if not isinstance(tenant, str) or not tenant.strip():
         raise InvalidEvent("the 'tenantid' extension is required")
@@ -152,7 +154,19 @@ def _parse(index: int, event: CloudEvent) -> tuple[str, _Parsed]:
         raise InvalidEvent(f"'time' is not an RFC 3339 timestamp: {sent!r}") from exc
     if at is not None and at.tzinfo is None:
         raise InvalidEvent(f"'time' needs a UTC offset: {sent!r}")
-    return tenant, _Parsed(index, event_key(event), user_id, data, at)
+    key = event_key(event)
+    if data.observation_ids is None:
+        return tenant, [_Parsed(index, key, user_id, data, at)]
+    return tenant, [
+        _Parsed(
+            index,
+            f"{key}\x1f{observation_id}",
+            user_id,
+            data.model_copy(update={"observation_id": observation_id, "observation_ids": None}),
+            at,
+        )
+        for observation_id in data.observation_ids
+    ]
 
 
 def _erased(p: _Parsed, erased_at: dict[str, datetime]) -> bool:
@@ -175,7 +189,7 @@ class FeedbackRecorder:
         for i, event in enumerate(events):
             try:
                 tenant, parsed = _parse(i, event)
-                tenants[tenant].append(parsed)
+                tenants[tenant].extend(parsed)
             except InvalidEvent as exc:
                 outcomes[i] = exc
         report = BatchReport()
