@@ -215,7 +215,8 @@ async def test_retriever_rrf_behind_the_setting(es: Any, services: Any, tenant: 
     assert [h.observation.id for h in result.hits] == [w.observation.id]
     (request,) = fake.requests_to("POST", "/_search")
     rrf = request.body["retriever"]["rrf"]
-    assert rrf["rank_constant"] == 60 and rrf["rank_window_size"] == 20 and request.body["size"] == 20
+    # at least 10 candidates and twice the limit
+    assert rrf["rank_constant"] == 60 and rrf["rank_window_size"] == 10 and request.body["size"] == 10
     standard, knn = rrf["retrievers"]
     assert standard["standard"]["query"]["bool"]["filter"] == knn["knn"]["filter"]
     assert knn["knn"]["filter"][0] == {"term": {"tenant_id": tenant}}
