@@ -116,7 +116,7 @@ async def test_real_recall_fills_the_streams_and_a_turn_answers_offline_from_it(
     assert any(h["title"] == title and h["stream"] == "facts" for h in hits)
 
 
-async def test_a_templated_stream_text_is_embedded_ahead_too(
+async def test_the_risk_template_expands_bm25_and_the_turn_embeds_the_message_once(
     services: Any,
     workers: Any,
     real_recall: Any,
@@ -129,13 +129,14 @@ async def test_a_templated_stream_text_is_embedded_ahead_too(
 ) -> None:
     services.recall = real_recall
     headers = auth(tenant)
-    title = "Moving Müller Maschinenbau to quarterly billing risks a late payment"
+    # found by the risk stream's expansion words only: the message shares no word with it
+    title = "Fehler im Mahnlauf: Risiko doppelter Zahlungen"
     await remember(api, headers, type="mistake", title=title, scope="public")
     principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
-    await eventually(lambda: indexed(real_recall, principal, "Müller Maschinenbau quarterly billing", {title}), 30)
+    await eventually(lambda: indexed(real_recall, principal, "Mahnlauf Fehler", {title}), 30)
     message = "Should we move Müller Maschinenbau to quarterly billing?"  # DECISION: values, facts, risk
-    risk = services.chat.engine.streams["risk"].query(message)
-    assert risk != message
+    risk = services.chat.engine.streams["risk"]
+    assert risk.query(message) != message and risk.vector_query(message) == message
     inner = real_recall.embedder
     asked: list[str] = []
 
@@ -147,9 +148,22 @@ async def test_a_templated_stream_text_is_embedded_ahead_too(
     started_ahead: list[list[str]] = []
     embed_ahead = real_recall.embed_ahead
     monkeypatch.setattr(real_recall, "embed_ahead", lambda texts: started_ahead.append(texts) or embed_ahead(texts))
+    searched: list[tuple[Any, Any]] = []
+    search_many = real_recall.search_many
+
+    async def recording(principal_: Any, queries: Any, **kwargs: Any) -> Any:
+        results = await search_many(principal_, queries, **kwargs)
+        searched.extend(zip(queries, results, strict=True))
+        return results
+
+    monkeypatch.setattr(real_recall, "search_many", recording)
     r = await chat_api.post(f"/api/ai/chats/{uuid.uuid4()}/turns", json={"message": message}, headers=headers)
     assert r.status_code == 200, r.text
-    # both texts start before the turn is prepared, and recall embeds neither again
-    assert started_ahead == [[message, risk]] and sorted(asked) == sorted([message, risk]), (started_ahead, asked)
+    # one vector for all three streams, made ahead
+    assert started_ahead == [[message]] and asked == [message], (started_ahead, asked)
+    (query, result), *_ = [(q, res) for q, res in searched if q.stream_origin == "risk"]
+    assert query.text == risk.query(message) and query.vector_text == message
+    (hit,) = [h for h in result.hits if h.observation.title == title]
+    assert hit.lexical_rank == 1  # BM25 found it through the template's words
     hits = r.json()["memory_trace"]["observations"]
-    assert any(h["title"] == title and h["stream"] == "risk" for h in hits)
+    assert any(h["title"] == title and h["stream"] == "risk" for h in hits), hits

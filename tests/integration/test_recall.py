@@ -624,3 +624,27 @@ async def test_a_memory_tagged_with_a_name_the_query_says_gets_tag_support(
     assert [h.observation.tags for h in result.hits] == [["melanie"], ["bob"]]
     assert result.hits[0].boosts["tag"] == 1.1 and "tag" not in result.hits[1].boosts
     await services.recall.drain()
+
+
+async def test_a_query_can_search_the_knn_side_with_a_text_of_its_own(tenant: str, services: Any, workers: Any) -> None:
+    """`vector_text`: BM25 searches `text`, kNN `vector_text` (a stream's template expands BM25 only)."""
+    from engram.services.recall import RecallService
+
+    async with services.db.tenant(tenant) as conn:
+        (w,) = await ObservationStore(conn).write_many(
+            [ObservationDraft(tenant_id=tenant, user_id="alice", title="Kestrel warehouse lease ends in March")]
+        )
+    await services.indexing.reindex(tenant)
+    embedder = CountingEmbedder(services.embedder)
+    recall = RecallService(services.db, services.index, embedder, None)
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    (result,) = await recall.search_many(
+        principal, [RecallQuery("Kestrel lease risk problem", vector_text="When does the Kestrel lease end?")]
+    )
+    assert embedder.asked == ["When does the Kestrel lease end?"]  # only the kNN text is embedded
+    (hit,) = result.hits  # type: ignore[union-attr]
+    assert hit.observation.id == w.observation.id and hit.lexical_rank == 1 and hit.vector_rank == 1
+    (bad,) = await recall.search_many(principal, [RecallQuery("Kestrel", vector_text="   ")])
+    from engram.services.memory import Unprocessable
+
+    assert isinstance(bad, Unprocessable) and bad.field == "vector_text"

@@ -24,6 +24,9 @@ class RecallQuery:
     stream_origin: str | None = None  # set by multi-stream recall, carried on every hit
     mode: Literal["hybrid", "lexical", "vector"] = "hybrid"  # single lists for benchmarks and explanations
     query_id: uuid.UUID | None = None  # given: the result carries it (all streams of one turn share one id)
+    # the kNN side's text when it differs from `text` (a stream's template expands only the BM25
+    # query); None: `text`
+    vector_text: str | None = None
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,20 @@ class StreamSpec(BaseModel):
 
     types: tuple[str, ...] = Field(min_length=1)
     boosts: dict[str, float] = Field(default_factory=dict)
+    # `query_template` is the BM25 query (expansion words count as extra terms); the kNN query
+    # is `vector_template`, by default the message itself: generic words move a dense vector
+    # away from the question's topic, and each distinct text costs a query embedding
     query_template: str = "{query}"
+    vector_template: str = "{query}"
     limit: int = Field(default=5, ge=1, le=50)
     compression_threshold: int = Field(default=2500, ge=200)
     description: str = ""
 
     def query(self, text: str) -> str:
         return self.query_template.replace("{query}", text)
+
+    def vector_query(self, text: str) -> str:
+        return self.vector_template.replace("{query}", text)
 
 
 class StrategySpec(BaseModel):

@@ -113,20 +113,20 @@ class MultiStreamRecall:
         return Intent(router.fallback, "fallback")
 
     def texts_ahead(self, text: str) -> list[str]:
-        """The query texts the message's streams will search, as far as known before the turn:
-        with a keyword intent, each of its streams' templated texts (the risk stream adds words,
-        so its vector differs); otherwise the message itself (most templates are `{query}`)."""
+        """The kNN texts the message's streams will search, as far as known before the turn: with
+        a keyword intent, each of its streams' vector texts (by default all the message itself);
+        otherwise the message."""
         intent = keyword_intent(text, self.engine)
         if intent is None:
             return [text]
-        return list(
-            dict.fromkeys(self.engine.streams[n].query(text) for n in self.engine.strategies[intent.name].streams)
-        )
+        streams = self.engine.strategies[intent.name].streams
+        return list(dict.fromkeys(self.engine.streams[n].vector_query(text) for n in streams))
 
     def _query(self, name: str, text: str, query_id: uuid.UUID) -> RecallQuery:
         spec = self.engine.streams[name]
         return RecallQuery(
             text=spec.query(text),
+            vector_text=spec.vector_query(text),
             limit=spec.limit,
             types=spec.types,
             type_boosts=dict(spec.boosts),

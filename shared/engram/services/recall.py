@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 
@@ -88,7 +88,8 @@ class _Plan:
     """One valid query of a `search_many` call and what the searches found for it."""
 
     query: RecallQuery
-    text: str
+    text: str  # BM25
+    vector_text: str  # kNN
     visibility: Visibility
     where: SearchFilter
     pool: int
@@ -160,7 +161,7 @@ class RecallService:
             except Unprocessable as exc:
                 results[i] = exc
         if plans:
-            texts = list(dict.fromkeys(p.text for p in plans.values() if p.wants_vector))
+            texts = list(dict.fromkeys(p.vector_text for p in plans.values() if p.wants_vector))
             embedding = asyncio.ensure_future(self._embed_using(texts, ahead)) if texts else None
             try:
                 if isinstance(self.index, SharedDatabaseIndex):
@@ -178,11 +179,13 @@ class RecallService:
 
     def _plan(self, principal: Principal, query: RecallQuery, now: datetime) -> _Plan:
         text = validate_query_text(query.text, "query")
+        vector_text = text if query.vector_text is None else validate_query_text(query.vector_text, "vector_text")
         if not 1 <= query.limit <= MAX_LIMIT:
             raise Unprocessable("limit", f"limit must be between 1 and {MAX_LIMIT}")
         return _Plan(
             query=query,
             text=text,
+            vector_text=vector_text,
             visibility=Visibility.for_principal(principal, want_sensitive=query.want_sensitive),
             where=SearchFilter(now=now, types=tuple(query.types)),
             pool=max(self.candidates, query.limit * 2),
@@ -232,8 +235,8 @@ class RecallService:
 
             # the texts are embedded meanwhile; BM25 runs before `prepare` turns on custom plans
             # for the kNN: its cached generic plan saves ~1 ms of planning per statement
-            for group in _groups([p for p in plans if p.wants_lexical]):
-                for plan, ranked in zip(group, await _shared_list(group, lexical), strict=True):
+            for group in _groups([p for p in plans if p.wants_lexical], "text"):
+                for plan, ranked in zip(group, await _shared_list(group, group[0].text, lexical), strict=True):
                     plan.lexical = ranked
             if embedding is None or embedding.done():
                 scan = await index.prepare(conn, tenant_id, limit)
@@ -257,8 +260,8 @@ class RecallService:
             async def vector(vis: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
                 return await index.vector_in(conn, vis, vectors[text], where, limit, scan)
 
-            for group in _groups([p for p in plans if p.wants_vector]):
-                for plan, ranked in zip(group, await _shared_list(group, vector), strict=True):
+            for group in _groups([p for p in plans if p.wants_vector], "vector_text"):
+                for plan, ranked in zip(group, await _shared_list(group, group[0].vector_text, vector), strict=True):
                     plan.vector = ranked
         for plan in plans:
             plan.fuse()
@@ -281,7 +284,7 @@ class RecallService:
         async def run(plan: _Plan) -> None:
             if plan.query.mode == "hybrid" and server_fusion:
                 assert embedding is not None
-                vector = (await embedding)[plan.text]
+                vector = (await embedding)[plan.vector_text]
                 by_server = await self.index.hybrid(  # type: ignore[attr-defined]
                     plan.visibility, plan.text, vector, plan.where, plan.pool
                 )
@@ -295,7 +298,7 @@ class RecallService:
             try:
                 if plan.wants_vector:
                     assert embedding is not None
-                    vector = (await embedding)[plan.text]
+                    vector = (await embedding)[plan.vector_text]
                     plan.vector = await self.index.vector(plan.visibility, vector, plan.where, plan.pool)
                 plan.lexical = await lexical if lexical is not None else []
             finally:
@@ -415,16 +418,19 @@ def shared_limit(plans: Sequence[_Plan]) -> int:
     return min(MAX_SHARED, SHARED_SLACK * sum(p.pool for p in plans))
 
 
-def _groups(plans: Sequence[_Plan]) -> list[list[_Plan]]:
-    """Plans that search the same text with the same visibility (streams of one turn)."""
+def _groups(plans: Sequence[_Plan], side: Literal["text", "vector_text"]) -> list[list[_Plan]]:
+    """Plans that search the same text (BM25: `text`, kNN: `vector_text`) with the same
+    visibility (streams of one turn)."""
     groups: dict[tuple[str, Visibility], list[_Plan]] = {}
     for plan in plans:
-        groups.setdefault((plan.text, plan.visibility), []).append(plan)
+        groups.setdefault((getattr(plan, side), plan.visibility), []).append(plan)
     return list(groups.values())
 
 
 async def _shared_list(
-    group: list[_Plan], search: Callable[[Visibility, str, SearchFilter, int], Awaitable[list[Ranked]]]
+    group: list[_Plan],
+    text: str,
+    search: Callable[[Visibility, str, SearchFilter, int], Awaitable[list[Ranked]]],
 ) -> list[list[Ranked]]:
     """One ranked list per plan of a group, from one search where possible.
 
@@ -436,19 +442,19 @@ async def _shared_list(
     """
     first = group[0]
     if len(group) == 1:
-        return [await search(first.visibility, first.text, first.where, first.pool)]
+        return [await search(first.visibility, text, first.where, first.pool)]
     union: tuple[str, ...] = ()
     if all(p.query.types for p in group):
         union = tuple(dict.fromkeys(t for p in group for t in p.query.types))
     limit = shared_limit(group)
-    shared = await search(first.visibility, first.text, SearchFilter(now=first.where.now, types=union), limit)
+    shared = await search(first.visibility, text, SearchFilter(now=first.where.now, types=union), limit)
     complete = len(shared) < limit  # nothing was cut: every matching entry is in the list
     lists = []
     for plan in group:
         types = set(plan.query.types)
         own = [r for r in shared if not types or r.type in types][: plan.pool]
         if any(r.type is None for r in shared) or (len(own) < plan.pool and not complete):
-            own = await search(plan.visibility, plan.text, plan.where, plan.pool)
+            own = await search(plan.visibility, text, plan.where, plan.pool)
         lists.append(own)
     return lists
 
