@@ -167,3 +167,50 @@ async def test_the_risk_template_expands_bm25_and_the_turn_embeds_the_message_on
     assert hit.lexical_rank == 1  # BM25 found it through the template's words
     hits = r.json()["memory_trace"]["observations"]
     assert any(h["title"] == title and h["stream"] == "risk" for h in hits), hits
+
+
+async def test_what_a_user_rejected_reaches_neither_the_stable_block_nor_recall_in_their_prompt(
+    services: Any,
+    workers: Any,
+    real_recall: Any,
+    llm: Any,
+    api: httpx.AsyncClient,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    token: Any,
+    tenant: str,
+) -> None:
+    alice = {"Authorization": f"Bearer {token(tenant, 'alice', permissions=ALL_PERMISSIONS)}"}
+    bob = {"Authorization": f"Bearer {token(tenant, 'bob', permissions=ALL_PERMISSIONS)}"}
+    kept_pref, rejected_pref = "Alice wants invoices as PDF by email", "Alice wants invoices by fax"
+    kept_fact, rejected_fact = "Kestrel Logistik pays within 30 days", "Kestrel Logistik pays in advance"
+    await remember(api, alice, type="preference", title=kept_pref, scope="private")
+    await remember(api, alice, type="preference", title=rejected_pref, scope="private")
+    await remember(api, alice, type="fact", title=kept_fact, scope="public")
+    await remember(api, alice, type="fact", title=rejected_fact, scope="public")
+    principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
+    titles = {kept_fact, rejected_fact}
+    await eventually(lambda: indexed(real_recall, principal, "Kestrel Logistik pays", titles), 30)
+    async with services.db.tenant(tenant) as conn:
+        await conn.execute(
+            "INSERT INTO observation_feedback (tenant_id, observation_id, user_id, kind)"
+            " SELECT $1, id, 'alice', 'rejected' FROM observations WHERE title = ANY($2::text[])",
+            tenant,
+            [rejected_pref, rejected_fact],
+        )
+
+    async def prompt_of(headers: dict[str, str]) -> str:
+        anthropic.requests.clear()
+        anthropic.script(text("Noted."), model=SONNET)
+        r = await chat_api.post(
+            f"/api/ai/chats/{uuid.uuid4()}/turns",
+            json={"message": "What do you know about how Kestrel Logistik pays its invoices?"},
+            headers=headers,
+        )
+        assert r.status_code == 200, r.text
+        return str(next(q for q in anthropic.requests if q.model == SONNET).prompt_text())
+
+    mine = await prompt_of(alice)
+    assert kept_pref in mine and kept_fact in mine  # the stable block and recall are there
+    assert rejected_pref not in mine and rejected_fact not in mine
+    assert rejected_fact in await prompt_of(bob)  # bob did not reject it

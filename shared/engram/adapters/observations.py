@@ -434,13 +434,19 @@ def visibility_sql(visibility: Visibility, params: list[Any], alias: str = "", i
     return clause
 
 
+# the observations a user rejected ({user}: the parameter holding the user id)
+REJECTED_IDS_SQL = (
+    "SELECT DISTINCT observation_id FROM observation_feedback"
+    " WHERE user_id = {user} AND kind = 'rejected' AND observation_id IS NOT NULL"
+)
+
+
 async def rejected_ids(conn: Connection, user_id: str | None) -> frozenset[str]:
     """The observations this user rejected: hidden from their recall and chat memory (R-7.5)."""
     if user_id is None:
         return frozenset()
     rows = await conn.fetch(
-        "SELECT DISTINCT observation_id FROM observation_feedback"
-        " WHERE user_id = $1 AND kind = 'rejected' AND observation_id IS NOT NULL",
+        REJECTED_IDS_SQL.format(user="$1"),
         user_id,
     )
     return frozenset(str(r["observation_id"]) for r in rows)

@@ -31,7 +31,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.adapters.chats import ChatStore, NewMessage, StoredMessage
-from engram.adapters.observations import live_sql, rejected_ids, to_observation, visibility_sql
+from engram.adapters.observations import REJECTED_IDS_SQL, live_sql, to_observation, visibility_sql
 from engram.adapters.postgres import Connection, Database
 from engram.domain.chat_extraction import detect_language
 from engram.domain.events import (
@@ -146,7 +146,6 @@ class PreparedTurn:
     history: list[Message]
     stable: list[Observation]
     stable_hash: str
-    hidden: frozenset[str]
     decision: RoutingDecision
     recall: Recall | None
     started: float
@@ -288,11 +287,8 @@ class ChatTurns:
             chat = await self._chat(store, principal, chat_id, body)
             session, previous = await self._session(store, principal, chat, body)
             history = _history_messages(await store.history(chat.id, self.history_messages))
-            hidden: frozenset[str] = frozenset()
-            stable: list[Observation] = []
-            if recall is not None:
-                hidden = await rejected_ids(conn, principal.user_id)
-                stable = await self._stable_memory(conn, principal, hidden)
+            # the user's rejections hide memories: here in SQL, in recall by the recall service
+            stable = await self._stable_memory(conn, principal) if recall is not None else []
         prepared = PreparedTurn(
             principal=principal,
             body=body,
@@ -302,7 +298,6 @@ class ChatTurns:
             history=history,
             stable=stable,
             stable_hash=_stable_hash(stable),
-            hidden=hidden,
             decision=decision,
             recall=recall,
             started=started,
@@ -348,8 +343,9 @@ class ChatTurns:
         )
         return session, previous
 
-    async def _stable_memory(self, conn: Connection, principal: Principal, hidden: frozenset[str]) -> list[Observation]:
-        """The user's own preferences and identity: the cached part of the memory (never sensitive).
+    async def _stable_memory(self, conn: Connection, principal: Principal) -> list[Observation]:
+        """The user's own preferences and identity: the cached part of the memory (never sensitive,
+        never what the user rejected).
 
         Only what the user owns: a colleague's public preference is not this user's profile (it
         can still come up through recall).
@@ -362,10 +358,16 @@ class ChatTurns:
             user_id=principal.user_id,
             teams=principal.teams,
             include_sensitive=False,
-            hidden_ids=hidden,
         )
         params: list[Any] = [principal.tenant_id, principal.user_id]
-        where = ["tenant_id = $1", "user_id = $2", visibility_sql(visibility, params), "scope <> 'sensitive'"]
+        where = [
+            "tenant_id = $1",
+            "user_id = $2",
+            visibility_sql(visibility, params),
+            "scope <> 'sensitive'",
+            # the rejected ids, read once by the statement (no round trip of their own)
+            f"id <> ALL(ARRAY({REJECTED_IDS_SQL.format(user='$2')}))",
+        ]
         params.append(types)
         where.append(f"type = ANY(${len(params)}::text[])")
         params.append(datetime.now(UTC))
@@ -395,11 +397,7 @@ class ChatTurns:
                 result = await recall.search(
                     principal, RecallQuery(text=query[:2_000], limit=8, want_sensitive=False, stream_origin="tool")
                 )
-                hits = [
-                    h
-                    for h in standard_context_filter(principal, result.hits)
-                    if str(h.observation.id) not in prepared.hidden
-                ]
+                hits = standard_context_filter(principal, result.hits)  # rejected ones: hidden by recall
                 found.extend(hits)
                 if not hits:
                     return "No matching memories."
@@ -477,9 +475,6 @@ class ChatTurns:
             recalled = await self.multistream.recall(
                 principal, prepared.recall, prepared.body.message, buffer, ahead=prepared.ahead
             )
-            if prepared.hidden:
-                for stream in recalled.streams:
-                    stream.hits = [h for h in stream.hits if str(h.observation.id) not in prepared.hidden]
         prepared.timings["recall"] = (time.perf_counter() - t0) * 1000
         if recalled is not None:
             prepared.timings["intent"] = recalled.router_ms
