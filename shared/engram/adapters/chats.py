@@ -6,6 +6,7 @@ decides, this module only reads and writes rows.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -127,26 +128,6 @@ class ChatStore:
         )
         return _session(row)
 
-    async def finish_turn(
-        self,
-        chat_id: uuid.UUID,
-        session_id: uuid.UUID,
-        *,
-        status: SessionStatus | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> None:
-        """After a turn: the session (status, merged metadata) and the chat are touched, in one statement."""
-        await self.conn.execute(
-            "WITH touched_session AS ("
-            " UPDATE sessions SET updated_at = now(), status = coalesce($3, status),"
-            " metadata = metadata || coalesce($4::jsonb, '{}'::jsonb) WHERE id = $2)"
-            " UPDATE chats SET updated_at = now() WHERE id = $1",
-            chat_id,
-            session_id,
-            status.value if status else None,
-            metadata,
-        )
-
     async def end_session(self, session_id: uuid.UUID, status: SessionStatus = SessionStatus.completed) -> bool:
         """Active -> completed (or failed); False if it had already ended."""
         result = await self.conn.execute(
@@ -174,7 +155,7 @@ class ChatStore:
         )
         return [_message(r) for r in rows]
 
-    async def add_messages(
+    async def record_turn(
         self,
         tenant_id: str,
         chat_id: uuid.UUID,
@@ -182,32 +163,44 @@ class ChatStore:
         user_id: str,
         messages: Sequence[NewMessage],
         at: datetime,
+        *,
+        status: SessionStatus | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
-        """Messages of one turn, in order (a microsecond apart, so history keeps their order)."""
-        await self.conn.executemany(
-            "INSERT INTO chat_messages (id, tenant_id, chat_id, session_id, user_id, role, content, model,"
+        """A turn's messages, in order (a microsecond apart, so history keeps their order), and
+        the session (status, merged metadata) and the chat touched: one statement."""
+
+        def as_json(value: Any) -> str | None:  # JSON text: a list would read as an array dimension
+            return None if value is None else json.dumps(value)
+
+        await self.conn.execute(
+            "WITH new_messages AS ("
+            " INSERT INTO chat_messages (id, tenant_id, chat_id, session_id, user_id, role, content, model,"
             " duration_ms, memory_trace, usage, content_blocks, created_at)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
-            " $13::timestamptz + make_interval(secs => $14::float8))",
-            [
-                (
-                    m.id,
-                    tenant_id,
-                    chat_id,
-                    session_id,
-                    user_id,
-                    m.role,
-                    m.content,
-                    m.model,
-                    m.duration_ms,
-                    m.memory_trace or {},
-                    m.usage or {},
-                    m.content_blocks,
-                    at,
-                    i / 1_000_000,
-                )
-                for i, m in enumerate(messages)
-            ],
+            " SELECT m.id, $1, $2, $3, $4, m.role, m.content, m.model, m.duration_ms, m.memory_trace::jsonb,"
+            " m.usage::jsonb, m.content_blocks::jsonb, $5::timestamptz + make_interval(secs => (m.n - 1) / 1e6)"
+            " FROM unnest($6::uuid[], $7::text[], $8::text[], $9::text[], $10::int[], $11::text[], $12::text[],"
+            " $13::text[]) WITH ORDINALITY AS m(id, role, content, model, duration_ms, memory_trace, usage,"
+            " content_blocks, n)),"
+            " touched_session AS ("
+            " UPDATE sessions SET updated_at = now(), status = coalesce($14, status),"
+            " metadata = metadata || coalesce($15::jsonb, '{}'::jsonb) WHERE id = $3)"
+            " UPDATE chats SET updated_at = now() WHERE id = $2",
+            tenant_id,
+            chat_id,
+            session_id,
+            user_id,
+            at,
+            [m.id for m in messages],
+            [m.role for m in messages],
+            [m.content for m in messages],
+            [m.model for m in messages],
+            [m.duration_ms for m in messages],
+            [as_json(m.memory_trace or {}) for m in messages],
+            [as_json(m.usage or {}) for m in messages],
+            [as_json(m.content_blocks) for m in messages],
+            status.value if status else None,
+            metadata,
         )
 
     async def set_extraction(self, message_id: uuid.UUID, status: dict[str, Any]) -> None:

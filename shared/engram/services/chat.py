@@ -653,7 +653,7 @@ class ChatTurns:
         ]
         async with self.db.tenant(principal.tenant_id) as conn:
             store = ChatStore(conn)
-            await store.add_messages(
+            await store.record_turn(
                 principal.tenant_id,
                 prepared.chat.id,
                 prepared.session.id,
@@ -672,10 +672,6 @@ class ChatTurns:
                     ),
                 ],
                 datetime.now(UTC),
-            )
-            await store.finish_turn(
-                prepared.chat.id,
-                prepared.session.id,
                 status=SessionStatus.completed if end_now else None,
                 metadata={"turns": turns + 1, "stable_memory_hash": prepared.stable_hash, "last_model": model},
             )
