@@ -35,6 +35,22 @@ async def remember(api: httpx.AsyncClient, headers: dict[str, str], **body: Any)
     assert r.status_code in (200, 201), r.text
 
 
+def spy_on_embedding(recall: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[list[list[str]], list[str]]:
+    """What the recall service starts embedding ahead (per call) and what its embedder embeds."""
+    inner = recall.embedder
+    started_ahead: list[list[str]] = []
+    asked: list[str] = []
+
+    async def embed_query(text_: str) -> Any:
+        asked.append(text_)
+        return await inner.embed_query(text_)
+
+    monkeypatch.setattr(recall, "embedder", SimpleNamespace(embed_query=embed_query, dimensions=inner.dimensions))
+    embed_ahead = recall.embed_ahead
+    monkeypatch.setattr(recall, "embed_ahead", lambda texts: started_ahead.append(texts) or embed_ahead(texts))
+    return started_ahead, asked
+
+
 async def indexed(recall: Any, principal: Principal, text_: str, titles: set[str]) -> bool:
     result = await recall.search(principal, RecallQuery(text=text_, limit=20, want_sensitive=True))
     return titles <= {h.observation.title for h in result.hits}
@@ -95,18 +111,8 @@ async def test_real_recall_fills_the_streams_and_a_turn_answers_offline_from_it(
     principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
     await eventually(lambda: indexed(real_recall, principal, "Müller Maschinenbau billing", {title}), 30)
     message = "What is the billing model of Müller Maschinenbau?"
-    inner = real_recall.embedder
-    asked: list[str] = []
-
-    async def embed_query(text_: str) -> Any:
-        asked.append(text_)
-        return await inner.embed_query(text_)
-
     # the message is embedded once, ahead (while the turn is prepared), and every stream uses it
-    monkeypatch.setattr(real_recall, "embedder", SimpleNamespace(embed_query=embed_query, dimensions=inner.dimensions))
-    started_ahead: list[list[str]] = []
-    embed_ahead = real_recall.embed_ahead
-    monkeypatch.setattr(real_recall, "embed_ahead", lambda texts: started_ahead.append(texts) or embed_ahead(texts))
+    started_ahead, asked = spy_on_embedding(real_recall, monkeypatch)
     r = await chat_api.post(f"/api/ai/chats/{uuid.uuid4()}/turns", json={"message": message}, headers=headers)
     assert r.status_code == 200, r.text
     assert started_ahead == [[message]] and asked.count(message) == 1, (started_ahead, asked)
@@ -137,17 +143,7 @@ async def test_the_risk_template_expands_bm25_and_the_turn_embeds_the_message_on
     message = "Should we move Müller Maschinenbau to quarterly billing?"  # DECISION: values, facts, risk
     risk = services.chat.engine.streams["risk"]
     assert risk.query(message) != message and risk.vector_query(message) == message
-    inner = real_recall.embedder
-    asked: list[str] = []
-
-    async def embed_query(text_: str) -> Any:
-        asked.append(text_)
-        return await inner.embed_query(text_)
-
-    monkeypatch.setattr(real_recall, "embedder", SimpleNamespace(embed_query=embed_query, dimensions=inner.dimensions))
-    started_ahead: list[list[str]] = []
-    embed_ahead = real_recall.embed_ahead
-    monkeypatch.setattr(real_recall, "embed_ahead", lambda texts: started_ahead.append(texts) or embed_ahead(texts))
+    started_ahead, asked = spy_on_embedding(real_recall, monkeypatch)
     searched: list[tuple[Any, Any]] = []
     search_many = real_recall.search_many
 

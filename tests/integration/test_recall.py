@@ -509,19 +509,24 @@ class CountingEmbedder:
         return await self.inner.embed_query(text)
 
 
-async def test_vectors_embedded_ahead_are_used_and_a_failed_ahead_is_not_fatal(
-    tenant: str, services: Any, workers: Any
-) -> None:
+async def counted_recall_of_one(services: Any, tenant: str, title: str) -> tuple[Any, Any, CountingEmbedder, Principal]:
+    """One indexed observation of alice's and a recall service whose embedder counts its texts."""
     from engram.services.recall import RecallService
 
     async with services.db.tenant(tenant) as conn:
-        (w,) = await ObservationStore(conn).write_many(
-            [ObservationDraft(tenant_id=tenant, user_id="alice", title="Heron contract renews in June")]
+        (written,) = await ObservationStore(conn).write_many(
+            [ObservationDraft(tenant_id=tenant, user_id="alice", title=title)]
         )
     await services.indexing.reindex(tenant)
     embedder = CountingEmbedder(services.embedder)
     recall = RecallService(services.db, services.index, embedder, None)
-    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    return written, recall, embedder, Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+
+
+async def test_vectors_embedded_ahead_are_used_and_a_failed_ahead_is_not_fatal(
+    tenant: str, services: Any, workers: Any
+) -> None:
+    w, recall, embedder, principal = await counted_recall_of_one(services, tenant, "Heron contract renews in June")
     queries = [RecallQuery("Heron contract", types=("fact",)), RecallQuery("Heron contract", types=("note",))]
 
     ahead = recall.embed_ahead(["Heron contract", "", "x" * 20_000])  # invalid texts are left out
@@ -628,16 +633,9 @@ async def test_a_memory_tagged_with_a_name_the_query_says_gets_tag_support(
 
 async def test_a_query_can_search_the_knn_side_with_a_text_of_its_own(tenant: str, services: Any, workers: Any) -> None:
     """`vector_text`: BM25 searches `text`, kNN `vector_text` (a stream's template expands BM25 only)."""
-    from engram.services.recall import RecallService
-
-    async with services.db.tenant(tenant) as conn:
-        (w,) = await ObservationStore(conn).write_many(
-            [ObservationDraft(tenant_id=tenant, user_id="alice", title="Kestrel warehouse lease ends in March")]
-        )
-    await services.indexing.reindex(tenant)
-    embedder = CountingEmbedder(services.embedder)
-    recall = RecallService(services.db, services.index, embedder, None)
-    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    w, recall, embedder, principal = await counted_recall_of_one(
+        services, tenant, "Kestrel warehouse lease ends in March"
+    )
     (result,) = await recall.search_many(
         principal, [RecallQuery("Kestrel lease risk problem", vector_text="When does the Kestrel lease end?")]
     )
