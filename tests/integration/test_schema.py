@@ -157,5 +157,15 @@ async def test_pool_skips_the_reset_only_after_a_committed_tenant_transaction(
             async with db.tenant(tenant):
                 raise RuntimeError("the turn failed")
         assert any("RESET ALL" in q for q in queries), "a failed tenant transaction is reset in full"
+
+        queries.clear()  # one statement on its own: committed, no BEGIN/COMMIT and no reset
+        assert await db.system_statement("DELETE FROM outbox WHERE id = ANY($1::bigint[])", [-1]) == "DELETE 0"
+        statements = [" ".join(q.split()) for q in queries]  # beside asyncpg's own type introspection
+        assert "DELETE FROM outbox WHERE id = ANY($1::bigint[])" in statements
+        assert not any(q.startswith(("BEGIN", "COMMIT")) or "RESET ALL" in q for q in statements), statements
+        queries.clear()
+        with pytest.raises(asyncpg.UndefinedTableError):
+            await db.system_statement("DELETE FROM no_such_table")
+        assert any("RESET ALL" in q for q in queries), "a failed statement is reset in full"
     finally:
         await db.close()

@@ -29,28 +29,30 @@ class TenantRequired(ValueError):
 
 
 class _Connection(asyncpg.Connection):  # type: ignore[misc]
-    """A pooled connection that skips the reset round trip after a tenant transaction.
+    """A pooled connection that skips the reset round trip after a use that leaves nothing.
 
     asyncpg resets a connection when it goes back to the pool (advisory locks, cursors, LISTEN,
-    session settings): one more round trip per transaction. A committed `Database.tenant`
-    transaction leaves nothing behind (its settings are transaction-local, `set_config(...,
-    true)`), so the connection returns without it; any other use (`Database.system`, a raw
-    `pool.acquire()`, a failed transaction) still gets the full reset. asyncpg's documented
-    hook: `get_reset_query` of a Connection subclass; an open transaction is always rolled back.
+    session settings): one more round trip per use. A committed `Database.tenant` transaction
+    leaves nothing behind (its settings are transaction-local, `set_config(..., true)`), nor
+    does a successful `Database.system_statement`, so the connection returns without it; any
+    other use (`Database.system`, a raw `pool.acquire()`, a failure) still gets the full reset.
+    asyncpg's documented hook: `get_reset_query` of a Connection subclass; an open transaction
+    is always rolled back.
     """
 
-    __slots__ = ("_tenant_only",)
+    __slots__ = ("_clean",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._tenant_only = False
+        self._clean = False
 
-    def tenant_transaction_done(self) -> None:
-        self._tenant_only = True
+    def mark_clean(self) -> None:
+        """Nothing of this use outlives it: the next release skips the reset query."""
+        self._clean = True
 
     def get_reset_query(self) -> str:
-        if self._tenant_only:
-            self._tenant_only = False
+        if self._clean:
+            self._clean = False
             return ""
         query: str = super().get_reset_query()
         return query
@@ -90,14 +92,25 @@ class Database:
                 )
                 yield conn
             # committed: no reset needed on release (a pool made elsewhere has plain connections)
-            if (done := getattr(conn, "tenant_transaction_done", None)) is not None:
-                done()
+            if (mark_clean := getattr(conn, "mark_clean", None)) is not None:
+                mark_clean()
 
     @asynccontextmanager
     async def system(self) -> AsyncIterator[Connection]:
         """A transaction as the connecting role (owner): cross-tenant maintenance only."""
         async with self.pool.acquire() as conn, conn.transaction():
             yield conn
+
+    async def system_statement(self, sql: str, *args: Any) -> str:
+        """One statement as the connecting role, committed on its own (no BEGIN/COMMIT round
+        trips): for single-statement maintenance such as the outbox's delete. Only for a
+        statement that leaves no session state: the connection then goes back to the pool
+        without the reset query."""
+        async with self.pool.acquire() as conn:
+            result: str = await conn.execute(sql, *args)
+            if (mark_clean := getattr(conn, "mark_clean", None)) is not None:
+                mark_clean()  # nothing is left on the connection: no reset needed
+            return result
 
     async def ping(self) -> bool:
         async with self.pool.acquire() as conn:

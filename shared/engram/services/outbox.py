@@ -67,9 +67,8 @@ async def publish(db: Database, bus: EventBus, pending: Sequence[Pending]) -> in
     failed = len(pending) - len(done)
     if failed:
         log.warning("outbox.publish_failed", failed=failed, left_for_relay=True)
-    if done:
-        async with db.system() as conn:
-            await conn.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", done)
+    if done:  # one statement on its own: no transaction block, no reset of the connection
+        await db.system_statement("DELETE FROM outbox WHERE id = ANY($1::bigint[])", done)
     return len(done)
 
 
