@@ -137,17 +137,23 @@ class ChatStore:
         )
         return bool(result.endswith(" 1"))
 
-    async def history(self, chat_id: uuid.UUID, limit: int) -> list[StoredMessage]:
-        if limit <= 0:
-            return []
-        rows = await self.conn.fetch(
-            "SELECT role, content, content_blocks FROM (SELECT id, role, content, content_blocks, created_at"
-            " FROM chat_messages WHERE chat_id = $1 AND role IN ('user', 'assistant')"
-            " ORDER BY created_at DESC, id DESC LIMIT $2) m ORDER BY created_at, id",
+    async def session_and_history(self, chat_id: uuid.UUID, limit: int) -> tuple[Session | None, list[StoredMessage]]:
+        """`active_session` and `history` in one round trip (a turn reads both after locking the chat)."""
+        row = await self.conn.fetchrow(
+            "SELECT s.*, (SELECT coalesce(json_agg(json_build_object('role', m.role, 'content', m.content,"
+            " 'content_blocks', m.content_blocks) ORDER BY m.created_at, m.id), '[]'::json)"
+            " FROM (SELECT role, content, content_blocks, created_at, id FROM chat_messages"
+            " WHERE chat_id = $1 AND role IN ('user', 'assistant')"
+            " ORDER BY created_at DESC, id DESC LIMIT $2) m) AS history"
+            " FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT * FROM sessions WHERE chat_id = $1"
+            " AND status = 'active' ORDER BY updated_at DESC LIMIT 1) s ON true",
             chat_id,
-            limit,
+            max(limit, 0),
         )
-        return [StoredMessage(r["role"], r["content"], r["content_blocks"]) for r in rows]
+        assert row is not None  # one row, with or without a session
+        session = _session(row) if row["id"] is not None else None
+        history = [StoredMessage(m["role"], m["content"], m["content_blocks"]) for m in row["history"]]
+        return session, history
 
     async def session_messages(self, session_id: uuid.UUID, limit: int = 200) -> list[ChatMessage]:
         rows = await self.conn.fetch(

@@ -285,8 +285,9 @@ class ChatTurns:
         async with self.db.tenant(principal.tenant_id) as conn:
             store = ChatStore(conn)
             chat = await self._chat(store, principal, chat_id, body)
-            session, previous = await self._session(store, principal, chat, body)
-            history = _history_messages(await store.history(chat.id, self.history_messages))
+            active, stored = await store.session_and_history(chat.id, self.history_messages)
+            session, previous = await self._session(store, principal, chat, body, active)
+            history = _history_messages(stored)
             # the user's rejections hide memories: here in SQL, in recall by the recall service
             stable = await self._stable_memory(conn, principal) if recall is not None else []
         prepared = PreparedTurn(
@@ -327,10 +328,10 @@ class ChatTurns:
         return chat
 
     async def _session(
-        self, store: ChatStore, principal: Principal, chat: Chat, body: TurnRequest
+        self, store: ChatStore, principal: Principal, chat: Chat, body: TurnRequest, active: Session | None
     ) -> tuple[Session, Session | None]:
+        """The chat's active session (read with the chat locked), or a new one if it was idle."""
         assert principal.user_id is not None
-        active = await store.active_session(chat.id)
         previous = None
         if active is not None:
             idle = datetime.now(UTC) - active.updated_at
