@@ -58,6 +58,13 @@ class _Connection(asyncpg.Connection):  # type: ignore[misc]
         return query
 
 
+def _mark_clean(conn: Connection) -> None:
+    """No reset query when `conn` goes back to the pool (a pool made elsewhere has plain
+    asyncpg connections, which always get it)."""
+    if (mark_clean := getattr(conn, "mark_clean", None)) is not None:
+        mark_clean()
+
+
 class Database:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
@@ -91,9 +98,7 @@ class Database:
                     tenant_id,
                 )
                 yield conn
-            # committed: no reset needed on release (a pool made elsewhere has plain connections)
-            if (mark_clean := getattr(conn, "mark_clean", None)) is not None:
-                mark_clean()
+            _mark_clean(conn)  # committed: nothing is left on the connection
 
     @asynccontextmanager
     async def system(self) -> AsyncIterator[Connection]:
@@ -108,8 +113,7 @@ class Database:
         without the reset query."""
         async with self.pool.acquire() as conn:
             result: str = await conn.execute(sql, *args)
-            if (mark_clean := getattr(conn, "mark_clean", None)) is not None:
-                mark_clean()  # nothing is left on the connection: no reset needed
+            _mark_clean(conn)
             return result
 
     async def ping(self) -> bool:

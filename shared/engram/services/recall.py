@@ -226,9 +226,7 @@ class RecallService:
         tenant_id = principal.tenant_id
         limit = shared_limit(plans)
         async with self.db.tenant(tenant_id) as conn:
-            hidden = await rejected_ids(conn, principal.user_id)
-            for plan in plans:
-                plan.visibility = _hiding(plan.visibility, hidden)
+            await _hide_rejected(conn, principal, plans)
 
             async def lexical(vis: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
                 return await index.lexical_in(conn, vis, text, where, limit)
@@ -276,9 +274,7 @@ class RecallService:
         """An index elsewhere (Elasticsearch): its lists run concurrently, then one hydration."""
         if principal.user_id is not None:
             async with self.db.tenant(principal.tenant_id) as conn:
-                hidden = await rejected_ids(conn, principal.user_id)
-            for plan in plans:
-                plan.visibility = _hiding(plan.visibility, hidden)
+                await _hide_rejected(conn, principal, plans)
         server_fusion = getattr(self.index, "server_side_fusion", False)
 
         async def run(plan: _Plan) -> None:
@@ -459,7 +455,9 @@ async def _shared_list(
     return lists
 
 
-def _hiding(visibility: Visibility, hidden: frozenset[str]) -> Visibility:
-    if not hidden:
-        return visibility
-    return dataclasses.replace(visibility, hidden_ids=visibility.hidden_ids | hidden)
+async def _hide_rejected(conn: Connection, principal: Principal, plans: Sequence[_Plan]) -> None:
+    """What the caller rejected is hidden from every plan's searches and hydration (R-7.5)."""
+    hidden = await rejected_ids(conn, principal.user_id)
+    if hidden:
+        for plan in plans:
+            plan.visibility = dataclasses.replace(plan.visibility, hidden_ids=plan.visibility.hidden_ids | hidden)
