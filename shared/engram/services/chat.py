@@ -61,6 +61,7 @@ from engram.domain.scopes import Permission, Principal, Visibility
 from engram.domain.search import Vector
 from engram.domain.streams import (
     DecisionEngine,
+    Intent,
     render_observations,
     standard_context_filter,
     trace_hits,
@@ -150,7 +151,8 @@ class PreparedTurn:
     recall: Recall | None
     started: float
     timings: dict[str, float] = field(default_factory=dict)
-    ahead: Awaitable[Mapping[str, Vector]] | None = None  # the message's query vector, being made
+    intent: Intent | None = None  # the keyword intent, known before the turn (None: classified in recall)
+    ahead: Awaitable[Mapping[str, Vector]] | None = None  # the streams' kNN query vectors, being made
 
 
 def _history_messages(stored: list[StoredMessage]) -> list[Message]:
@@ -279,8 +281,11 @@ class ChatTurns:
                 )
         decision = self._decide(body)
         # the streams' query vectors are made while the turn is prepared (they are most of recall)
+        intent = self.multistream.keyword_intent(body.message) if recall is not None else None
         ahead = (
-            recall.embed_ahead(self.multistream.texts_ahead(body.message)) if isinstance(recall, EmbedAhead) else None
+            recall.embed_ahead(self.multistream.texts_ahead(body.message, intent))
+            if isinstance(recall, EmbedAhead)
+            else None
         )
         async with self.db.tenant(principal.tenant_id) as conn:
             store = ChatStore(conn)
@@ -302,6 +307,7 @@ class ChatTurns:
             decision=decision,
             recall=recall,
             started=started,
+            intent=intent,
             ahead=ahead,
         )
         prepared.timings["prepare"] = (time.perf_counter() - started) * 1000
@@ -474,7 +480,7 @@ class ChatTurns:
         recalled: MultiStreamResult | None = None
         if prepared.recall is not None:
             recalled = await self.multistream.recall(
-                principal, prepared.recall, prepared.body.message, buffer, ahead=prepared.ahead
+                principal, prepared.recall, prepared.body.message, buffer, ahead=prepared.ahead, intent=prepared.intent
             )
         prepared.timings["recall"] = (time.perf_counter() - t0) * 1000
         if recalled is not None:

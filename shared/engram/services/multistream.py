@@ -112,11 +112,14 @@ class MultiStreamRecall:
                 log.info("intent.llm_failed", error=str(exc))
         return Intent(router.fallback, "fallback")
 
-    def texts_ahead(self, text: str) -> list[str]:
+    def keyword_intent(self, text: str) -> Intent | None:
+        """The fast path alone (no model): known before the turn, handed to `recall(intent=)`."""
+        return keyword_intent(text, self.engine)
+
+    def texts_ahead(self, text: str, intent: Intent | None) -> list[str]:
         """The kNN texts the message's streams will search, as far as known before the turn: with
         a keyword intent, each of its streams' vector texts (by default all the message itself);
         otherwise the message."""
-        intent = keyword_intent(text, self.engine)
         if intent is None:
             return [text]
         streams = self.engine.strategies[intent.name].streams
@@ -223,11 +226,14 @@ class MultiStreamRecall:
         telemetry: TelemetryBuffer,
         *,
         ahead: Awaitable[Mapping[str, Vector]] | None = None,
+        intent: Intent | None = None,
     ) -> MultiStreamResult:
-        """The streams of the message's intent; `ahead` holds query vectors already being made
+        """The streams of the message's intent (`intent` when the caller has it from
+        `keyword_intent`, else classified here); `ahead` holds query vectors already being made
         (`EmbedAhead.embed_ahead`), used when `recall` takes them."""
         started = time.perf_counter()
-        intent = await self.classify(text, telemetry)
+        if intent is None:
+            intent = await self.classify(text, telemetry)
         router_ms = (time.perf_counter() - started) * 1000
         names = list(self.engine.strategies[intent.name].streams)
         query_id = uuid.uuid4()
