@@ -203,8 +203,12 @@ async def test_chats_belong_to_their_user_and_must_be_ai_chats(
 ) -> None:
     chat_id = uuid.uuid4()
     assert (await say(chat_api, auth(tenant), chat_id, "Hallo")).status_code == 200
+    recalled = len(fake_recall.queries)
+    assert recalled > 0
     assert (await say(chat_api, auth(tenant, "bob"), chat_id, "Hallo")).status_code == 404
     assert (await say(chat_api, auth(other_tenant), chat_id, "Hallo")).status_code == 404
+    # recall starts only once the chat is known to be the caller's: a refused turn recalled nothing
+    assert len(fake_recall.queries) == recalled
     user_chat = uuid.uuid4()
     async with services.db.tenant(tenant) as conn:
         await conn.execute(
@@ -212,6 +216,51 @@ async def test_chats_belong_to_their_user_and_must_be_ai_chats(
         )
     r = await say(chat_api, auth(tenant), user_chat, "Hallo")
     assert r.status_code == 422 and r.json()["field"] == "chat_id"
+    assert len(fake_recall.queries) == recalled
+
+
+async def test_recall_runs_beside_the_preparation_and_stops_when_the_turn_fails(
+    services: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    auth: Any,
+    tenant: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from engram.domain.scopes import Permission, Principal
+    from engram.services.chat import ChatTurns, TurnRequest
+
+    billing_memory(fake_recall, tenant)
+    r = await say(chat_api, auth(tenant), uuid.uuid4(), "Was ist mit Müller Maschinenbau?")
+    assert r.status_code == 200, r.text
+    timings = r.json()["timings"]
+    # "recall" is what the turn waited for after preparing; the recall itself began earlier
+    assert 0 <= timings["recall"] <= timings["recall_total"] + 1
+
+    # a preparation that fails after the chat check: the recall it started is cancelled, not left
+    fake_recall.slow_streams = {"facts", "tech", "biography"}  # would wait an hour
+    tasks: list[asyncio.Task[Any]] = []
+    recall = services.chat.multistream.recall
+
+    async def watched(*args: Any, **kwargs: Any) -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        tasks.append(task)
+        return await recall(*args, **kwargs)
+
+    async def broken(self: ChatTurns, *_: Any) -> Any:
+        await asyncio.sleep(0.05)  # the recall is under way
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(services.chat.multistream, "recall", watched)
+    monkeypatch.setattr(ChatTurns, "_stable_memory", broken)
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=frozenset({Permission.read_observation}))
+    with pytest.raises(RuntimeError, match="went away"):
+        await services.chat.begin(principal, uuid.uuid4(), TurnRequest(message="Was ist mit Müller Maschinenbau?"))
+    assert len(tasks) == 1 and tasks[0].cancelled()
 
 
 async def test_the_next_turn_continues_the_session_from_the_compaction_block(

@@ -153,6 +153,8 @@ class PreparedTurn:
     timings: dict[str, float] = field(default_factory=dict)
     intent: Intent | None = None  # the keyword intent, known before the turn (None: classified in recall)
     ahead: Awaitable[Mapping[str, Vector]] | None = None  # the streams' kNN query vectors, being made
+    buffer: TelemetryBuffer = field(default_factory=TelemetryBuffer)  # the turn's telemetry, from the start
+    recalling: asyncio.Task[MultiStreamResult] | None = None  # the recall, started once the chat was checked
 
 
 def _history_messages(stored: list[StoredMessage]) -> list[Message]:
@@ -287,14 +289,29 @@ class ChatTurns:
             if isinstance(recall, EmbedAhead)
             else None
         )
-        async with self.db.tenant(principal.tenant_id) as conn:
-            store = ChatStore(conn)
-            chat = await self._chat(store, principal, chat_id, body)
-            active, stored = await store.session_and_history(chat.id, self.history_messages)
-            session, previous = await self._session(store, principal, chat, body, active)
-            history = _history_messages(stored)
-            # the user's rejections hide memories: here in SQL, in recall by the recall service
-            stable = await self._stable_memory(conn, principal) if recall is not None else []
+        buffer = TelemetryBuffer()
+        buffer.emit(self._routed(decision, body))
+        recalling: asyncio.Task[MultiStreamResult] | None = None
+        try:
+            async with self.db.tenant(principal.tenant_id) as conn:
+                store = ChatStore(conn)
+                chat = await self._chat(store, principal, chat_id, body)
+                if recall is not None:
+                    # the chat is the caller's: recall (on a connection of its own) runs beside
+                    # the rest of the preparation; a turn refused above never recalled anything
+                    recalling = asyncio.create_task(
+                        self.multistream.recall(principal, recall, body.message, buffer, ahead=ahead, intent=intent)
+                    )
+                active, stored = await store.session_and_history(chat.id, self.history_messages)
+                session, previous = await self._session(store, principal, chat, body, active)
+                history = _history_messages(stored)
+                # the user's rejections hide memories: here in SQL, in recall by the recall service
+                stable = await self._stable_memory(conn, principal) if recall is not None else []
+        except BaseException:
+            if recalling is not None:  # the turn ends here: its recall is not waited for
+                recalling.cancel()
+                await asyncio.gather(recalling, return_exceptions=True)
+            raise
         prepared = PreparedTurn(
             principal=principal,
             body=body,
@@ -309,9 +326,20 @@ class ChatTurns:
             started=started,
             intent=intent,
             ahead=ahead,
+            buffer=buffer,
+            recalling=recalling,
         )
         prepared.timings["prepare"] = (time.perf_counter() - started) * 1000
         return prepared
+
+    def _routed(self, decision: RoutingDecision, body: TurnRequest) -> ChatModelAutoRouted:
+        chain = self.gateway.chain(decision.profile, self._model_override(body))
+        return ChatModelAutoRouted(
+            selected_model=chain[0].model,
+            tier=decision.tier,
+            reason=decision.reason,
+            confidence=decision.confidence,
+        )
 
     async def _chat(self, store: ChatStore, principal: Principal, chat_id: uuid.UUID, body: TurnRequest) -> Chat:
         assert principal.user_id is not None
@@ -464,26 +492,17 @@ class ChatTurns:
     async def run(self, prepared: PreparedTurn, *, on_text: TextSink | None = None) -> TurnResponse:
         principal = prepared.principal
         assert principal.user_id is not None
-        buffer = TelemetryBuffer()
+        buffer = prepared.buffer
         gateway = self.gateway
-        chain = gateway.chain(prepared.decision.profile, self._model_override(prepared))
-        executor_model = chain[0].model
-        buffer.emit(
-            ChatModelAutoRouted(
-                selected_model=executor_model,
-                tier=prepared.decision.tier,
-                reason=prepared.decision.reason,
-                confidence=prepared.decision.confidence,
-            )
-        )
+        executor_model = gateway.chain(prepared.decision.profile, self._model_override(prepared.body))[0].model
         t0 = time.perf_counter()
         recalled: MultiStreamResult | None = None
-        if prepared.recall is not None:
-            recalled = await self.multistream.recall(
-                principal, prepared.recall, prepared.body.message, buffer, ahead=prepared.ahead, intent=prepared.intent
-            )
+        if prepared.recalling is not None:
+            recalled = await prepared.recalling
+        # "recall": what the turn still waited for after preparing; "recall_total": all of it
         prepared.timings["recall"] = (time.perf_counter() - t0) * 1000
         if recalled is not None:
+            prepared.timings["recall_total"] = recalled.duration_ms
             prepared.timings["intent"] = recalled.router_ms
 
         tool_hits: list[Any] = []
@@ -499,7 +518,7 @@ class ChatTurns:
                     self._request(prepared, recalled.memory if recalled else None),
                     self._tools(prepared, executor_model, tool_hits),
                     telemetry=buffer,
-                    model_override=self._model_override(prepared),
+                    model_override=self._model_override(prepared.body),
                     on_text=on_text,
                 )
             except StreamInterrupted as exc:
@@ -526,8 +545,8 @@ class ChatTurns:
             prepared, buffer, recalled, tool_hits, outcome, answer, model, blocks, offline_reason
         )
 
-    def _model_override(self, prepared: PreparedTurn) -> str | None:
-        requested = prepared.body.model
+    def _model_override(self, body: TurnRequest) -> str | None:
+        requested = body.model
         if requested is None or requested in self.gateway.config.profiles:
             return None
         return requested
