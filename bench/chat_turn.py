@@ -291,6 +291,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         perms = ["read:AiObservation", "create:AiObservation"]
         tokens = [issue_jwt(secret, tenant_id=TENANT, user_id=u, permissions=perms, ttl_seconds=7200) for u in USERS]
 
+        from engram.runtime.http import settle_heap
         from functions.chat_turn.main import app as chat_app
         from functions.memory_api.main import app as memory_app
 
@@ -302,6 +303,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         ):
             await run_level(chat, tokens, 2, args.warmup)
             await baseline(memory, tokens[0], 20)
+            settle_heap()  # what the apps' lifespan does after start-up (ASGITransport runs no lifespan)
             base = await baseline(memory, tokens[0], args.turns)
             levels = {}
             profiler = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
@@ -220,6 +221,18 @@ async def warm_embedder(services: Services) -> None:
         await warm()
 
 
+def settle_heap() -> None:
+    """After start-up: collect once, then hide every object alive now (modules, settings,
+    clients, the model's Python side) from the cyclic garbage collector (`gc.freeze`).
+
+    A full collection during requests then traverses only what requests made: in
+    `bench.chat_turn` the two full collections of 600 turns took 4-5 ms each instead of
+    120-185 ms, a pause that stalled every turn in flight.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def function_app(
     title: str,
     description: str,
@@ -245,6 +258,7 @@ def function_app(
                     services.start_outbox_relay()
                 if warm is not None:
                     await warm(services)
+            settle_heap()
 
         task = asyncio.create_task(start())
         yield
