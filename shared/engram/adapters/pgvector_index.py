@@ -264,9 +264,8 @@ class PgVectorIndex:
         sql = f"""
         WITH q AS (SELECT DISTINCT lexeme AS term FROM ({configs}) x),
         n AS (SELECT {docs} AS docs),
-        qi AS (
-          SELECT q.term, ts.doc_freq::float8 AS df,
-                 ln(1 + ((SELECT docs FROM n) - ts.doc_freq + 0.5) / (ts.doc_freq + 0.5)) AS idf
+        qi AS MATERIALIZED (
+          SELECT q.term, ln(1 + ((SELECT docs FROM n) - ts.doc_freq + 0.5) / (ts.doc_freq::float8 + 0.5)) AS idf
           FROM q JOIN search_term_stats ts ON ts.tenant_id = $1 AND ts.term = q.term
           WHERE ts.doc_freq > 0
         )
