@@ -58,10 +58,8 @@ from engram.domain.observation import Observation, Scope
 from engram.domain.recall import RecallQuery
 from engram.domain.routing import RoutingDecision, RoutingRules, override, route
 from engram.domain.scopes import Permission, Principal, Visibility
-from engram.domain.search import Vector
 from engram.domain.streams import (
     DecisionEngine,
-    Intent,
     render_observations,
     standard_context_filter,
     trace_hits,
@@ -151,8 +149,6 @@ class PreparedTurn:
     recall: Recall | None
     started: float
     timings: dict[str, float] = field(default_factory=dict)
-    intent: Intent | None = None  # the keyword intent, known before the turn (None: classified in recall)
-    ahead: Awaitable[Mapping[str, Vector]] | None = None  # the streams' kNN query vectors, being made
     buffer: TelemetryBuffer = field(default_factory=TelemetryBuffer)  # the turn's telemetry, from the start
     recalling: asyncio.Task[MultiStreamResult] | None = None  # the recall, started once the chat was checked
 
@@ -324,8 +320,6 @@ class ChatTurns:
             decision=decision,
             recall=recall,
             started=started,
-            intent=intent,
-            ahead=ahead,
             buffer=buffer,
             recalling=recalling,
         )
