@@ -56,6 +56,21 @@ async def indexed(recall: Any, principal: Principal, text_: str, titles: set[str
     return titles <= {h.observation.title for h in result.hits}
 
 
+async def remember_indexed(
+    api: httpx.AsyncClient,
+    headers: dict[str, str],
+    recall: Any,
+    principal: Principal,
+    query: str,
+    *memories: dict[str, Any],
+) -> None:
+    """Remember each memory through memory-api, then wait until `query` recalls all of them."""
+    for memory in memories:
+        await remember(api, headers, **memory)
+    titles = {m["title"] for m in memories}
+    await eventually(lambda: indexed(recall, principal, query, titles), 30)
+
+
 @pytest.mark.parametrize("permissions", [[], [SENSITIVE]], ids=["without-permission", "with-permission"])
 async def test_real_recall_never_puts_a_sensitive_memory_into_a_standard_prompt(
     services: Any,
@@ -72,10 +87,16 @@ async def test_real_recall_never_puts_a_sensitive_memory_into_a_standard_prompt(
     hr = {"Authorization": f"Bearer {token(tenant, 'hr', permissions=[*ALL_PERMISSIONS, SENSITIVE])}"}
     sensitive = "Bob Schneider's salary is 95000 EUR"
     public = "Bob Schneider leads the sales team in Stuttgart"
-    await remember(api, hr, type="fact", title=sensitive, scope="sensitive")
-    await remember(api, hr, type="fact", title=public, scope="public")
     hr_principal = Principal(tenant, "hr", permissions=frozenset([*ALL_PERMISSIONS, SENSITIVE]))
-    await eventually(lambda: indexed(real_recall, hr_principal, "Bob Schneider salary sales", {sensitive, public}), 30)
+    await remember_indexed(
+        api,
+        hr,
+        real_recall,
+        hr_principal,
+        "Bob Schneider salary sales",
+        {"type": "fact", "title": sensitive, "scope": "sensitive"},
+        {"type": "fact", "title": public, "scope": "public"},
+    )
 
     anthropic.script(text("Bob leads sales."), model=SONNET)
     alice = {"Authorization": f"Bearer {token(tenant, 'alice', permissions=[*ALL_PERMISSIONS, *permissions])}"}
@@ -94,22 +115,19 @@ async def test_real_recall_never_puts_a_sensitive_memory_into_a_standard_prompt(
 
 
 async def test_real_recall_fills_the_streams_and_a_turn_answers_offline_from_it(
-    services: Any,
     workers: Any,
     real_recall: Any,
-    fake_recall: Any,
     api: httpx.AsyncClient,
     chat_api: httpx.AsyncClient,
     auth: Any,
     tenant: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    services.recall = real_recall  # the fake_recall fixture restores whatever was there
     headers = auth(tenant)
     title = "Müller Maschinenbau is billed quarterly from January"
-    await remember(api, headers, type="decision", title=title, scope="public")
     principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
-    await eventually(lambda: indexed(real_recall, principal, "Müller Maschinenbau billing", {title}), 30)
+    memory = {"type": "decision", "title": title, "scope": "public"}
+    await remember_indexed(api, headers, real_recall, principal, "Müller Maschinenbau billing", memory)
     message = "What is the billing model of Müller Maschinenbau?"
     # the message is embedded once, ahead (while the turn is prepared), and every stream uses it
     started_ahead, asked = spy_on_embedding(real_recall, monkeypatch)
@@ -126,20 +144,18 @@ async def test_the_risk_template_expands_bm25_and_the_turn_embeds_the_message_on
     services: Any,
     workers: Any,
     real_recall: Any,
-    fake_recall: Any,
     api: httpx.AsyncClient,
     chat_api: httpx.AsyncClient,
     auth: Any,
     tenant: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    services.recall = real_recall
     headers = auth(tenant)
     # found by the risk stream's expansion words only: the message shares no word with it
     title = "Fehler im Mahnlauf: Risiko doppelter Zahlungen"
-    await remember(api, headers, type="mistake", title=title, scope="public")
     principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
-    await eventually(lambda: indexed(real_recall, principal, "Mahnlauf Fehler", {title}), 30)
+    memory = {"type": "mistake", "title": title, "scope": "public"}
+    await remember_indexed(api, headers, real_recall, principal, "Mahnlauf Fehler", memory)
     message = "Should we move Müller Maschinenbau to quarterly billing?"  # DECISION: values, facts, risk
     risk = services.chat.engine.streams["risk"]
     assert risk.query(message) != message and risk.vector_query(message) == message
@@ -182,11 +198,16 @@ async def test_what_a_user_rejected_reaches_neither_the_stable_block_nor_recall_
     kept_fact, rejected_fact = "Kestrel Logistik pays within 30 days", "Kestrel Logistik pays in advance"
     await remember(api, alice, type="preference", title=kept_pref, scope="private")
     await remember(api, alice, type="preference", title=rejected_pref, scope="private")
-    await remember(api, alice, type="fact", title=kept_fact, scope="public")
-    await remember(api, alice, type="fact", title=rejected_fact, scope="public")
     principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
-    titles = {kept_fact, rejected_fact}
-    await eventually(lambda: indexed(real_recall, principal, "Kestrel Logistik pays", titles), 30)
+    await remember_indexed(
+        api,
+        alice,
+        real_recall,
+        principal,
+        "Kestrel Logistik pays",
+        {"type": "fact", "title": kept_fact, "scope": "public"},
+        {"type": "fact", "title": rejected_fact, "scope": "public"},
+    )
     async with services.db.tenant(tenant) as conn:
         await conn.execute(
             "INSERT INTO observation_feedback (tenant_id, observation_id, user_id, kind)"
