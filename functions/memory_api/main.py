@@ -113,11 +113,20 @@ async def export_memory(
     services: ServicesDep,
     user: Annotated[str | None, Query(min_length=1, max_length=128, description="default: the caller")] = None,
 ) -> StreamingResponse:
-    """A user's personal memory as JSON Lines: header, observations, feedback, and a trailer with counts."""
+    """A user's personal memory as JSON Lines: header, observations, feedback, chats, telemetry (also the
+    archived days), and a trailer with counts."""
     target = services.personal_data.target(principal, user, Permission.read_observation)
     filename = "engram-memory-" + re.sub(r"[^A-Za-z0-9._-]", "_", target)[:80] + ".jsonl"
+    try:
+        lines = await services.personal_data.export(principal.tenant_id, target)
+    except ArchiveError as exc:
+        return problem(  # type: ignore[return-value]
+            503,
+            f"the telemetry archive cannot be read, so the export would be incomplete: {exc}; try again later",
+            title="Archive Unavailable",
+        )
     return StreamingResponse(
-        services.personal_data.export(principal.tenant_id, target),
+        lines,
         media_type="application/x-ndjson",
         headers={"Content-Disposition": f'attachment; filename="{filename}"', "Cache-Control": "no-store"},
     )

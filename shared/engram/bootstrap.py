@@ -7,7 +7,7 @@ only for what it touches.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -203,19 +203,34 @@ def build_retention(settings: Settings, db: Database) -> Retention:
     )
 
 
-def archive_scrub(settings: Settings, db: Database) -> Callable[[str, str], Awaitable[int]] | None:
-    """Erasure's archive step (`Retention.scrub_user`) when a telemetry archive is configured;
-    boto3 is imported on the first erasure, not at start-up (cold start)."""
-    if not settings.engram_archive_bucket:
-        return None
-    built: list[Retention] = []
+class LazyArchive:
+    """The telemetry archive for personal data (`Retention` as `TelemetryArchive`), built on
+    first use: boto3 is imported on the first export or erasure, not at start-up (cold start)."""
 
-    async def scrub(tenant_id: str, user_id: str) -> int:
-        if not built:
-            built.append(build_retention(settings, db))
-        return await built[0].scrub_user(tenant_id, user_id)
+    def __init__(self, settings: Settings, db: Database) -> None:
+        self.settings = settings
+        self.db = db
+        self._built: Retention | None = None
 
-    return scrub
+    @property
+    def retention(self) -> Retention:
+        if self._built is None:
+            self._built = build_retention(self.settings, self.db)
+        return self._built
+
+    async def scrub_user(self, tenant_id: str, user_id: str) -> int:
+        return await self.retention.scrub_user(tenant_id, user_id)
+
+    async def archived_keys(self, tenant_id: str) -> list[str]:
+        return await self.retention.archived_keys(tenant_id)
+
+    def user_events(self, keys: Sequence[str], user_id: str) -> AsyncIterator[dict[str, Any]]:
+        return self.retention.user_events(keys, user_id)
+
+
+def telemetry_archive(settings: Settings, db: Database) -> LazyArchive | None:
+    """Personal data's view of the telemetry archive, when one is configured."""
+    return LazyArchive(settings, db) if settings.engram_archive_bucket else None
 
 
 async def build(settings: Settings | None = None) -> Services:
@@ -250,7 +265,7 @@ async def build(settings: Settings | None = None) -> Services:
         feedback=FeedbackService(db, bus),
         feedback_recorder=FeedbackRecorder(db, bus),
         telemetry_query=TelemetryQuery(db),
-        personal_data=PersonalData(db, bus, archive_scrub(settings, db)),
+        personal_data=PersonalData(db, bus, telemetry_archive(settings, db)),
         embedder=embedder,
         index=index,
         indexing=Indexer(db, index, embedder),

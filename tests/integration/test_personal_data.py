@@ -168,6 +168,7 @@ async def test_export_is_json_lines_of_own_observations_and_feedback(
         "sessions": 1,
         "summaries": 1,
         "telemetry_events": 2,
+        "archived_telemetry_events": 0,  # no archive configured here (tests/integration/test_retention.py)
     }
     events = [x for x in records if x["record"] == "telemetry_event"]
     assert len(events) == 2 and all(e["event_name"] and isinstance(e["metadata"], dict) for e in events)
@@ -191,6 +192,7 @@ async def test_export_of_another_user_needs_the_admin_permission(
         "sessions": 0,
         "summaries": 0,
         "telemetry_events": 0,
+        "archived_telemetry_events": 0,
     }
     no_read = await api.get("/api/ai/memory/export", headers=auth(tenant, "bob", permissions=["create:AiObservation"]))
     assert no_read.status_code == 403
@@ -246,7 +248,17 @@ async def test_erasure_leaves_nothing_of_the_user(
 
     export = await api.get("/api/ai/memory/export", headers=s["alice"])
     assert {k: v for k, v in lines(export.text)[-1].items() if k != "record"} == dict.fromkeys(
-        ("observations", "feedback", "chats", "messages", "sessions", "summaries", "telemetry_events"), 0
+        (
+            "observations",
+            "feedback",
+            "chats",
+            "messages",
+            "sessions",
+            "summaries",
+            "telemetry_events",
+            "archived_telemetry_events",
+        ),
+        0,
     )
     again = await api.delete("/api/ai/memory?user=alice", headers=s["alice"])
     assert again.json() == {
@@ -292,13 +304,14 @@ async def test_erasure_says_503_when_the_archive_cannot_be_scrubbed_and_a_retry_
 
     calls: list[tuple[str, str]] = []
 
-    async def failing(tenant_id: str, user_id: str) -> int:
-        calls.append((tenant_id, user_id))
-        if len(calls) == 1:
-            raise ArchiveError("s3 down")
-        return 7
+    class Failing:
+        async def scrub_user(self, tenant_id: str, user_id: str) -> int:
+            calls.append((tenant_id, user_id))
+            if len(calls) == 1:
+                raise ArchiveError("s3 down")
+            return 7
 
-    monkeypatch.setattr(services.personal_data, "archive_scrub", failing)
+    monkeypatch.setattr(services.personal_data, "archive", Failing())
     headers = auth(tenant, "carol")
     await remember(api, headers, "Carol likes tea")
     r = await api.delete("/api/ai/memory?user=carol", headers=headers)
@@ -307,3 +320,18 @@ async def test_erasure_says_503_when_the_archive_cannot_be_scrubbed_and_a_retry_
     again = await api.delete("/api/ai/memory?user=carol", headers=headers)
     assert again.status_code == 200 and again.json()["observations"] == 0 and again.json()["archived_events"] == 7
     assert calls == [(tenant, "carol"), (tenant, "carol")]
+
+
+async def test_export_says_503_when_the_archive_cannot_be_listed(
+    api: Any, auth: Any, tenant: str, services: Any, monkeypatch: Any
+) -> None:
+    from engram.adapters.s3_archive import ArchiveError
+
+    class Unreachable:
+        async def archived_keys(self, tenant_id: str) -> list[str]:
+            raise ArchiveError("s3 down")
+
+    monkeypatch.setattr(services.personal_data, "archive", Unreachable())
+    r = await api.get("/api/ai/memory/export", headers=auth(tenant, "dora"))
+    assert r.status_code == 503 and r.headers["content-type"] == "application/problem+json"
+    assert "s3 down" in r.json()["detail"] and "incomplete" in r.json()["detail"]

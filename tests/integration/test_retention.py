@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pytest
 import structlog
 
-from engram.adapters.s3_archive import S3Archive
+from engram.adapters.s3_archive import ArchiveError, S3Archive
 from engram.devstack import free_port, wait_for_port
 from engram.domain.scopes import Principal
 from engram.services import telemetry
@@ -248,7 +248,6 @@ def test_archive_keys_and_cutoff() -> None:
 async def test_erasure_scrubs_the_users_lines_from_the_archive(
     db: Any, tenant: str, other_tenant: str, bucket: S3Archive
 ) -> None:
-    from engram.adapters.s3_archive import ArchiveError
     from engram.services.personal_data import PersonalData
 
     meta = {"tool_name": "search", "duration_ms": 10, "success": True}
@@ -279,7 +278,7 @@ async def test_erasure_scrubs_the_users_lines_from_the_archive(
         finally:
             await holder.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
 
-    erasure = await PersonalData(db, None, retention.scrub_user).erase(  # type: ignore[arg-type]
+    erasure = await PersonalData(db, None, retention).erase(  # type: ignore[arg-type]
         Principal(tenant_id=tenant, user_id="alice", permissions=frozenset(ALL_PERMISSIONS)), "alice"
     )
     assert erasure.archived_events == 3 and erasure.telemetry_events == 0  # the rows were archived already
@@ -290,3 +289,67 @@ async def test_erasure_scrubs_the_users_lines_from_the_archive(
     other = keys_of(bucket, other_tenant)
     assert [json.loads(x)["user_id"] for x in gzip.decompress(bucket.get(other[0])).splitlines()] == ["alice"]
     assert await retention.scrub_user(tenant, "alice") == 0  # nothing left: a repeat is a no-op
+
+
+async def export_lines(personal: Any, tenant: str, user: str) -> list[dict[str, Any]]:
+    return [json.loads(line) async for line in await personal.export(tenant, user)]
+
+
+async def test_the_export_reads_the_users_archived_days_too(
+    db: Any, tenant: str, other_tenant: str, bucket: S3Archive
+) -> None:
+    from engram.services.personal_data import PersonalData
+
+    meta = {"tool_name": "search", "duration_ms": 10, "success": True}
+
+    async def add_for(t: str, user: str, moment: datetime, tool: str) -> None:
+        data = telemetry.record(t, "chat.tool_used", {**meta, "tool_name": tool}).metadata
+        async with db.tenant(t) as conn:
+            await telemetry.write(conn, [telemetry.TelemetryRecord(t, "chat.tool_used", data, user, None, moment)])
+
+    await add_for(tenant, "alice", at(130), "oldest")
+    await add_for(tenant, "bob", at(130), "bobs")
+    await add_for(tenant, "alice", at(110), "older")
+    await add_for(other_tenant, "alice", at(110), "other tenant")
+    await add_for(tenant, "alice", at(1), "recent")  # within the retention period: stays in the database
+    retention = Retention(db, retention_days=DAYS, archive=bucket)
+    assert not (await retention.run(NOW)).failed
+    assert len(keys_of(bucket, tenant)) == 2
+
+    # an archived day whose rows are not deleted yet (a retention run between its upload and its
+    # delete) is in both places: the export has each event once
+    archived = [json.loads(x) for key in keys_of(bucket, tenant) for x in gzip.decompress(bucket.get(key)).splitlines()]
+    [line] = [x for x in archived if x["metadata"]["toolName"] == "older"]  # stored camelCase
+    async with db.tenant(tenant) as conn:
+        await conn.execute(
+            "INSERT INTO ai_events (id, tenant_id, event_name, user_id, chat_id, metadata, created_at)"
+            " OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4, NULL, $5, $6)",
+            line["id"],
+            tenant,
+            line["event_name"],
+            line["user_id"],
+            line["metadata"],
+            datetime.fromisoformat(line["created_at"]),
+        )
+
+    personal = PersonalData(db, None, retention)  # type: ignore[arg-type]
+    lines = await export_lines(personal, tenant, "alice")
+    tools = [x["metadata"]["toolName"] for x in lines if x["record"] == "telemetry_event"]
+    assert tools == ["older", "recent", "oldest"]  # the database first, then the archive
+    end = lines[-1]
+    assert end["record"] == "end" and end["telemetry_events"] == 2 and end["archived_telemetry_events"] == 1
+    assert "incomplete" not in end
+    first = next(x for x in lines if x["record"] == "telemetry_event")
+    assert set(first) == {"record", "event_name", "chat_id", "metadata", "created_at"}  # the same shape from both
+
+    # an object that cannot be read: the lines so far stand and the trailer says what is missing
+    broken = keys_of(bucket, tenant)[0]
+    bucket._client.put_object(Bucket=bucket.bucket, Key=broken, Body=b"not gzip")
+    end = (await export_lines(personal, tenant, "alice"))[-1]
+    assert end["archived_telemetry_events"] == 0 and "could not be read" in end["incomplete"]
+
+    # an archive that cannot be listed fails before the first line (memory-api: 503)
+    gone = S3Archive("no-such-bucket", endpoint_url=bucket._client.meta.endpoint_url, region="eu-central-1")
+    unreachable = Retention(db, retention_days=DAYS, archive=gone)
+    with pytest.raises(ArchiveError, match="listing"):
+        await PersonalData(db, None, unreachable).export(tenant, "alice")  # type: ignore[arg-type]

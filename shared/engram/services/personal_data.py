@@ -13,7 +13,8 @@ removes the index entries. It also notes when the erasure happened, so feedback 
 gave before it that was still on its way is dropped by record-feedback. With a telemetry
 archive configured (`ENGRAM_ARCHIVE_BUCKET`), the user's lines are then removed from the
 tenant's archived days too (`Retention.scrub_user`); if that fails, the database part stands
-and asking for the erasure again finishes the archive.
+and asking for the erasure again finishes the archive. The export reads those archived days
+as well, so it holds the user's telemetry whether or not retention has moved it yet.
 
 A user may export or erase their own memory; another user's needs `manage:AiObservation`.
 """
@@ -22,19 +23,23 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
+import structlog
 from pydantic import BaseModel
 
 from engram.adapters.observations import to_observation
 from engram.adapters.postgres import Database
+from engram.adapters.s3_archive import ArchiveError
 from engram.domain.events import OBSERVATION_DELETED, observation_changed
 from engram.domain.scopes import Permission, Principal
 from engram.ports import EventBus
 from engram.services import outbox
 from engram.services.memory import Forbidden, Unprocessable, require
+
+log = structlog.get_logger(__name__)
 
 SOURCE = "/engram/memory-api"
 EXPORT_FORMAT = "engram.personal-memory.v1"
@@ -86,15 +91,34 @@ def _line(record: dict[str, Any]) -> bytes:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n"
 
 
+def _telemetry_line(event_name: str, chat_id: Any, metadata: Any, created_at: str) -> bytes:
+    return _line(
+        {
+            "record": "telemetry_event",
+            "event_name": event_name,
+            "chat_id": str(chat_id) if chat_id else None,
+            "metadata": json.loads(metadata) if isinstance(metadata, str) else metadata,
+            "created_at": created_at,
+        }
+    )
+
+
+class TelemetryArchive(Protocol):
+    """Expired telemetry on object storage (`engram.services.retention.Retention`)."""
+
+    async def scrub_user(self, tenant_id: str, user_id: str) -> int: ...
+
+    async def archived_keys(self, tenant_id: str) -> list[str]: ...
+
+    def user_events(self, keys: Sequence[str], user_id: str) -> AsyncIterator[dict[str, Any]]: ...
+
+
 class PersonalData:
-    def __init__(
-        self, db: Database, bus: EventBus, archive_scrub: Callable[[str, str], Awaitable[int]] | None = None
-    ) -> None:
-        """`archive_scrub(tenant, user)` removes the user's lines from the telemetry archive
-        (`Retention.scrub_user`); None when no archive is configured."""
+    def __init__(self, db: Database, bus: EventBus, archive: TelemetryArchive | None = None) -> None:
+        """`archive`: the telemetry archive (`Retention`); None when none is configured."""
         self.db = db
         self.bus = bus
-        self.archive_scrub = archive_scrub
+        self.archive = archive
 
     @staticmethod
     def target(principal: Principal, user: str | None, own_permission: Permission) -> str:
@@ -112,7 +136,16 @@ class PersonalData:
 
     async def export(self, tenant_id: str, user_id: str) -> AsyncIterator[bytes]:
         """JSON Lines: a header, every owned observation, every feedback row, the user's chats,
-        messages, sessions and summaries, the user's telemetry events, and a trailer with counts."""
+        messages, sessions and summaries, the user's telemetry events (in the database, then in
+        the archive), and a trailer with counts.
+
+        The archive is listed here once before the first line: if it cannot be reached,
+        ArchiveError comes before anything is sent (memory-api answers 503)."""
+        if self.archive is not None:
+            await self.archive.archived_keys(tenant_id)
+        return self._lines(tenant_id, user_id)
+
+    async def _lines(self, tenant_id: str, user_id: str) -> AsyncIterator[bytes]:
         yield _line(
             {
                 "record": "export",
@@ -157,27 +190,35 @@ class PersonalData:
                 async for row in conn.cursor(sql, tenant_id, user_id, prefetch=500):
                     counts[name] += 1
                     yield _line({"record": record, **{k: v for k, v in dict(row).items() if k != "tenant_id"}})
-            # the user's telemetry still in the database (archived days are in the S3 archive)
+            # the user's telemetry still in the database
             counts["telemetry_events"] = 0
+            seen: set[int] = set()
             async for row in conn.cursor(
-                "SELECT event_name, chat_id, metadata, created_at FROM ai_events"
+                "SELECT id, event_name, chat_id, metadata, created_at FROM ai_events"
                 f" WHERE {_OF_USER} ORDER BY created_at, id",
                 tenant_id,
                 user_id,
                 prefetch=2_000,
             ):
                 counts["telemetry_events"] += 1
-                metadata = row["metadata"]
-                yield _line(
-                    {
-                        "record": "telemetry_event",
-                        "event_name": row["event_name"],
-                        "chat_id": str(row["chat_id"]) if row["chat_id"] else None,
-                        "metadata": json.loads(metadata) if isinstance(metadata, str) else metadata,
-                        "created_at": row["created_at"].isoformat(),
-                    }
-                )
-        yield _line({"record": "end", **counts})
+                seen.add(row["id"])
+                yield _telemetry_line(row["event_name"], row["chat_id"], row["metadata"], row["created_at"].isoformat())
+        # then the archived days, listed after the database was read: retention uploads a day
+        # before it deletes its rows, so every event is in one of the two; an event archived
+        # since it was read above is skipped by its id
+        end: dict[str, Any] = {"record": "end", **counts, "archived_telemetry_events": 0}
+        if self.archive is not None:
+            try:
+                archived = await self.archive.archived_keys(tenant_id)
+                async for event in self.archive.user_events(archived, user_id):
+                    if event.get("id") in seen:
+                        continue
+                    end["archived_telemetry_events"] += 1
+                    yield _telemetry_line(event["event_name"], event["chat_id"], event["metadata"], event["created_at"])
+            except ArchiveError as exc:  # the lines so far stand; the trailer says the export is short
+                log.error("personal_data.export_archive_failed", tenant=tenant_id, error=str(exc))
+                end["incomplete"] = f"the telemetry archive could not be read: {exc}"
+        yield _line(end)
 
     async def erase(self, principal: Principal, user: str | None) -> Erasure:
         user_id = self.target(principal, user, Permission.delete_observation)
@@ -231,7 +272,7 @@ class PersonalData:
             pending = await outbox.stage(conn, tenant_id, events)
         await outbox.publish(self.db, self.bus, pending)
         # after the commit: rows the user had in the database cannot reach the archive any more
-        archived = await self.archive_scrub(tenant_id, user_id) if self.archive_scrub is not None else 0
+        archived = await self.archive.scrub_user(tenant_id, user_id) if self.archive is not None else 0
         return Erasure(
             user_id=user_id,
             observations=len(deleted),

@@ -25,7 +25,7 @@ import io
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import IO, Any
@@ -197,7 +197,7 @@ class Retention:
                     raise ArchiveError(f"a retention run held the archive for over {wait_seconds:.0f}s")
                 await asyncio.sleep(0.2)
             try:
-                prefix = f"{self.prefix}/{quote(tenant_id, safe='')}/"
+                prefix = self._tenant_prefix(tenant_id)
                 removed = 0
                 for key in await asyncio.to_thread(archive.keys, prefix):
                     removed += await asyncio.to_thread(_without_user, archive, key, user_id)
@@ -206,6 +206,32 @@ class Retention:
                 return removed
             finally:
                 await lock_conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
+
+    def _tenant_prefix(self, tenant_id: str) -> str:
+        return f"{self.prefix}/{quote(tenant_id, safe='')}/"
+
+    async def archived_keys(self, tenant_id: str) -> list[str]:
+        """The tenant's archive objects, oldest day first (ArchiveError if the archive cannot be
+        listed); none without an archive."""
+        if self.archive is None:
+            return []
+        archive = self.archive
+        prefix = self._tenant_prefix(tenant_id)
+        try:
+            keys = await asyncio.to_thread(archive.keys, prefix)
+        except Exception as exc:  # botocore raises many types
+            raise ArchiveError(f"listing s3://{archive.bucket}/{prefix} failed: {exc}") from exc
+        return sorted(keys, key=_archive_order)
+
+    async def user_events(self, keys: Sequence[str], user_id: str) -> AsyncIterator[dict[str, Any]]:
+        """The user's archived events in `keys` (from `archived_keys`), in order; an object that
+        cannot be read raises ArchiveError. One object at a time is read, and only the user's
+        lines are kept: memory stays bounded by one compressed day of the tenant."""
+        if self.archive is None:
+            return
+        for key in keys:
+            for event in await asyncio.to_thread(_user_lines, self.archive, key, user_id):
+                yield event
 
     async def _day(self, tenant_id: str, day: date, cutoff: datetime) -> DayResult:
         result = DayResult(tenant_id, day)
@@ -259,6 +285,27 @@ class Retention:
             deleted += int(status.split()[-1])
             log.info("retention.progress", tenant=tenant_id, day=day.isoformat(), deleted=deleted, of=len(ids))
         return deleted
+
+
+def _archive_order(key: str) -> tuple[str, int]:
+    """`<prefix>/<tenant>/<YYYY>/<MM>/<DD>/<first id>-<last id>.jsonl.gz`: by day, then first id."""
+    folder, _, name = key.rpartition("/")
+    first = name.split("-", 1)[0]
+    return folder, int(first) if first.isdigit() else 0
+
+
+def _user_lines(archive: S3Archive, key: str, user_id: str) -> list[dict[str, Any]]:
+    """The user's lines of one archive object, decompressed as a stream."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(archive.get(key))) as lines:
+            found = []
+            for line in lines:
+                event = json.loads(line)
+                if event.get("user_id") == user_id:
+                    found.append(event)
+            return found
+    except Exception as exc:  # botocore, a broken object or a line that is not JSON
+        raise ArchiveError(f"reading s3://{archive.bucket}/{key} failed: {exc}") from exc
 
 
 def _without_user(archive: S3Archive, key: str, user_id: str) -> int:
