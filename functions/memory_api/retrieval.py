@@ -10,7 +10,7 @@ import uuid
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +18,7 @@ from engram.domain.observation import Observation
 from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
 from engram.domain.scopes import Permission
+from engram.ports import Recall
 from engram.runtime.http import CurrentPrincipal, ServicesDep
 from engram.services.memory import Forbidden, Unprocessable
 from engram.services.recall import MAX_LIMIT, validate_query_text
@@ -33,6 +34,16 @@ def parse_within(value: str) -> timedelta:
     if not match:
         raise Unprocessable("query.within", "use a number and a unit s, m, h, d or w, e.g. '7d'")
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+async def _recall(services: ServicesDep) -> Recall:
+    """The recall service: 503 problem+json on a build without one, never an AttributeError."""
+    if services.recall is None:
+        raise HTTPException(503, "recall is not configured on this server (Services.recall is None)")
+    return services.recall
+
+
+RecallDep = Annotated[Recall, Depends(_recall)]
 
 
 def _check_sensitive(principal: Any, sensitive: bool) -> None:
@@ -77,7 +88,7 @@ class ExpiringResponse(BaseModel):
 @router.get("/recall", response_class=PlainTextResponse, responses={200: {"content": {"text/plain": {}}}})
 async def recall(
     principal: CurrentPrincipal,
-    services: ServicesDep,
+    recall: RecallDep,
     q: Annotated[str, Query(description="what to recall", max_length=100_000)] = "",
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
     type: Annotated[list[str] | None, Query(max_length=20)] = None,
@@ -87,7 +98,7 @@ async def recall(
     """Plain text for an LLM's context: priority then recency, "(unverified)" marks, tags, a token budget."""
     text = validate_query_text(q, "query.q")
     _check_sensitive(principal, sensitive)
-    result = await services.recall.search(
+    result = await recall.search(
         principal, RecallQuery(text=text, limit=limit, types=tuple(type or ()), want_sensitive=sensitive)
     )
     body = render_recall_text(result.hits, token_budget=budget)
@@ -95,11 +106,11 @@ async def recall(
 
 
 @router.post("/search", response_model=SearchResponse)
-async def search(body: SearchRequest, principal: CurrentPrincipal, services: ServicesDep) -> SearchResponse:
+async def search(body: SearchRequest, principal: CurrentPrincipal, recall: RecallDep) -> SearchResponse:
     """Scores with a per-hit explanation: lexical rank, vector rank, fused score, boosts."""
     text = validate_query_text(body.query, "body.query")
     _check_sensitive(principal, body.sensitive)
-    result = await services.recall.search(
+    result = await recall.search(
         principal,
         RecallQuery(
             text=text,

@@ -245,6 +245,17 @@ async def test_bad_queries_are_problems(
     assert_problem(r, status, field)
 
 
+async def test_without_a_recall_service_recall_and_search_answer_503(
+    api: Any, auth: Any, tenant: str, services: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(services, "recall", None)
+    for r in (
+        await api.get("/api/ai/memory/recall?q=tea", headers=auth(tenant)),
+        await api.post("/api/ai/memory/search", json={"query": "tea"}, headers=auth(tenant)),
+    ):
+        assert "not configured" in assert_problem(r, 503)["detail"]
+
+
 async def test_other_tenants_ids_are_not_found(api: Any, auth: Any, tenant: str, other_tenant: str) -> None:
     o = await remember(api, auth(tenant), title="Secret plan Osprey", scope="public")
     assert_problem(await api.delete(f"/api/ai/memory/{o['id']}", headers=auth(other_tenant)), 404)
