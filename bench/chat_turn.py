@@ -187,6 +187,7 @@ class Sample:
     total_ms: float
     llm_ms: float
     stages: dict[str, float]
+    message: int = 0  # index into MESSAGES
 
     @property
     def added_ms(self) -> float:
@@ -201,14 +202,15 @@ async def run_level(client: Any, tokens: list[str], concurrency: int, turns: int
         chat_id = uuid.uuid4()
         headers = {"Authorization": f"Bearer {tokens[w % len(tokens)]}"}
         for n in counter:
-            message = MESSAGES[n % len(MESSAGES)].format(n=(n * 7 + w) % 500)
+            template = n % len(MESSAGES)
+            message = MESSAGES[template].format(n=(n * 7 + w) % 500)
             started = time.perf_counter()
             r = await client.post(f"/api/ai/chats/{chat_id}/turns", json={"message": message}, headers=headers)
             elapsed = (time.perf_counter() - started) * 1000
             if r.status_code != 200:
                 raise SystemExit(f"turn failed: {r.status_code} {r.text[:500]}")
             timing = server_timing(r.headers.get("server-timing", ""))
-            samples.append(Sample(elapsed, timing.get("llm", 0.0), timing))
+            samples.append(Sample(elapsed, timing.get("llm", 0.0), timing, template))
 
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
     return samples
@@ -225,7 +227,25 @@ async def baseline(client: Any, token: str, requests: int) -> list[float]:
     return times
 
 
-def summarize(samples: list[Sample]) -> dict[str, float]:
+def by_message(samples: list[Sample], intents: list[str]) -> dict[str, dict[str, Any]]:
+    """Added time per message template, with the strategy its keywords pick: where the tail is."""
+    out: dict[str, dict[str, Any]] = {}
+    for index, template in enumerate(MESSAGES):
+        added = [s.added_ms for s in samples if s.message == index]
+        if added:
+            out[template] = {
+                "intent": intents[index],
+                "turns": len(added),
+                "p50_added_ms": round(percentile(added, 0.5), 2),
+                "p95_added_ms": round(percentile(added, 0.95), 2),
+                "p50_recall_total_ms": round(
+                    statistics.median(s.stages.get("recall_total", 0.0) for s in samples if s.message == index), 2
+                ),
+            }
+    return out
+
+
+def summarize(samples: list[Sample]) -> dict[str, Any]:
     added = [s.added_ms for s in samples]
     stages = {
         k: statistics.median([s.stages.get(k, 0.0) for s in samples])
@@ -287,6 +307,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 by_type.setdefault(obs.type, []).append(obs)
             services.recall = FixedRecall(by_type)
 
+        multistream = services.chat.multistream if services.chat is not None else None
+        intents = [
+            (intent.name if (intent := multistream.keyword_intent(m.format(n=1))) else "model-routed")
+            if multistream is not None
+            else "-"
+            for m in MESSAGES
+        ]
         secret = os.environ["ENGRAM_JWT_SECRET"]
         perms = ["read:AiObservation", "create:AiObservation"]
         tokens = [issue_jwt(secret, tenant_id=TENANT, user_id=u, permissions=perms, ttl_seconds=7200) for u in USERS]
@@ -316,6 +343,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 cpu, wall = time.process_time(), time.perf_counter()
                 samples = await run_level(chat, tokens, concurrency, args.turns)
                 levels[f"c{concurrency}"] = summarize(samples)
+                levels[f"c{concurrency}"]["by_message"] = by_message(samples, intents)
                 levels[f"c{concurrency}"]["cpu_ms_per_turn"] = round(
                     (time.process_time() - cpu) * 1000 / len(samples), 2
                 )
@@ -443,6 +471,20 @@ def main() -> int:
             f"{result[f'ratio_{name}_p95_added_to_baseline']:.1f}x",
         )
     Console().print(table)
+    per_message = Table(title=f"added time per message (c{args.concurrency[0]}); the strategy its keywords pick")
+    for column in ("message", "strategy", "turns", "p50 added", "p95 added", "p50 recall"):
+        per_message.add_column(column, justify="left" if column in ("message", "strategy") else "right")
+    first = result[f"c{args.concurrency[0]}"]["by_message"]
+    for template, row in first.items():
+        per_message.add_row(
+            template,
+            row["intent"],
+            str(row["turns"]),
+            f"{row['p50_added_ms']:.1f} ms",
+            f"{row['p95_added_ms']:.1f} ms",
+            f"{row['p50_recall_total_ms']:.1f} ms",
+        )
+    Console().print(per_message)
     Console().print(
         f"baseline ({result['baseline']}): p50 {result['baseline_p50_ms']} ms, p95 {result['baseline_p95_ms']} ms; "
         f"target p95 added <= {TARGET_P95_MS:.0f} ms: {'met' if result['meets_target'] else 'NOT met'}"
