@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from engram.bootstrap import Services
 from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem, warm_embedder
-from engram.services.chat import ChatTurns, RecallUnavailable, TurnFailed, TurnRequest, TurnResponse
+from engram.services.chat import ChatTurns, TurnFailed, TurnRequest, TurnResponse
 
 log = structlog.get_logger(__name__)
 
@@ -37,15 +37,10 @@ app = function_app(
 )
 
 
-async def _recall_missing(_: Request, exc: Exception) -> JSONResponse:
-    return problem(503, str(exc), title="Recall Unavailable")
-
-
 async def _turn_failed(_: Request, exc: Exception) -> JSONResponse:
     return problem(502, str(exc), title="Bad Gateway")
 
 
-app.add_exception_handler(RecallUnavailable, _recall_missing)
 app.add_exception_handler(TurnFailed, _turn_failed)
 
 _running: set[asyncio.Task[Any]] = set()  # streamed turns finish (and persist) even if the client leaves

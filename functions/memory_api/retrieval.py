@@ -10,7 +10,7 @@ import uuid
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,7 +20,7 @@ from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
 from engram.domain.scopes import Permission
 from engram.ports import Recall
 from engram.runtime.http import CurrentPrincipal, ServicesDep
-from engram.services.memory import Forbidden, Unprocessable
+from engram.services.memory import Forbidden, RecallUnavailable, Unprocessable
 from engram.services.recall import MAX_LIMIT, validate_query_text
 
 router = APIRouter(prefix="/api/ai/memory", tags=["recall"])
@@ -39,7 +39,7 @@ def parse_within(value: str) -> timedelta:
 async def _recall(services: ServicesDep) -> Recall:
     """The recall service: 503 problem+json on a build without one, never an AttributeError."""
     if services.recall is None:
-        raise HTTPException(503, "recall is not configured on this server (Services.recall is None)")
+        raise RecallUnavailable("recall is not configured on this server (Services.recall is None)")
     return services.recall
 
 

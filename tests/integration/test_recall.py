@@ -253,7 +253,8 @@ async def test_without_a_recall_service_recall_and_search_answer_503(
         await api.get("/api/ai/memory/recall?q=tea", headers=auth(tenant)),
         await api.post("/api/ai/memory/search", json={"query": "tea"}, headers=auth(tenant)),
     ):
-        assert "not configured" in assert_problem(r, 503)["detail"]
+        problem = assert_problem(r, 503)
+        assert "not configured" in problem["detail"] and problem["title"] == "Recall Unavailable"  # as chat-turn
 
 
 async def test_other_tenants_ids_are_not_found(api: Any, auth: Any, tenant: str, other_tenant: str) -> None:

@@ -25,7 +25,7 @@ from engram.domain.events import InvalidEvent
 from engram.domain.scopes import Principal
 from engram.domain.telemetry import TelemetryError
 from engram.runtime.auth import Unauthorized
-from engram.services.memory import Forbidden, NotFound, Unprocessable
+from engram.services.memory import Forbidden, NotFound, RecallUnavailable, Unprocessable
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +93,8 @@ async def _mapped(_: Request, exc: Exception) -> JSONResponse:
         return problem(422, str(exc), field=exc.field)
     if isinstance(exc, InvalidEvent | TelemetryError | TenantRequired):
         return problem(422, str(exc), field="event")
+    if isinstance(exc, RecallUnavailable):
+        return problem(503, str(exc), title="Recall Unavailable")
     log.exception("http.unhandled", error=str(exc))
     return problem(500, "an unexpected error occurred; it has been logged")
 
@@ -153,6 +155,7 @@ def install(app: FastAPI, *, max_body_bytes: int) -> None:
         InvalidEvent,
         TelemetryError,
         TenantRequired,
+        RecallUnavailable,
         Exception,
     ):
         app.add_exception_handler(exc_type, _mapped)

@@ -74,7 +74,7 @@ from engram.domain.telemetry import ChatTurnCompleted as TurnCompletedMeta
 from engram.ports import EmbedAhead, EventBus, Recall
 from engram.services import outbox, telemetry
 from engram.services.gateway import LlmGateway, TelemetryBuffer, Tool, ToolContext, TurnOutcome
-from engram.services.memory import Forbidden, NotFound, Unprocessable
+from engram.services.memory import Forbidden, NotFound, RecallUnavailable, Unprocessable
 from engram.services.multistream import MultiStreamRecall, MultiStreamResult
 
 log = structlog.get_logger(__name__)
@@ -83,10 +83,6 @@ SOURCE = "/engram/chat-turn"
 STABLE_TYPES = ("preference", "identity")
 STABLE_LIMIT = 20
 TextSink = Callable[[str], Awaitable[None]]
-
-
-class RecallUnavailable(RuntimeError):
-    """No recall service is wired (`Services.recall` is None): chat-turn cannot recall memory (HTTP 503)."""
 
 
 class TurnFailed(RuntimeError):

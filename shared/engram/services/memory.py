@@ -51,6 +51,10 @@ class NotFound(LookupError):
     """No such resource in the caller's tenant, or not visible to the caller (HTTP 404)."""
 
 
+class RecallUnavailable(RuntimeError):
+    """No recall service is wired (`Services.recall` is None): nothing can be recalled (HTTP 503)."""
+
+
 class Unprocessable(ValueError):
     """Well-formed but semantically invalid input (HTTP 422), with the field at fault."""
 
