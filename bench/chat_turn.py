@@ -231,16 +231,15 @@ def by_message(samples: list[Sample], intents: list[str]) -> dict[str, dict[str,
     """Added time per message template, with the strategy its keywords pick: where the tail is."""
     out: dict[str, dict[str, Any]] = {}
     for index, template in enumerate(MESSAGES):
-        added = [s.added_ms for s in samples if s.message == index]
-        if added:
+        mine = [s for s in samples if s.message == index]
+        if mine:
+            added = [s.added_ms for s in mine]
             out[template] = {
                 "intent": intents[index],
-                "turns": len(added),
+                "turns": len(mine),
                 "p50_added_ms": round(percentile(added, 0.5), 2),
                 "p95_added_ms": round(percentile(added, 0.95), 2),
-                "p50_recall_total_ms": round(
-                    statistics.median(s.stages.get("recall_total", 0.0) for s in samples if s.message == index), 2
-                ),
+                "p50_recall_total_ms": round(statistics.median(s.stages.get("recall_total", 0.0) for s in mine), 2),
             }
     return out
 
