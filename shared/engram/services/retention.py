@@ -197,9 +197,8 @@ class Retention:
                     raise ArchiveError(f"a retention run held the archive for over {wait_seconds:.0f}s")
                 await asyncio.sleep(0.2)
             try:
-                prefix = self._tenant_prefix(tenant_id)
                 removed = 0
-                for key in await asyncio.to_thread(archive.keys, prefix):
+                for key in await self.archived_keys(tenant_id):
                     removed += await asyncio.to_thread(_without_user, archive, key, user_id)
                 if removed:
                     log.info("retention.user_scrubbed", tenant=tenant_id, removed=removed)
@@ -207,16 +206,13 @@ class Retention:
             finally:
                 await lock_conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
 
-    def _tenant_prefix(self, tenant_id: str) -> str:
-        return f"{self.prefix}/{quote(tenant_id, safe='')}/"
-
     async def archived_keys(self, tenant_id: str) -> list[str]:
         """The tenant's archive objects, oldest day first (ArchiveError if the archive cannot be
         listed); none without an archive."""
         if self.archive is None:
             return []
         archive = self.archive
-        prefix = self._tenant_prefix(tenant_id)
+        prefix = f"{self.prefix}/{quote(tenant_id, safe='')}/"
         try:
             keys = await asyncio.to_thread(archive.keys, prefix)
         except Exception as exc:  # botocore raises many types
