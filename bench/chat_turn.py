@@ -8,6 +8,11 @@ the `Server-Timing` header). Reported at concurrency 1 and 8, p50/p95; target p9
 Stages: recall starts once the chat is checked and runs beside the rest of the preparation,
 so "recall" is what the turn still waited for after preparing, "recall_total" all of it.
 
+A CPU probe beside the turns (`bench.cpu_probe`: fixed work in a process of its own, its CPU
+time measured) marks the turns during which the shared VM's cores ran slow for everyone; the
+p50/p95 over the other turns ("at speed") are reported beside the raw ones, which stay the
+figures the target is judged on (`meets_target`).
+
 Baseline of the same run: `GET /api/ai/memory?size=10` on memory-api (authentication plus one
 tenant transaction), so the ratio is comparable across runs on a noisy machine.
 
@@ -36,6 +41,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from bench.cpu_probe import SLOWED, CpuProbe
 
 TENANT = "bench"
 USERS = ("alice", "bob", "carol", "dave")
@@ -188,6 +195,9 @@ class Sample:
     llm_ms: float
     stages: dict[str, float]
     message: int = 0  # index into MESSAGES
+    started: float = 0.0  # time.monotonic(), for the CPU probe
+    ended: float = 0.0
+    slowdown: float | None = None  # the machine's CPU slowdown beside this turn (bench.cpu_probe)
 
     @property
     def added_ms(self) -> float:
@@ -204,13 +214,13 @@ async def run_level(client: Any, tokens: list[str], concurrency: int, turns: int
         for n in counter:
             template = n % len(MESSAGES)
             message = MESSAGES[template].format(n=(n * 7 + w) % 500)
-            started = time.perf_counter()
+            started = time.monotonic()
             r = await client.post(f"/api/ai/chats/{chat_id}/turns", json={"message": message}, headers=headers)
-            elapsed = (time.perf_counter() - started) * 1000
+            ended = time.monotonic()
             if r.status_code != 200:
                 raise SystemExit(f"turn failed: {r.status_code} {r.text[:500]}")
             timing = server_timing(r.headers.get("server-timing", ""))
-            samples.append(Sample(elapsed, timing.get("llm", 0.0), timing, template))
+            samples.append(Sample((ended - started) * 1000, timing.get("llm", 0.0), timing, template, started, ended))
 
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
     return samples
@@ -256,10 +266,15 @@ def summarize(samples: list[Sample]) -> dict[str, Any]:
     tail["other"] = statistics.median(
         [s.added_ms - sum(s.stages.get(k, 0.0) for k in ("prepare", "recall", "persist")) for s in slow]
     )
+    # the turns during which the machine's CPU ran at its usual speed (bench.cpu_probe)
+    at_speed = [s.added_ms for s in samples if s.slowdown is not None and s.slowdown < SLOWED]
     return {
         "turns": len(samples),
         "p50_added_ms": round(percentile(added, 0.5), 2),
         "p95_added_ms": round(percentile(added, 0.95), 2),
+        "turns_machine_slowed": len(samples) - len(at_speed),
+        "p50_added_ms_at_speed": round(percentile(at_speed, 0.5), 2) if at_speed else None,
+        "p95_added_ms_at_speed": round(percentile(at_speed, 0.95), 2) if at_speed else None,
         "p50_total_ms": round(percentile([s.total_ms for s in samples], 0.5), 2),
         "p95_total_ms": round(percentile([s.total_ms for s in samples], 0.95), 2),
         "p50_llm_ms": round(percentile([s.llm_ms for s in samples], 0.5), 2),
@@ -338,15 +353,19 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
                 profiler = cProfile.Profile()
                 profiler.enable()
-            for concurrency in args.concurrency:
-                cpu, wall = time.process_time(), time.perf_counter()
-                samples = await run_level(chat, tokens, concurrency, args.turns)
-                levels[f"c{concurrency}"] = summarize(samples)
-                levels[f"c{concurrency}"]["by_message"] = by_message(samples, intents)
-                levels[f"c{concurrency}"]["cpu_ms_per_turn"] = round(
-                    (time.process_time() - cpu) * 1000 / len(samples), 2
-                )
-                levels[f"c{concurrency}"]["turns_per_second"] = round(len(samples) / (time.perf_counter() - wall), 1)
+            measured: dict[str, tuple[list[Sample], float, float]] = {}
+            with CpuProbe() as probe:
+                for concurrency in args.concurrency:
+                    cpu, wall = time.process_time(), time.perf_counter()
+                    samples = await run_level(chat, tokens, concurrency, args.turns)
+                    measured[f"c{concurrency}"] = (samples, time.process_time() - cpu, time.perf_counter() - wall)
+            for name, (samples, cpu_s, wall_s) in measured.items():
+                for s in samples:
+                    s.slowdown = probe.runs.slowdown(s.started, s.ended)
+                levels[name] = summarize(samples)
+                levels[name]["by_message"] = by_message(samples, intents)
+                levels[name]["cpu_ms_per_turn"] = round(cpu_s * 1000 / len(samples), 2)
+                levels[name]["turns_per_second"] = round(len(samples) / wall_s, 1)
             if profiler is not None:
                 profiler.disable()
                 profiler.dump_stats(args.profile)
@@ -359,11 +378,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "baseline_p50_ms": round(percentile(base, 0.5), 2),
             "baseline_p95_ms": round(base_p95, 2),
             "target_p95_added_ms": TARGET_P95_MS,
+            "cpu_probe": {
+                "runs": len(probe.runs.runs),
+                "median_cpu_ms": round(probe.runs.median_ms, 3),
+                "share_slowed": round(probe.runs.slowed_share(), 4),
+                "slowed_at": SLOWED,
+            },
             **levels,
         }
         for name, level in levels.items():
             result[f"ratio_{name}_p95_added_to_baseline"] = round(level["p95_added_ms"] / base_p95, 2)
         result["meets_target"] = all(level["p95_added_ms"] <= TARGET_P95_MS for level in levels.values())
+        result["meets_target_at_speed"] = all(
+            (level["p95_added_ms_at_speed"] or float("inf")) <= TARGET_P95_MS for level in levels.values()
+        )
         return result
     finally:
         await bootstrap.shutdown()
@@ -453,6 +481,7 @@ def main() -> int:
         "p50 recall wait / all",
         "p50 persist",
         "p95 / baseline",
+        "p95 added at speed (turns slowed)",
     ):
         table.add_column(column, justify="right")
     for name in (f"c{c}" for c in args.concurrency):
@@ -468,6 +497,7 @@ def main() -> int:
             f"{lv['p50_recall_ms']:.1f} / {lv['p50_recall_total_ms']:.1f} ms",
             f"{lv['p50_persist_ms']:.1f} ms",
             f"{result[f'ratio_{name}_p95_added_to_baseline']:.1f}x",
+            f"{lv['p95_added_ms_at_speed'] or float('nan'):.1f} ms ({lv['turns_machine_slowed']})",
         )
     Console().print(table)
     per_message = Table(title=f"added time per message (c{args.concurrency[0]}); the strategy its keywords pick")
@@ -486,7 +516,13 @@ def main() -> int:
     Console().print(per_message)
     Console().print(
         f"baseline ({result['baseline']}): p50 {result['baseline_p50_ms']} ms, p95 {result['baseline_p95_ms']} ms; "
-        f"target p95 added <= {TARGET_P95_MS:.0f} ms: {'met' if result['meets_target'] else 'NOT met'}"
+        f"target p95 added <= {TARGET_P95_MS:.0f} ms: {'met' if result['meets_target'] else 'NOT met'}; "
+        f"over the turns at the machine's usual CPU speed: {'met' if result['meets_target_at_speed'] else 'NOT met'}"
+    )
+    probe = result["cpu_probe"]
+    Console().print(
+        f"CPU probe: {probe['runs']} runs, median {probe['median_cpu_ms']} ms of CPU; "
+        f"{probe['share_slowed']:.1%} of them took >= {SLOWED:.0f}x that (the machine, not this code)"
     )
     return 0
 
