@@ -47,3 +47,16 @@ def test_the_probe_process_measures_on_the_monotonic_clock() -> None:
     assert all(before <= start <= end <= after for start, end, _ in probe.runs.runs)
     assert all(ms > 0 for *_, ms in probe.runs.runs)
     assert probe.runs.slowdown(before, after) is not None
+
+
+def test_a_turn_is_judged_by_the_probe_beside_its_own_work_not_beside_the_llm_wait() -> None:
+    from bench.chat_turn import Sample, turn_slowdown
+
+    # the probe slowed down at 100.4-100.5: while this turn waited 1 s for the model
+    probe = ProbeRuns([(100.0 + i * 0.01, 100.0 + i * 0.01 + 0.001, 4.0 if 40 <= i < 50 else 1.0) for i in range(300)])
+    # 20 ms of work before the LLM call, 1 s of LLM, 5 ms persisting: from 100.000 to 101.025
+    turn = Sample(1025.0, 1000.0, {"persist": 5.0}, 0, 100.0, 101.025)
+    assert turn_slowdown(turn, probe) == pytest.approx(1.0)
+    # the same turn a little later: its work before the call reaches into the slow period
+    late = Sample(1025.0, 1000.0, {"persist": 5.0}, 0, 100.385, 101.41)
+    assert turn_slowdown(late, probe) == pytest.approx(4.0)
