@@ -264,6 +264,9 @@ async def test_compaction_is_requested_only_for_supported_models_and_detected(
     (fired,) = of(buffer, ChatCompactionFired)
     assert fired.summary_chars == len("Earlier: billing questions about Müller.")
     assert fired.iteration_input_tokens == 151_000 and fired.model == SONNET
+    # billed: the summary's sampling and the answer's, not only the answer's top-level fields
+    billed = buffer.usage[SONNET]
+    assert (billed.input_tokens, billed.output_tokens) == (151_000 + 2_400, 800 + 30)
     assert outcome.content_blocks[0] == {
         "type": "compaction",
         "content": "Earlier: billing questions about Müller.",

@@ -15,6 +15,7 @@ from engram.domain.llm import (
     SystemBlock,
     ToolSpec,
     Usage,
+    billed_usage,
     cost_usd,
     expand,
     find_compactions,
@@ -250,3 +251,23 @@ def test_building_the_gateway_does_not_import_the_sdk() -> None:
 def test_observation_types_come_from_a_comma_separated_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGRAM_OBSERVATION_TYPES", "fact, decision,note")
     assert Settings().engram_observation_types == frozenset({"fact", "decision", "note"})
+
+
+def test_billed_usage_sums_the_compaction_iterations() -> None:
+    plain = {"input_tokens": 120, "output_tokens": 30, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 7}
+    assert billed_usage(plain).as_dict() == plain
+    compacted = plain | {
+        "input_tokens": 2_400,
+        "iterations": [
+            {"type": "compaction", "input_tokens": 180_000, "output_tokens": 3_500},
+            {"type": "message", "input_tokens": 2_400, "output_tokens": 30, "cache_read_input_tokens": 7},
+        ],
+    }
+    # the top-level fields count the answer's sampling only; the summary's is billed as well
+    assert billed_usage(compacted).as_dict() == {
+        "input_tokens": 182_400,
+        "output_tokens": 3_530,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 7,
+    }
+    assert billed_usage({}).as_dict() == Usage().as_dict()

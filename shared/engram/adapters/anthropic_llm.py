@@ -31,7 +31,7 @@ from engram.domain.llm import (
     PromptTooLong,
     ProviderError,
     RateLimited,
-    Usage,
+    billed_usage,
     find_compactions,
     sanitize_assistant_content,
 )
@@ -184,17 +184,11 @@ def _reply(message: Any, model: str, started: float) -> LlmReply:
 def _assemble(
     content: list[dict[str, Any]], usage_raw: dict[str, Any], stop_reason: str | None, model: str, started: float
 ) -> LlmReply:
-    usage = Usage(
-        input_tokens=int(usage_raw.get("input_tokens") or 0),
-        output_tokens=int(usage_raw.get("output_tokens") or 0),
-        cache_creation_input_tokens=int(usage_raw.get("cache_creation_input_tokens") or 0),
-        cache_read_input_tokens=int(usage_raw.get("cache_read_input_tokens") or 0),
-    )
     return LlmReply(
         model=model,
         content=content,
         stop_reason=stop_reason,
-        usage=usage,
+        usage=billed_usage(usage_raw),
         compactions=find_compactions(content, usage_raw),
         duration_ms=(time.perf_counter() - started) * 1000,
     )

@@ -375,6 +375,24 @@ class Usage:
         }
 
 
+def billed_usage(usage: Mapping[str, Any]) -> Usage:
+    """A response's tokens as billed. With server-side compaction the response samples twice (the
+    summary, then the answer) and `usage.iterations` lists both; the top-level fields count only
+    the answer's, so the sum of the iterations is what the call cost."""
+    iterations = [i for i in usage.get("iterations") or [] if isinstance(i, Mapping)]
+    total = Usage()
+    for part in iterations or [usage]:
+        total.add(
+            Usage(
+                input_tokens=int(part.get("input_tokens") or 0),
+                output_tokens=int(part.get("output_tokens") or 0),
+                cache_creation_input_tokens=int(part.get("cache_creation_input_tokens") or 0),
+                cache_read_input_tokens=int(part.get("cache_read_input_tokens") or 0),
+            )
+        )
+    return total
+
+
 def cost_usd(price: ModelPrice | None, usage: Usage) -> float:
     if price is None:
         return 0.0
