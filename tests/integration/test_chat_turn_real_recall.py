@@ -231,3 +231,43 @@ async def test_what_a_user_rejected_reaches_neither_the_stable_block_nor_recall_
     assert kept_pref in mine and kept_fact in mine  # the stable block and recall are there
     assert rejected_pref not in mine and rejected_fact not in mine
     assert rejected_fact in await prompt_of(bob)  # bob did not reject it
+
+
+async def test_with_real_recall_a_failing_stream_still_leaves_the_others_and_an_answer(
+    services: Any,
+    workers: Any,
+    real_recall: Any,
+    api: httpx.AsyncClient,
+    chat_api: httpx.AsyncClient,
+    auth: Any,
+    tenant: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.integration.test_chat_turn import events
+
+    headers = auth(tenant)
+    title = "Müller Maschinenbau is billed quarterly from January"
+    principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
+    memory = {"type": "decision", "title": title, "scope": "public"}
+    await remember_indexed(api, headers, real_recall, principal, "Müller Maschinenbau billing", memory)
+    message = "Should we move Müller Maschinenbau to quarterly billing?"  # DECISION: values, facts, risk
+    risk_text = services.chat.engine.streams["risk"].query(message)
+    index = real_recall.index
+    lexical_in = index.lexical_in
+
+    async def failing_for_risk(conn: Any, visibility: Any, text_: str, *args: Any, **kwargs: Any) -> Any:
+        if text_ == risk_text:
+            raise RuntimeError("canceling statement due to statement timeout")
+        return await lexical_in(conn, visibility, text_, *args, **kwargs)
+
+    monkeypatch.setattr(index, "lexical_in", failing_for_risk)
+    r = await chat_api.post(f"/api/ai/chats/{uuid.uuid4()}/turns", json={"message": message}, headers=headers)
+    assert r.status_code == 200, r.text
+    hits = r.json()["memory_trace"]["observations"]
+    assert any(h["title"] == title and h["stream"] in ("facts", "values") for h in hits), hits
+    assert not any(h["stream"] == "risk" for h in hits)
+    failed = [e for e in await events(services, tenant, "chat.error") if e["stage"] == "recall:risk"]
+    assert failed and "statement timeout" in failed[0]["message"]
+    assert not [
+        e for e in await events(services, tenant, "chat.error") if e["stage"] in ("recall:facts", "recall:values")
+    ]

@@ -383,6 +383,47 @@ async def test_search_many_plans_streams_together(tenant: str, services: Any, wo
     await sub.unsubscribe()
 
 
+async def test_a_query_that_fails_inside_a_shared_search_fails_alone(
+    tenant: str, services: Any, workers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Streams share statements (one transaction, shared lists); when one stream's own statement
+    fails, the others still answer (R-7.4): the batch is searched again query by query."""
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    async with services.db.tenant(tenant) as conn:
+        project, fact = await ObservationStore(conn).write_many(
+            [
+                ObservationDraft(tenant_id=tenant, user_id="alice", title="Osprey project kickoff", type="project"),
+                ObservationDraft(tenant_id=tenant, user_id="alice", title="Osprey kickoff is in Porto", type="fact"),
+            ]
+        )
+    await services.indexing.reindex(tenant)
+    index = services.recall.index
+    lexical_in = index.lexical_in
+    searched: list[str] = []
+
+    async def failing_for_risk(conn: Any, visibility: Any, text: str, *args: Any, **kwargs: Any) -> Any:
+        searched.append(text)
+        if "risk" in text:  # the risk stream's own BM25 text (its template adds words)
+            raise RuntimeError("statement timeout")
+        return await lexical_in(conn, visibility, text, *args, **kwargs)
+
+    monkeypatch.setattr(index, "lexical_in", failing_for_risk)
+    projects, risky, facts = await services.recall.search_many(
+        principal,
+        [
+            RecallQuery("Osprey kickoff", types=("project",), stream_origin="projects"),
+            RecallQuery("Osprey kickoff risk", types=("mistake",), stream_origin="risk"),
+            RecallQuery("Osprey kickoff", types=("fact",), stream_origin="facts"),
+        ],
+    )
+    assert isinstance(risky, RuntimeError) and "statement timeout" in str(risky)
+    assert not isinstance(projects, Exception) and not isinstance(facts, Exception)
+    assert [h.observation.id for h in projects.hits] == [project.observation.id]
+    assert [h.observation.id for h in facts.hits] == [fact.observation.id]
+    # first together (the shared text, then the risk text failed), then each query alone
+    assert searched.count("Osprey kickoff risk") == 2 and searched.count("Osprey kickoff") >= 3
+
+
 async def test_term_statistics_follow_the_postings(tenant: str, services: Any, workers: Any) -> None:
     """BM25 document frequencies come from `search_term_stats`, kept by triggers: always equal to a count."""
     async with services.db.tenant(tenant) as conn:

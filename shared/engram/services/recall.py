@@ -11,7 +11,8 @@
    per returned observation is published in the background, never on the response path.
 
 `search_many` plans several queries of one caller together (multi-stream recall): one
-rejected-ids lookup, one embedding call for all distinct texts, one hydration. With an index in
+rejected-ids lookup, one embedding call for all distinct texts, one hydration. If that shared
+search fails, each query is searched again on its own, so a failure fails only its own query. With an index in
 the same PostgreSQL (pgvector) the rejected ids, the index's scan settings and the BM25
 statements run in one tenant transaction while the texts are embedded; the kNN statements and
 the hydration follow in the same transaction if the embedding is ready by then, else in a
@@ -163,19 +164,45 @@ class RecallService:
         if plans:
             texts = list(dict.fromkeys(p.vector_text for p in plans.values() if p.wants_vector))
             embedding = asyncio.ensure_future(self._embed_using(texts, ahead)) if texts else None
+            found: dict[int, dict[str, Observation] | BaseException]
             try:
-                if isinstance(self.index, SharedDatabaseIndex):
-                    found = await self._search_shared(self.index, principal, list(plans.values()), embedding)
-                else:
-                    found = await self._search_separate(principal, list(plans.values()), embedding)
+                try:
+                    together = await self._search(principal, list(plans.values()), embedding)
+                    found = dict.fromkeys(plans, together)
+                except Exception as exc:
+                    if len(plans) == 1:
+                        raise
+                    # the searches shared statements, so one query's failure failed them all:
+                    # each query again on its own, and only the failing one fails
+                    log.warning("recall.batch_failed", queries=len(plans), error=str(exc)[:500])
+                    alone = await asyncio.gather(
+                        *(self._search(principal, [plan], embedding) for plan in plans.values()),
+                        return_exceptions=True,
+                    )
+                    found = dict(zip(plans, alone, strict=True))
             finally:
                 if embedding is not None and not embedding.done():
                     embedding.cancel()
             for i, plan in plans.items():
-                result = RecallResult(query_id=plan.query.query_id or uuid.uuid4(), hits=self._hits(plan, found, now))
+                observations = found[i]
+                if isinstance(observations, Exception):
+                    results[i] = observations
+                    continue
+                if isinstance(observations, BaseException):  # cancelled: not a failure of this query
+                    raise observations
+                result = RecallResult(
+                    query_id=plan.query.query_id or uuid.uuid4(), hits=self._hits(plan, observations, now)
+                )
                 results[i] = result
                 self._report_retrieved(principal, result, plan.query.stream_origin)
         return [r for r in results if r is not None]
+
+    async def _search(
+        self, principal: Principal, plans: list[_Plan], embedding: asyncio.Future[dict[str, Vector]] | None
+    ) -> dict[str, Observation]:
+        if isinstance(self.index, SharedDatabaseIndex):
+            return await self._search_shared(self.index, principal, plans, embedding)
+        return await self._search_separate(principal, plans, embedding)
 
     def _plan(self, principal: Principal, query: RecallQuery, now: datetime) -> _Plan:
         text = validate_query_text(query.text, "query")
