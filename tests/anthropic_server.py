@@ -86,7 +86,7 @@ def compaction(summary: str | None, answer: str, *, iteration_input_tokens: int 
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,
             },
-        ]
+        ],
     )
     return Reply(
         content=[

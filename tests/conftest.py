@@ -155,7 +155,7 @@ async def workers(services: Any) -> AsyncIterator[dict[str, Any]]:
     import asyncio
     import importlib
 
-    from engram.runtime.jetstream import PullRunner, load_handler
+    from engram.runtime.jetstream import PullRunner, load_gave_up, load_handler
     from engram.topology import consumer
 
     stop = asyncio.Event()
@@ -164,7 +164,13 @@ async def workers(services: Any) -> AsyncIterator[dict[str, Any]]:
     for module, target, durable in WORKERS:
         if importlib.util.find_spec(module) is None:
             continue
-        runner = PullRunner(services.bus.js, consumer(durable), load_handler(module, target), fetch_timeout=0.2)
+        runner = PullRunner(
+            services.bus.js,
+            consumer(durable),
+            load_handler(module, target),
+            fetch_timeout=0.2,
+            on_gave_up=load_gave_up(module, target),
+        )
         runners[durable] = runner
         tasks.append(asyncio.create_task(runner.run(stop)))
     for runner in runners.values():

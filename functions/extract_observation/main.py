@@ -29,3 +29,9 @@ async def extract_observation(event: CloudEvent) -> None:
 async def extract_observation_batch(events: Sequence[CloudEvent]) -> list[BaseException | None]:
     services = await get_services()
     return await services.extraction.handle_batch(events)
+
+
+async def extract_observation_gave_up(event: CloudEvent, reason: str) -> None:
+    """The JetStream runner dead-lettered `event` after its last delivery failed too."""
+    services = await get_services()
+    await services.extraction.gave_up(event, reason)

@@ -5,6 +5,10 @@ Kubernetes runs it as a CronJob (daily 03:30 Europe/Berlin, `concurrencyPolicy: 
 handled and 1 when an archive failed (those days' rows stay, and the Job shows as failed).
 `--next N` prints the next runs; `--daemon` keeps a process running on the same schedule
 where no CronJob exists. Needs PostgreSQL only (and S3 when a bucket is configured).
+
+`--sessions` is the session sweep instead (R-4.3, a CronJob of its own every ten minutes): it
+ends the sessions of chats left idle and publishes their `session.ended` events, so they get
+their summaries (`engram.services.sessions`). Needs PostgreSQL and NATS.
 """
 
 from __future__ import annotations
@@ -36,6 +40,23 @@ async def run_once(settings: Settings | None = None, now: datetime | None = None
         await db.close()
 
 
+async def sweep_sessions(settings: Settings | None = None, now: datetime | None = None) -> int:
+    from datetime import timedelta
+
+    from engram.adapters.nats_bus import NatsBus, connect
+    from engram.services.sessions import end_idle_sessions
+
+    settings = settings or get_settings()
+    db = await Database.connect(settings.require_database_url(), min_size=1, max_size=2)
+    nc = await connect(settings.require_nats_url(), name="session-sweep")
+    try:
+        idle = timedelta(minutes=settings.engram_session_idle_minutes)
+        return await end_idle_sessions(db, NatsBus(nc), idle, now=now)
+    finally:
+        await nc.drain()
+        await db.close()
+
+
 async def daemon() -> None:
     while True:
         now = datetime.now(UTC)
@@ -53,7 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m functions.retention_cron", description=__doc__)
     parser.add_argument("--next", type=int, metavar="N", help="print the next N scheduled runs and exit")
     parser.add_argument("--daemon", action="store_true", help="stay running and run on the schedule")
+    parser.add_argument(
+        "--sessions", action="store_true", help="end the sessions of chats left idle (the session sweep) and exit"
+    )
     args = parser.parse_args(argv)
+    if args.sessions:
+        ended = asyncio.run(sweep_sessions())
+        sys.stdout.write(json.dumps({"sessions_ended": ended}) + "\n")
+        return 0
     if args.next:
         for run in RETENTION_SCHEDULE.upcoming(datetime.now(UTC), args.next):
             local = run.astimezone(RETENTION_SCHEDULE.zone)

@@ -7,6 +7,7 @@ of other tests that the worker happens to process at the same time never take th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.anthropic_server import AnthropicServer, Recorded, Reply, tool_use
+from tests.anthropic_server import AnthropicServer, Recorded, Reply, slow, tool_use
 from tests.conftest import EXTRACTION_TEST_MODEL, eventually
 from tests.fakes import FakeRecall
 
@@ -60,6 +61,12 @@ async def extraction_events(services: Any, tenant: str) -> list[dict[str, Any]]:
     return [r["metadata"] for r in found]
 
 
+async def message_trace(services: Any, tenant: str, message_id: str) -> dict[str, Any]:
+    async with services.db.tenant(tenant) as conn:
+        trace = await conn.fetchval("SELECT memory_trace FROM chat_messages WHERE id = $1", uuid.UUID(message_id))
+    return dict(trace)
+
+
 async def test_offline_extraction_keeps_salient_statements(
     services: Any, workers: Any, fake_recall: FakeRecall, chat_api: httpx.AsyncClient, auth: Any, tenant: str
 ) -> None:
@@ -83,7 +90,7 @@ async def test_offline_extraction_keeps_salient_statements(
         trace = await conn.fetchval(
             "SELECT memory_trace FROM chat_messages WHERE id = $1", uuid.UUID(body["message_id"])
         )
-    assert trace["extraction"] == {"status": "done", "count": 2, "model": "offline"}
+    assert trace["extraction"] == {"status": "done", "count": 2, "dedup": 0, "model": "offline"}
 
 
 async def test_llm_extraction_in_the_conversations_language_deduplicated(
@@ -151,6 +158,32 @@ async def test_llm_extraction_in_the_conversations_language_deduplicated(
     assert llm.gate.background_peak >= 1  # extraction ran at background priority
 
 
+async def test_no_transaction_stays_open_while_the_model_extracts(
+    services: Any,
+    workers: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    auth: Any,
+    tenant: str,
+) -> None:
+    marker = f"Auftrag-{uuid.uuid4().hex[:8]}"
+    extracted = {"observations": [{"type": "fact", "title": f"{marker} ships on Friday"}]}
+    seen = marked(anthropic, marker, slow(1.5, tool_use("record_observations", extracted)))
+    await turn(chat_api, auth(tenant), uuid.uuid4(), f"{marker} wird am Freitag geliefert.")
+    await eventually(lambda: len(seen) == 1)  # the model is answering now, for 1.5 s
+    await asyncio.sleep(0.8)
+    async with services.db.system() as conn:
+        stuck = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND state LIKE 'idle in transaction%' AND now() - state_change > interval '500 milliseconds'"
+        )
+    assert stuck == 0  # the worker read what it needed and let go of its connection
+    found = await eventually(lambda: observations(services, tenant))
+    assert [o["title"] for o in found] == [f"{marker} ships on Friday"]
+
+
 async def test_invalid_output_is_retried_once_with_the_reason(
     services: Any,
     workers: Any,
@@ -190,7 +223,7 @@ async def test_invalid_output_twice_is_dead_lettered_with_the_reason(
     bad = {"observations": [{"type": "fact", "title": ""}]}
     seen = marked(anthropic, marker, tool_use("record_observations", bad), tool_use("record_observations", bad))
     dlq = await services.bus.js.pull_subscribe("dlq.engram.extract-observation", stream="ENGRAM_DLQ")
-    await turn(chat_api, auth(tenant), uuid.uuid4(), f"{marker} ist abgeschlossen.")
+    body = await turn(chat_api, auth(tenant), uuid.uuid4(), f"{marker} ist abgeschlossen.")
 
     async def dead_letter() -> Any:
         for m in await dlq.fetch(50, timeout=1):
@@ -206,7 +239,38 @@ async def test_invalid_output_twice_is_dead_lettered_with_the_reason(
     assert len(seen) == 2 and await observations(services, tenant) == []
     (failed,) = await eventually(lambda: extraction_events(services, tenant))
     assert failed["status"] == "failed" and "invalid twice" in failed["error"]
+    # the two calls it cost are reported too, and the turn's trace says why
+    assert failed["model"] == EXTRACTION_TEST_MODEL and failed["inputTokens"] > 0 and failed["durationMs"] >= 0
+    trace = await message_trace(services, tenant, body["message_id"])
+    assert trace["extraction"]["status"] == "failed" and "invalid twice" in trace["extraction"]["error"]
     await dlq.unsubscribe()
+
+
+async def test_an_extraction_the_worker_gave_up_on_is_reported_and_traced(
+    services: Any, workers: Any, fake_recall: FakeRecall, chat_api: httpx.AsyncClient, auth: Any, tenant: str
+) -> None:
+    from cloudevents.http import CloudEvent
+
+    from engram.domain.events import CHAT_TURN_COMPLETED
+    from engram.runtime.jetstream import load_gave_up
+
+    body = await turn(chat_api, auth(tenant), uuid.uuid4(), "Wir haben entschieden, quartalsweise abzurechnen.")
+    await eventually(lambda: extraction_events(services, tenant))
+    # what the runner calls after the last delivery of an event failed (an outage that never cleared)
+    hook = load_gave_up("functions.extract_observation.main", "extract_observation")
+    assert hook is not None
+    event = CloudEvent(
+        {"type": CHAT_TURN_COMPLETED.type, "source": "/engram/chat-turn", "id": "t-1", "tenantid": tenant},
+        {"assistant_message_id": body["message_id"], "user_message": "x", "assistant_message": "y"},
+    )
+    await hook(event, "gave up after 8 deliveries: every profile failed for task 'extraction'")
+    rows = await extraction_events(services, tenant)
+    assert rows[-1]["status"] == "failed" and rows[-1]["error"].startswith("gave up after 8 deliveries")
+    trace = await message_trace(services, tenant, body["message_id"])
+    assert trace["extraction"] == {
+        "status": "failed",
+        "error": "gave up after 8 deliveries: every profile failed for task 'extraction'",
+    }
 
 
 async def test_an_ended_session_gets_a_summary_that_is_recallable(
@@ -253,6 +317,30 @@ async def test_an_ended_session_gets_a_summary_that_is_recallable(
     assert "Learned: Quartalsweise ab Januar" in obs["narrative"] and obs["scope"] == "private"
 
 
+async def test_a_session_whose_summary_cannot_be_made_is_failed(
+    services: Any,
+    workers: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    auth: Any,
+    tenant: str,
+) -> None:
+    marker = f"Akte-{uuid.uuid4().hex[:8]}"
+    bad = {"learned": "no request field"}  # `request` is required
+    seen = marked(anthropic, marker, tool_use("record_summary", bad), tool_use("record_summary", bad))
+    body = await turn(chat_api, auth(tenant), uuid.uuid4(), f"{marker}: bitte ablegen.", end_session=True)
+
+    async def status() -> str | None:
+        async with services.db.tenant(tenant) as conn:
+            found = await conn.fetchval("SELECT status FROM sessions WHERE id = $1", uuid.UUID(body["session_id"]))
+        return str(found) if found == "failed" else None
+
+    assert await eventually(status, timeout=15) == "failed"
+    assert len(seen) == 2
+
+
 async def test_offline_summary_without_a_key(
     services: Any, workers: Any, fake_recall: FakeRecall, chat_api: httpx.AsyncClient, auth: Any, tenant: str
 ) -> None:
@@ -270,3 +358,63 @@ async def test_offline_summary_without_a_key(
     assert row["generated_by_model"] == "offline"
     assert row["request"] == "Wann läuft der Wartungsvertrag mit Müller aus?"
     assert "verlängern" in row["learned"] and row["notes"] == "Offline-Zusammenfassung (ohne Sprachmodell)"
+
+
+async def test_the_sweep_ends_sessions_left_idle_and_they_get_their_summaries(
+    services: Any,
+    workers: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    auth: Any,
+    tenant: str,
+) -> None:
+    from functions.retention_cron.main import sweep_sessions
+
+    left = await turn(chat_api, auth(tenant), uuid.uuid4(), "Wir haben entschieden, den Vertrag zu verlängern.")
+    recent = await turn(chat_api, auth(tenant), uuid.uuid4(), "Wie ist der Stand bei Müller?")
+    just_idle = await turn(chat_api, auth(tenant), uuid.uuid4(), "Noch eine Frage zu Müller.")
+    async with services.db.tenant(tenant) as conn:
+        await conn.execute(
+            "UPDATE sessions SET updated_at = now() - interval '2 hours' WHERE id = $1", uuid.UUID(left["session_id"])
+        )
+        # idle for longer than the idle time (30 min) but within the grace: a turn may still be finishing in it
+        await conn.execute(
+            "UPDATE sessions SET updated_at = now() - interval '32 minutes' WHERE id = $1",
+            uuid.UUID(just_idle["session_id"]),
+        )
+    # what the CronJob's `python -m functions.retention_cron --sessions` runs (main() would also
+    # configure this process's logging)
+    assert await sweep_sessions() >= 1
+
+    async def status(session_id: str) -> str:
+        async with services.db.tenant(tenant) as conn:
+            return str(await conn.fetchval("SELECT status FROM sessions WHERE id = $1", uuid.UUID(session_id)))
+
+    assert await status(left["session_id"]) == "completed"
+    assert await status(recent["session_id"]) == "active" and await status(just_idle["session_id"]) == "active"
+
+    async def summary() -> Any:
+        async with services.db.tenant(tenant) as conn:
+            return await conn.fetchrow("SELECT * FROM summaries WHERE session_id = $1", uuid.UUID(left["session_id"]))
+
+    row = await eventually(summary, timeout=15)
+    assert "verlängern" in row["learned"] and row["generated_by_model"] == "offline"
+
+
+async def test_the_session_sweep_command_prints_what_it_ended(services: Any) -> None:
+    import os
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "functions.retention_cron",
+        "--sessions",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "ENGRAM_LOG_LEVEL": "WARNING"},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    report = json.loads(out.decode().strip().splitlines()[-1])
+    assert set(report) == {"sessions_ended"} and report["sessions_ended"] >= 0

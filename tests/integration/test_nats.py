@@ -145,7 +145,12 @@ async def test_transient_failure_is_retried_then_dead_lettered(services: Any, sc
                 out.append(None)
         return out
 
-    runner = PullRunner(services.bus.js, spec, handler, fetch_timeout=0.2, nak_base=0.1, nak_cap=0.2)
+    gave_up: list[tuple[str, str]] = []
+
+    async def hook(event: CloudEvent, reason: str) -> None:
+        gave_up.append((event["id"], reason))
+
+    runner = PullRunner(services.bus.js, spec, handler, fetch_timeout=0.2, nak_base=0.1, nak_cap=0.2, on_gave_up=hook)
     stop = asyncio.Event()
     task = asyncio.create_task(runner.run(stop))
     for eid in ("flaky", "broken"):
@@ -157,6 +162,7 @@ async def test_transient_failure_is_retried_then_dead_lettered(services: Any, sc
     assert attempts["broken"] == spec.max_deliver
     (letter,) = await _dead_letters(services, spec.durable, 1)
     assert letter.headers["Engram-Dlq-Reason"] == "gave up after 3 deliveries: dependency down"
+    assert gave_up == [("broken", "gave up after 3 deliveries: dependency down")]  # the handler hears of it
 
 
 def test_backoff_is_capped() -> None:

@@ -137,6 +137,23 @@ class ChatStore:
         )
         return bool(result.endswith(" 1"))
 
+    async def end_idle_sessions(self, ids: list[uuid.UUID], idle_before: datetime) -> list[Session]:
+        """End those of `ids` that are still active and untouched since `idle_before` (a turn that
+        came in meanwhile keeps its session)."""
+        rows = await self.conn.fetch(
+            "UPDATE sessions SET status = 'completed', updated_at = now()"
+            " WHERE id = ANY($1::uuid[]) AND status = 'active' AND updated_at < $2 RETURNING *",
+            ids,
+            idle_before,
+        )
+        return [_session(r) for r in rows]
+
+    async def fail_session(self, session_id: uuid.UUID) -> None:
+        """An ended session whose summary could not be made."""
+        await self.conn.execute(
+            "UPDATE sessions SET status = 'failed' WHERE id = $1 AND status <> 'active'", session_id
+        )
+
     async def session_and_history(self, chat_id: uuid.UUID, limit: int) -> tuple[Session | None, list[StoredMessage]]:
         """`active_session` and `history` in one round trip (a turn reads both after locking the chat)."""
         row = await self.conn.fetchrow(

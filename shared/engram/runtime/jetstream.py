@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from cloudevents.http import CloudEvent
@@ -39,6 +39,7 @@ log = structlog.get_logger(__name__)
 
 Outcome = BaseException | None
 BatchHandler = Callable[[list[CloudEvent]], Awaitable[Sequence[Outcome]]]
+GaveUpHook = Callable[[CloudEvent, str], Awaitable[None]]
 EventFunction = Callable[[CloudEvent], Awaitable[None]]
 
 
@@ -99,7 +100,7 @@ class PullRunner:
         fetch_timeout: float = 1.0,
         nak_base: float = 1.0,
         nak_cap: float = 60.0,
-        on_dead_letter: Callable[[CloudEvent | None, str], Awaitable[None]] | None = None,
+        on_gave_up: GaveUpHook | None = None,
     ) -> None:
         self.js = js
         self.spec = spec
@@ -108,7 +109,7 @@ class PullRunner:
         self.fetch_timeout = fetch_timeout
         self.nak_base = nak_base
         self.nak_cap = nak_cap
-        self.on_dead_letter = on_dead_letter
+        self.on_gave_up = on_gave_up
         self.stats = RunnerStats()
         self.consuming = asyncio.Event()
 
@@ -191,7 +192,14 @@ class PullRunner:
             return
         delivered = msg.metadata.num_delivered
         if delivered >= self.spec.max_deliver:
-            await self.dead_letter(msg, event, f"gave up after {delivered} deliveries: {reason}")
+            reason = f"gave up after {delivered} deliveries: {reason}"
+            await self.dead_letter(msg, event, reason)
+            if self.on_gave_up is not None:
+                # the handler saw this event fail every time and never got to record the end of it
+                try:
+                    await self.on_gave_up(event, reason)
+                except Exception as exc:
+                    log.warning("runner.gave_up_hook_failed", consumer=self.spec.durable, error=reason_of(exc))
             return
         delay = backoff_delay(delivered, self.nak_base, self.nak_cap)
         log.warning(
@@ -226,9 +234,6 @@ class PullRunner:
         key = reason.split(":")[0][:80]
         self.stats.reasons[key] = self.stats.reasons.get(key, 0) + 1
         log.warning("runner.dead_lettered", consumer=self.spec.durable, reason=reason, subject=msg.subject)
-        if self.on_dead_letter is not None:
-            with contextlib.suppress(Exception):
-                await self.on_dead_letter(event, reason)
 
     async def _keep_alive(self, msgs: list[Msg]) -> None:
         interval = max(1.0, self.spec.ack_wait_seconds / 3)
@@ -237,6 +242,14 @@ class PullRunner:
             for msg in msgs:
                 with contextlib.suppress(Exception):
                     await msg.in_progress()
+
+
+def load_gave_up(module_name: str, target: str) -> GaveUpHook | None:
+    """`<target>_gave_up(event, reason)` if the module has one: called after an event is
+    dead-lettered because its last delivery failed too (a poison event is the handler's own
+    verdict, which it records itself)."""
+    hook = getattr(importlib.import_module(module_name), f"{target}_gave_up", None)
+    return cast(GaveUpHook, hook) if hook is not None else None
 
 
 def load_handler(module_name: str, target: str) -> BatchHandler:
@@ -278,7 +291,9 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     spec = consumer(durable, settings.engram_stream)
-    runner = PullRunner(nc.jetstream(), spec, handler, batch_size=batch_size)
+    runner = PullRunner(
+        nc.jetstream(), spec, handler, batch_size=batch_size, on_gave_up=load_gave_up(module_name, target)
+    )
     marker = asyncio.create_task(_mark_ready(runner, ready_file)) if ready_file is not None else None
     try:
         if on_start is not None:

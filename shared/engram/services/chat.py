@@ -36,9 +36,7 @@ from engram.adapters.postgres import Connection, Database
 from engram.domain.chat_extraction import detect_language
 from engram.domain.events import (
     CHAT_TURN_COMPLETED,
-    SESSION_ENDED,
     ChatTurnCompleted,
-    SessionEnded,
     new_event,
 )
 from engram.domain.llm import (
@@ -76,6 +74,7 @@ from engram.services import outbox, telemetry
 from engram.services.gateway import LlmGateway, TelemetryBuffer, Tool, ToolContext, TurnOutcome
 from engram.services.memory import Forbidden, NotFound, RecallUnavailable, Unprocessable
 from engram.services.multistream import MultiStreamRecall, MultiStreamResult
+from engram.services.sessions import session_ended_event
 
 log = structlog.get_logger(__name__)
 
@@ -723,15 +722,7 @@ class ChatTurns:
         )
 
     def _session_ended(self, principal: Principal, session: Session, chat_id: uuid.UUID) -> Any:
-        return new_event(
-            SESSION_ENDED,
-            SessionEnded(session_id=session.id, chat_id=chat_id),
-            tenant_id=principal.tenant_id,
-            source=SOURCE,
-            user_id=session.user_id or principal.user_id,
-            subject=f"session/{session.id}",
-            event_id=f"{SESSION_ENDED.type}:{session.id}",
-        )
+        return session_ended_event(principal.tenant_id, session, chat_id, principal.user_id)
 
     async def turn(
         self, principal: Principal, chat_id: uuid.UUID, body: TurnRequest, *, on_text: TextSink | None = None

@@ -12,12 +12,15 @@
   offline), stored in `summaries` and also as a keyed `context` observation, so summaries are
   recalled like observations.
 
-LLM calls run at background priority, so extraction never delays a chat turn.
+LLM calls run at background priority, so extraction never delays a chat turn, and outside any
+database transaction: a connection is held for the short reads and writes around them only.
+The turn's extraction status ("done" or "failed") is written by `Extraction` with the result.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -27,7 +30,7 @@ from cloudevents.http import CloudEvent
 from pydantic import BaseModel, ValidationError
 
 from engram.adapters.chats import ChatStore
-from engram.adapters.postgres import Connection
+from engram.adapters.postgres import Connection, Database
 from engram.domain.chat_extraction import (
     ExtractionOutput,
     InvalidExtraction,
@@ -73,6 +76,19 @@ class Extracted:
     input_tokens: int = 0
     output_tokens: int = 0
     duration_ms: int = 0
+    message_id: uuid.UUID | None = None  # a chat turn's assistant message (its trace shows the status)
+
+
+class InvalidOutput(InvalidEvent):
+    """The model's output was invalid twice: the event is poison; what the calls cost is kept
+    for `memory.extraction` (R-5.5)."""
+
+    def __init__(self, message: str, model: str, usage: Usage, duration_ms: int) -> None:
+        super().__init__(message)
+        self.model = model
+        self.input_tokens = usage.input_tokens
+        self.output_tokens = usage.output_tokens
+        self.duration_ms = duration_ms
 
 
 def _problems(exc: ValidationError | InvalidExtraction) -> str:
@@ -86,14 +102,12 @@ class ChatMemory:
         self.gateway = gateway
         self.observation_types = observation_types
 
-    async def __call__(self, conn: Connection, event: CloudEvent) -> Extracted:
-        if await self._already_applied(conn, event):
-            return Extracted([])  # redelivered: the inbox marks it as a duplicate, no second LLM call
+    async def __call__(self, db: Database, event: CloudEvent) -> Extracted:
         etype = event["type"]
         if etype == CHAT_TURN_COMPLETED.type:
-            return await self.turn(conn, event)
+            return await self.turn(db, event)
         if etype == SESSION_ENDED.type:
-            return await self.session(conn, event)
+            return await self.session(db, event)
         raise InvalidEvent(f"extract-observation does not handle {etype}")
 
     async def _already_applied(self, conn: Connection, event: CloudEvent) -> bool:
@@ -115,9 +129,11 @@ class ChatMemory:
         model: type[M],
         check: Callable[[M], None] = lambda _m: None,
     ) -> tuple[M, LlmReply, Usage]:
+        started = time.perf_counter()
         usage = Usage()
         correction: list[dict[str, Any]] = []
         last_error = ""
+        model_name = ""
         for attempt in (1, 2):
 
             def build(profile: Profile, extra: list[dict[str, Any]] = correction) -> LlmRequest:
@@ -133,6 +149,7 @@ class ChatMemory:
 
             reply = await self.gateway.complete(task, build, priority=Priority.background)
             usage.add(reply.usage)
+            model_name = reply.model
             uses = [u for u in reply.tool_uses if u.get("name") == tool.name]
             try:
                 if not uses:
@@ -163,11 +180,16 @@ class ChatMemory:
                         {"role": "assistant", "content": reply.text or "(no tool call)"},
                         {"role": "user", "content": f"You must call the tool {tool.name} exactly once."},
                     ]
-        raise InvalidEvent(f"{tool.name}: the model's output was invalid twice: {last_error}")
+        raise InvalidOutput(
+            f"{tool.name}: the model's output was invalid twice: {last_error}",
+            model_name,
+            usage,
+            int((time.perf_counter() - started) * 1000),
+        )
 
     # ---- chat turns ------------------------------------------------------------------------------
 
-    async def turn(self, conn: Connection, event: CloudEvent) -> Extracted:
+    async def turn(self, db: Database, event: CloudEvent) -> Extracted:
         started = time.perf_counter()
         data = cast(ChatTurnCompleted, parse_data(event["type"], event.get_data()))
         user = event.get("userid")
@@ -175,15 +197,18 @@ class ChatMemory:
             raise InvalidEvent("a chat turn event needs the 'userid' extension")
         origin = Origin(str(event["tenantid"]), str(user), data.session_id, data.user_message_id, str(event["id"]))
         language = data.language or detect_language(data.user_message)
-        store = ChatStore(conn)
+        async with db.tenant(str(event["tenantid"])) as conn:
+            if await self._already_applied(conn, event):
+                return Extracted([])  # redelivered: the inbox marks it as a duplicate, no second LLM call
+            known = await self._known(conn, str(user)) if self.gateway.available else ""
         if not self.gateway.available:
             drafts = offline_observations(data.user_message, origin, self.observation_types)
-            if data.assistant_message_id:
-                await store.set_extraction(
-                    data.assistant_message_id, {"status": "done", "count": len(drafts), "model": "offline"}
-                )
-            return Extracted(drafts, model="offline", duration_ms=int((time.perf_counter() - started) * 1000))
-        known = await self._known(conn, str(user))
+            return Extracted(
+                drafts,
+                model="offline",
+                duration_ms=int((time.perf_counter() - started) * 1000),
+                message_id=data.assistant_message_id,
+            )
         tool = ToolSpec(
             EXTRACTION_TOOL,
             "Record the observations worth keeping from this chat turn (an empty list when there are none).",
@@ -206,16 +231,13 @@ class ChatMemory:
             drafts = to_drafts(output, origin)
         except ValidationError as exc:
             raise InvalidEvent(f"extracted observations are invalid: {_problems(exc)}") from exc
-        if data.assistant_message_id:
-            await store.set_extraction(
-                data.assistant_message_id, {"status": "done", "count": len(drafts), "model": reply.model}
-            )
         return Extracted(
             drafts,
             model=reply.model,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             duration_ms=int((time.perf_counter() - started) * 1000),
+            message_id=data.assistant_message_id,
         )
 
     async def _known(self, conn: Connection, user_id: str) -> str:
@@ -228,16 +250,19 @@ class ChatMemory:
 
     # ---- sessions ----------------------------------------------------------------------------------
 
-    async def session(self, conn: Connection, event: CloudEvent) -> Extracted:
+    async def session(self, db: Database, event: CloudEvent) -> Extracted:
         started = time.perf_counter()
         data = cast(SessionEnded, parse_data(event["type"], event.get_data()))
-        store = ChatStore(conn)
-        session = await store.get_session(data.session_id)
-        if session is None:
-            raise InvalidEvent(f"session {data.session_id} does not exist in tenant {event['tenantid']}")
-        if session.status is SessionStatus.active:
-            await store.end_session(session.id)
-        messages = await store.session_messages(session.id)
+        async with db.tenant(str(event["tenantid"])) as conn:
+            if await self._already_applied(conn, event):
+                return Extracted([])  # redelivered: the inbox marks it as a duplicate, no second LLM call
+            store = ChatStore(conn)
+            session = await store.get_session(data.session_id)
+            if session is None:
+                raise InvalidEvent(f"session {data.session_id} does not exist in tenant {event['tenantid']}")
+            if session.status is SessionStatus.active:
+                await store.end_session(session.id)
+            messages = await store.session_messages(session.id)
         turns = [Turn(m.role, m.content) for m in messages if m.role in ("user", "assistant")]
         if not turns and session.user_prompt:
             turns = [Turn("user", session.user_prompt)]
@@ -254,7 +279,10 @@ class ChatMemory:
             model_name = reply.model
         else:
             summary = offline_summary(turns, language)
-        await store.save_summary(str(event["tenantid"]), session.id, session.user_id, summary.model_dump(), model_name)
+        async with db.tenant(str(event["tenantid"])) as conn:
+            await ChatStore(conn).save_summary(
+                str(event["tenantid"]), session.id, session.user_id, summary.model_dump(), model_name
+            )
         drafts: list[ObservationDraft] = []
         if user:
             origin = Origin(str(event["tenantid"]), str(user), session.id, None, str(event["id"]))

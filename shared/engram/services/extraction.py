@@ -2,13 +2,20 @@
 
 A batch is processed per tenant in one transaction: the inbox (`processed_events`) skips
 events already applied, observations are written with one statement, their change events
-go to the outbox, and one `memory.extraction` row per trigger and outcome is written.
+go to the outbox, and `memory.extraction` rows are written: one per chat extraction (its model,
+tokens and duration), one per trigger and outcome for the rule-based ones of the batch.
 Re-publishing, redelivery and concurrent workers therefore never create duplicates (R-5.4).
+
+A chat turn's extraction status sits in its assistant message's `memory_trace` (R-4.4):
+"queued" when the turn is written, "done" in the transaction that writes what was extracted,
+"failed" with the reason when the extraction was refused or the runner gave up on it
+(`gave_up`, after the last delivery). A session whose summary fails that way is `failed`.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,9 +25,11 @@ import structlog
 from cloudevents.http import CloudEvent
 from pydantic import ValidationError
 
+from engram.adapters.chats import ChatStore
 from engram.adapters.observations import Change, ObservationStore
-from engram.adapters.postgres import Connection, Database
+from engram.adapters.postgres import Database
 from engram.domain.events import (
+    CHAT_TURN_COMPLETED,
     OBSERVATION_MARKED,
     SESSION_ENDED,
     InvalidEvent,
@@ -58,6 +67,18 @@ class Planned:
     input_tokens: int = 0
     output_tokens: int = 0
     duration_ms: int = 0
+    message_id: uuid.UUID | None = None  # chat turn: the assistant message whose trace shows the status
+
+
+@dataclass
+class Refused:
+    """An extraction that was refused: an invalid event, or the model's output invalid twice (chat)."""
+
+    reason: str
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    duration_ms: int = 0
 
 
 @dataclass
@@ -65,7 +86,7 @@ class TenantBatch:
     planned: list[Planned] = field(default_factory=list)
     unknown: int = 0
     invalid: list[str] = field(default_factory=list)
-    invalid_chat: list[str] = field(default_factory=list)
+    invalid_chat: list[Refused] = field(default_factory=list)
 
 
 class ChatExtraction(Protocol):
@@ -76,10 +97,33 @@ class ChatExtraction(Protocol):
     input_tokens: int
     output_tokens: int
     duration_ms: int
+    message_id: uuid.UUID | None
 
 
-# A chat-turn extractor returns drafts for one chat event (chat turns and ended sessions).
-ChatExtractor = Callable[[Connection, CloudEvent], Awaitable[list[ObservationDraft] | ChatExtraction]]
+# A chat extractor returns drafts for one chat event (chat turns and ended sessions). It opens
+# its own short transactions on the database: none may stay open while a model answers.
+ChatExtractor = Callable[[Database, CloudEvent], Awaitable[list[ObservationDraft] | ChatExtraction]]
+
+
+def _id_in(event: CloudEvent, event_type: str, field_name: str) -> uuid.UUID | None:
+    if event["type"] != event_type:
+        return None
+    data = event.get_data()
+    raw = data.get(field_name) if isinstance(data, dict) else None
+    try:
+        return uuid.UUID(str(raw)) if raw else None
+    except ValueError:
+        return None
+
+
+def assistant_message_id(event: CloudEvent) -> uuid.UUID | None:
+    """The assistant message of a `chat.turn.completed` event (whose trace shows the extraction)."""
+    return _id_in(event, CHAT_TURN_COMPLETED.type, "assistant_message_id")
+
+
+def ended_session_id(event: CloudEvent) -> uuid.UUID | None:
+    """The session of a `session.ended` event (failed when its summary cannot be made)."""
+    return _id_in(event, SESSION_ENDED.type, "session_id")
 
 
 def is_chat_event(event_type: str) -> bool:
@@ -179,8 +223,7 @@ class Extraction:
                     tenants[tenant_value].invalid.append(str(exc))
         for i, tenant, event in chat_events:
             try:
-                async with self.db.tenant(tenant) as conn:
-                    result = await self.chat_extractor(conn, event)  # type: ignore[misc]
+                result = await self.chat_extractor(self.db, event)  # type: ignore[misc]
                 if isinstance(result, list):
                     planned = Planned(i, event_key(event), TriggerSource.chat, result)
                 else:
@@ -193,11 +236,21 @@ class Extraction:
                         result.input_tokens,
                         result.output_tokens,
                         result.duration_ms,
+                        result.message_id,
                     )
                 tenants[tenant].planned.append(planned)
             except InvalidEvent as exc:
                 outcomes[i] = exc
-                tenants[tenant].invalid_chat.append(str(exc))
+                tenants[tenant].invalid_chat.append(
+                    Refused(
+                        str(exc),
+                        getattr(exc, "model", None),
+                        getattr(exc, "input_tokens", 0),
+                        getattr(exc, "output_tokens", 0),
+                        getattr(exc, "duration_ms", 0),
+                    )
+                )
+                await self._trace_failure(tenant, event, str(exc))
             except Exception as exc:
                 outcomes[i] = exc
         for tenant, batch in tenants.items():
@@ -208,6 +261,52 @@ class Extraction:
                 for p in batch.planned:
                     outcomes[p.index] = exc
         return outcomes
+
+    async def _trace_failure(self, tenant: str, event: CloudEvent, reason: str) -> None:
+        """A chat turn whose extraction ended without result says so in its trace; a session whose
+        summary could not be made is `failed` (best effort: the event's own outcome, dead letter
+        and telemetry do not depend on it)."""
+        message_id = assistant_message_id(event)
+        session_id = ended_session_id(event)
+        if message_id is None and session_id is None:
+            return
+        try:
+            async with self.db.tenant(tenant) as conn:
+                store = ChatStore(conn)
+                if message_id is not None:
+                    await store.set_extraction(message_id, {"status": "failed", "error": reason[:500]})
+                if session_id is not None:
+                    await store.fail_session(session_id)
+        except Exception as exc:
+            log.warning("extraction.trace_failed", event_id=event["id"], error=str(exc))
+
+    async def gave_up(self, event: CloudEvent, reason: str) -> None:
+        """The runner dead-lettered `event` after its last delivery failed as well (an outage that
+        did not clear): a failed `memory.extraction` row (R-5.5) and, for a chat turn, its trace."""
+        tenant = event.get("tenantid")
+        if not isinstance(tenant, str) or not tenant:
+            return
+        etype = event["type"]
+        trigger = "chat" if is_chat_event(etype) else "manual" if etype == OBSERVATION_MARKED.type else "hook"
+        async with self.db.tenant(tenant) as conn:
+            await telemetry.write(
+                conn,
+                [
+                    telemetry.record(
+                        tenant,
+                        "memory.extraction",
+                        {
+                            "trigger": trigger,
+                            "count": 0,
+                            "dedup_hits": 0,
+                            "duration_ms": 0,
+                            "status": "failed",
+                            "error": reason[:2000],
+                        },
+                    )
+                ],
+            )
+        await self._trace_failure(tenant, event, reason)
 
     async def _apply(self, tenant: str, batch: TenantBatch) -> None:
         started = time.perf_counter()
@@ -235,28 +334,46 @@ class Extraction:
                         todo.append(p)
                 written = await ObservationStore(conn).write_changes([d for p in todo for d in p.drafts])
                 changes.extend(written)
-                stats: dict[TriggerSource, dict[str, int]] = defaultdict(
+                # one row per chat extraction (a model call each), one per trigger for the others
+                stats: dict[tuple[TriggerSource, str], dict[str, int]] = defaultdict(
                     lambda: {"count": 0, "dedup": 0, "input_tokens": 0, "output_tokens": 0, "llm_ms": 0}
                 )
-                models: dict[TriggerSource, str] = {}
+                models: dict[tuple[TriggerSource, str], str] = {}
+
+                def row(p: Planned) -> tuple[TriggerSource, str]:
+                    return (p.trigger, p.key if p.trigger is TriggerSource.chat else "")
+
                 for p in batch.planned:
                     if p.key in done:  # redelivered or re-published: already applied
-                        stats[p.trigger]["dedup"] += 1
+                        stats[row(p)]["dedup"] += 1
                 for p in repeated:
-                    stats[p.trigger]["dedup"] += 1
+                    stats[row(p)]["dedup"] += 1
                 produced: list[str] = []
                 cursor = 0
+                traces = ChatStore(conn)
                 for p in todo:
                     if p.model:
-                        models.setdefault(p.trigger, p.model)
-                    stats[p.trigger]["input_tokens"] += p.input_tokens
-                    stats[p.trigger]["output_tokens"] += p.output_tokens
-                    stats[p.trigger]["llm_ms"] += p.duration_ms
+                        models.setdefault(row(p), p.model)
+                    mine_stats = stats[row(p)]
+                    mine_stats["input_tokens"] += p.input_tokens
+                    mine_stats["output_tokens"] += p.output_tokens
+                    mine_stats["llm_ms"] += p.duration_ms
                     mine = written[cursor : cursor + len(p.drafts)]
                     cursor += len(p.drafts)
                     produced.append(",".join(str(c.id) for c in mine))
-                    for c in mine:
-                        stats[p.trigger]["dedup" if c.outcome is WriteOutcome.deduplicated else "count"] += 1
+                    deduplicated = sum(1 for c in mine if c.outcome is WriteOutcome.deduplicated)
+                    mine_stats["dedup"] += deduplicated
+                    mine_stats["count"] += len(mine) - deduplicated
+                    if p.message_id is not None:  # "done" commits with what it reports
+                        await traces.set_extraction(
+                            p.message_id,
+                            {
+                                "status": "done",
+                                "count": len(mine) - deduplicated,
+                                "dedup": deduplicated,
+                                "model": p.model,
+                            },
+                        )
                 if todo:
                     await conn.execute(
                         "INSERT INTO processed_events (tenant_id, consumer, event_key, produced)"
@@ -280,7 +397,7 @@ class Extraction:
                         Change(r["id"], tenant, r["user_id"], WriteOutcome.updated, r["updated_at"]) for r in rows
                     )
                 elapsed = int((time.perf_counter() - started) * 1000)
-                for trigger, s in stats.items():
+                for (trigger, _key), s in stats.items():
                     records.append(
                         telemetry.record(
                             tenant,
@@ -289,7 +406,7 @@ class Extraction:
                                 "trigger": trigger.value,
                                 "count": s["count"],
                                 "dedup_hits": s["dedup"],
-                                "model": models.get(trigger),
+                                "model": models.get((trigger, _key)),
                                 "input_tokens": s["input_tokens"],
                                 "output_tokens": s["output_tokens"],
                                 "duration_ms": elapsed + s["llm_ms"],
@@ -312,19 +429,23 @@ class Extraction:
                         },
                     )
                 )
-            for failed_trigger, reasons in (("hook", batch.invalid), ("chat", batch.invalid_chat)):
-                for reason in reasons:
+            refused = [Refused(reason) for reason in batch.invalid]
+            for refused_trigger, failures in (("hook", refused), ("chat", batch.invalid_chat)):
+                for f in failures:
                     records.append(
                         telemetry.record(
                             tenant,
                             "memory.extraction",
                             {
-                                "trigger": failed_trigger,
+                                "trigger": refused_trigger,
                                 "count": 0,
                                 "dedup_hits": 0,
-                                "duration_ms": 0,
+                                "model": f.model,
+                                "input_tokens": f.input_tokens,
+                                "output_tokens": f.output_tokens,
+                                "duration_ms": f.duration_ms,
                                 "status": "failed",
-                                "error": reason[:2000],
+                                "error": f.reason[:2000],
                             },
                         )
                     )

@@ -1,0 +1,71 @@
+"""Sessions end (R-4.3): by the user, at the next turn after an idle time, or by the sweep.
+
+A chat's session ends when the user says so, or when the next turn finds it idle for longer
+than `ENGRAM_SESSION_IDLE_MINUTES`. A chat the user left never has that next turn: the sweep
+(`python -m functions.retention_cron --sessions`, a CronJob every ten minutes) ends sessions
+idle for longer than that plus a grace period, so that a turn which read its session as active
+just before the idle time ran out finishes in it. Each ended session's `session.ended` event
+goes through the outbox to extract-observation, which writes its Summary.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import structlog
+
+from engram.adapters.chats import ChatStore
+from engram.adapters.postgres import Database
+from engram.domain.events import SESSION_ENDED, SessionEnded, new_event
+from engram.domain.models import Session
+from engram.ports import EventBus
+from engram.services import outbox
+
+log = structlog.get_logger(__name__)
+
+SOURCE = "/engram/chat-turn"
+GRACE = timedelta(minutes=5)
+BATCH = 500  # sessions ended per tenant transaction
+
+
+def session_ended_event(tenant_id: str, session: Session, chat_id: uuid.UUID | None, user_id: str | None) -> Any:
+    """The event extract-observation summarises a session on; one id per session, so ending it
+    twice (a turn and the sweep at once) publishes it once (JetStream's de-duplication)."""
+    return new_event(
+        SESSION_ENDED,
+        SessionEnded(session_id=session.id, chat_id=chat_id),
+        tenant_id=tenant_id,
+        source=SOURCE,
+        user_id=session.user_id or user_id,
+        subject=f"session/{session.id}",
+        event_id=f"{SESSION_ENDED.type}:{session.id}",
+    )
+
+
+async def end_idle_sessions(
+    db: Database, bus: EventBus, idle: timedelta, *, now: datetime | None = None, grace: timedelta = GRACE
+) -> int:
+    """End every active session untouched for longer than `idle` + `grace`, in all tenants, and
+    publish their `session.ended` events. Returns how many ended."""
+    idle_before = (now or datetime.now(UTC)) - idle - grace
+    async with db.system() as conn:
+        rows = await conn.fetch(
+            "SELECT tenant_id, array_agg(id ORDER BY updated_at) AS ids FROM sessions"
+            " WHERE status = 'active' AND updated_at < $1 GROUP BY tenant_id",
+            idle_before,
+        )
+    ended = 0
+    for row in rows:
+        tenant_id, ids = row["tenant_id"], list(row["ids"])
+        for start in range(0, len(ids), BATCH):
+            async with db.tenant(tenant_id) as conn:
+                sessions = await ChatStore(conn).end_idle_sessions(ids[start : start + BATCH], idle_before)
+                events = [session_ended_event(tenant_id, s, s.chat_id, s.user_id) for s in sessions]
+                pending = await outbox.stage(conn, tenant_id, events)
+            await outbox.publish(db, bus, pending)  # what fails to go out stays for the relay
+            ended += len(sessions)
+    if ended:
+        log.info("sessions.ended_idle", count=ended, idle_before=idle_before.isoformat())
+    return ended
