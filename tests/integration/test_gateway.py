@@ -281,6 +281,33 @@ async def test_compaction_is_requested_only_for_supported_models_and_detected(
     assert COMPACTION_BETA not in unsupported.betas and "context_management" not in unsupported.body
 
 
+async def test_a_model_that_refuses_the_compaction_request_is_asked_again_without_it(
+    gateway: LlmGateway, anthropic: AnthropicServer
+) -> None:
+    """The supported-model list is configuration; when the API refuses `context_management` for
+    a model on it, the call is repeated without it (no fall-over to another model) and the model
+    is asked without it from then on."""
+    refused = "context_management: compact_20260112 is not supported for this model"
+    anthropic.script(error(400, "invalid_request_error", refused), text("Quarterly."), text("Still."), model=OPUS)
+    buffer = TelemetryBuffer()
+    first = await gateway.run_tools("advisor", ask(history=2), {}, telemetry=buffer)
+    assert first.text == "Quarterly." and first.model == OPUS and not of(buffer, ChatError)
+    again = await gateway.run_tools("advisor", ask(history=2), {}, telemetry=TelemetryBuffer())
+    assert again.text == "Still."
+    sent = anthropic.requests_for(OPUS)
+    assert ["context_management" in r.body for r in sent] == [True, False, False]
+    assert COMPACTION_BETA not in sent[1].betas and COMPACTION_BETA not in sent[2].betas
+    # SONNET still gets it: only the model that refused is asked without it
+    anthropic.script(text("ok"), model=SONNET)
+    await gateway.complete("primary", ask())
+    assert "context_management" in anthropic.requests_for(SONNET)[-1].body
+    # an ordinary 400 is not taken for a refusal of compaction
+    anthropic.script(error(400, "invalid_request_error", "messages: roles must alternate"), model=SONNET)
+    anthropic.script(text("backup"), model=HAIKU)
+    await gateway.complete("primary", ask())
+    assert "context_management" in anthropic.requests_for(SONNET)[-1].body
+
+
 async def test_streaming_tokens_and_a_fallback_before_the_first_token(
     gateway: LlmGateway, anthropic: AnthropicServer
 ) -> None:

@@ -212,6 +212,9 @@ class AnthropicLLM:
         self.compaction = compaction or CompactionConfig()
         self.max_tokens = max_tokens
         self._client: anthropic.AsyncAnthropic | None = None
+        # models that refused the compaction request although configured for it (a model list
+        # older or newer than the API's): asked without it from then on, in this process
+        self.compaction_refused: set[str] = set()
 
     @property
     def provider(self) -> str:
@@ -240,9 +243,20 @@ class AnthropicLLM:
             temperature=temperature,
             max_tokens=self.max_tokens,
             betas=self.betas,
-            compaction_models=self.compaction_models,
+            compaction_models=self.compaction_models - self.compaction_refused,
             compaction=self.compaction,
         )
+
+    def _refused_compaction(self, error: LlmError, params: dict[str, Any], model: str) -> bool:
+        """A 400 about the compaction request itself, on a call that made one: remember the model
+        and say so (the call is then repeated without it, instead of failing over)."""
+        if "context_management" not in params or not isinstance(error, ProviderError) or error.status != 400:
+            return False
+        if not any(word in str(error).lower() for word in ("context_management", "compact")):
+            return False
+        self.compaction_refused.add(model)
+        log.warning("llm.compaction_refused", model=model, error=str(error)[:300])
+        return True
 
     async def complete(self, request: LlmRequest, *, model: str, timeout: float, temperature: float | None) -> LlmReply:
         params = self.params(request, model=model, temperature=temperature)
@@ -253,7 +267,10 @@ class AnthropicLLM:
             raw = await self.client.beta.messages.with_raw_response.create(**params, timeout=timeout)
             data = json.loads(raw.http_response.content)
         except Exception as exc:
-            raise map_error(exc, model) from exc
+            error = map_error(exc, model)
+            if self._refused_compaction(error, params, model):
+                return await self.complete(request, model=model, timeout=timeout, temperature=temperature)
+            raise error from exc
         if not isinstance(data, dict):
             raise ProviderError(f"{model}: the response is not a JSON object", model=model)
         return _reply_from_json(data, model, started)
@@ -284,6 +301,10 @@ class AnthropicLLM:
             raise
         except Exception as exc:
             mapped = map_error(exc, model)
+            if not emitted and self._refused_compaction(mapped, params, model):
+                return await self.stream(
+                    request, model=model, timeout=timeout, temperature=temperature, on_text=on_text
+                )
             mapped.emitted = emitted
             raise mapped from exc
         return _reply(message, model, started)
