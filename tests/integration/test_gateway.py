@@ -232,10 +232,35 @@ async def test_the_advisor_round_trip(gateway: LlmGateway, anthropic: AnthropicS
     assert anthropic.requests_for(SONNET)[0].body["tools"][-1]["name"] == "consult_advisor"
     (advised,) = of(buffer, ChatAdvisorAutoTriggered)
     assert advised.trigger == "architecture" and advised.executor_model == SONNET and advised.advisor_model == OPUS
-    assert advised.duration_ms >= 0
+    assert advised.duration_ms >= 0 and advised.succeeded
     (used,) = of(buffer, ChatToolUsed)
     assert used.tool_name == "consult_advisor" and used.success
     assert set(buffer.usage) == {SONNET, OPUS}  # the advisor's tokens are counted too
+
+
+async def test_an_advisor_that_cannot_answer_is_reported_and_the_executor_goes_on(
+    gateway: LlmGateway, anthropic: AnthropicServer
+) -> None:
+    anthropic.script(
+        tool_use("consult_advisor", {"question": "Monolith or services?", "reason": "architecture"}),
+        text("Without the advisor: keep the monolith."),
+        model=SONNET,
+    )
+    anthropic.script(error(500, "api_error", "internal error"), model=OPUS)  # the advisor has no fallback
+    buffer = TelemetryBuffer()
+    outcome = await gateway.run_tools(
+        "primary",
+        ask("Should billing become its own service?"),
+        {"consult_advisor": gateway.advisor_tool()},
+        telemetry=buffer,
+    )
+    assert outcome.text == "Without the advisor: keep the monolith."
+    (advised,) = of(buffer, ChatAdvisorAutoTriggered)
+    assert advised.succeeded is False and advised.advisor_model is None and advised.executor_model == SONNET
+    (used,) = of(buffer, ChatToolUsed)
+    assert used.tool_name == "consult_advisor" and not used.success
+    result = anthropic.requests_for(SONNET)[1].body["messages"][-1]["content"][0]
+    assert result["is_error"] is True
 
 
 async def test_a_failing_or_unknown_tool_is_reported_to_the_model(

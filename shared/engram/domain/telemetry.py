@@ -100,7 +100,8 @@ class ChatAdvisorAutoTriggered(_Meta):
     trigger: str
     executor_model: str
     duration_ms: int = NonNeg
-    advisor_model: str | None = None
+    advisor_model: str | None = None  # the model that answered (None when none could)
+    succeeded: bool = True
 
 
 TELEMETRY_EVENTS: dict[str, type[_Meta]] = {

@@ -434,7 +434,18 @@ class LlmGateway:
                     cache_history=False,
                 )
 
-            reply = await self.complete("advisor", build, telemetry=ctx.telemetry)
+            try:
+                reply = await self.complete("advisor", build, telemetry=ctx.telemetry)
+            except LlmError:  # triggered all the same; the tool reports the failure to the executor
+                ctx.telemetry.emit(
+                    ChatAdvisorAutoTriggered(
+                        trigger=trigger,
+                        executor_model=ctx.executor_model,
+                        duration_ms=int((time.perf_counter() - started) * 1000),
+                        succeeded=False,
+                    )
+                )
+                raise
             ctx.telemetry.emit(
                 ChatAdvisorAutoTriggered(
                     trigger=trigger,
