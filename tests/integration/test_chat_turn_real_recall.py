@@ -71,6 +71,17 @@ async def remember_indexed(
     await eventually(lambda: indexed(recall, principal, query, titles), 30)
 
 
+BILLING_DECISION = "Müller Maschinenbau is billed quarterly from January"
+
+
+async def billing_decision_indexed(api: httpx.AsyncClient, headers: dict[str, str], recall: Any, tenant: str) -> str:
+    """A public decision about Müller's billing, remembered and indexed; returns its title."""
+    principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
+    memory = {"type": "decision", "title": BILLING_DECISION, "scope": "public"}
+    await remember_indexed(api, headers, recall, principal, "Müller Maschinenbau billing", memory)
+    return BILLING_DECISION
+
+
 @pytest.mark.parametrize("permissions", [[], [SENSITIVE]], ids=["without-permission", "with-permission"])
 async def test_real_recall_never_puts_a_sensitive_memory_into_a_standard_prompt(
     services: Any,
@@ -124,10 +135,7 @@ async def test_real_recall_fills_the_streams_and_a_turn_answers_offline_from_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     headers = auth(tenant)
-    title = "Müller Maschinenbau is billed quarterly from January"
-    principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
-    memory = {"type": "decision", "title": title, "scope": "public"}
-    await remember_indexed(api, headers, real_recall, principal, "Müller Maschinenbau billing", memory)
+    title = await billing_decision_indexed(api, headers, real_recall, tenant)
     message = "What is the billing model of Müller Maschinenbau?"
     # the message is embedded once, ahead (while the turn is prepared), and every stream uses it
     started_ahead, asked = spy_on_embedding(real_recall, monkeypatch)
@@ -246,10 +254,7 @@ async def test_with_real_recall_a_failing_stream_still_leaves_the_others_and_an_
     from tests.integration.test_chat_turn import events
 
     headers = auth(tenant)
-    title = "Müller Maschinenbau is billed quarterly from January"
-    principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
-    memory = {"type": "decision", "title": title, "scope": "public"}
-    await remember_indexed(api, headers, real_recall, principal, "Müller Maschinenbau billing", memory)
+    title = await billing_decision_indexed(api, headers, real_recall, tenant)
     message = "Should we move Müller Maschinenbau to quarterly billing?"  # DECISION: values, facts, risk
     risk_text = services.chat.engine.streams["risk"].query(message)
     index = real_recall.index

@@ -336,17 +336,23 @@ async def test_recall_never_leaks_and_finds_every_visible_exact_match(services: 
     await services.recall.drain()
 
 
-async def test_search_many_plans_streams_together(tenant: str, services: Any, workers: Any) -> None:
-    """Multi-stream recall's batch path: one shared query id, per-stream events, a bad query fails alone."""
-    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+async def kickoff(services: Any, tenant: str, name: str, place: str) -> tuple[Any, Any]:
+    """Alice's project and fact about a kickoff, written and indexed (one per stream type)."""
     async with services.db.tenant(tenant) as conn:
         project, fact = await ObservationStore(conn).write_many(
             [
-                ObservationDraft(tenant_id=tenant, user_id="alice", title="Heron project kickoff", type="project"),
-                ObservationDraft(tenant_id=tenant, user_id="alice", title="Heron kickoff is in Lisbon", type="fact"),
+                ObservationDraft(tenant_id=tenant, user_id="alice", title=f"{name} project kickoff", type="project"),
+                ObservationDraft(tenant_id=tenant, user_id="alice", title=f"{name} kickoff is in {place}", type="fact"),
             ]
         )
     await services.indexing.reindex(tenant)
+    return project, fact
+
+
+async def test_search_many_plans_streams_together(tenant: str, services: Any, workers: Any) -> None:
+    """Multi-stream recall's batch path: one shared query id, per-stream events, a bad query fails alone."""
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    project, fact = await kickoff(services, tenant, "Heron", "Lisbon")
     shared = uuid.uuid4()
     sub = await services.bus.js.pull_subscribe("engram.feedback.recorded", stream="ENGRAM")
     projects, facts, empty = await services.recall.search_many(
@@ -389,14 +395,7 @@ async def test_a_query_that_fails_inside_a_shared_search_fails_alone(
     """Streams share statements (one transaction, shared lists); when one stream's own statement
     fails, the others still answer (R-7.4): the batch is searched again query by query."""
     principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
-    async with services.db.tenant(tenant) as conn:
-        project, fact = await ObservationStore(conn).write_many(
-            [
-                ObservationDraft(tenant_id=tenant, user_id="alice", title="Osprey project kickoff", type="project"),
-                ObservationDraft(tenant_id=tenant, user_id="alice", title="Osprey kickoff is in Porto", type="fact"),
-            ]
-        )
-    await services.indexing.reindex(tenant)
+    project, fact = await kickoff(services, tenant, "Osprey", "Porto")
     index = services.recall.index
     lexical_in = index.lexical_in
     searched: list[str] = []
