@@ -263,6 +263,31 @@ async def test_an_advisor_that_cannot_answer_is_reported_and_the_executor_goes_o
     assert result["is_error"] is True
 
 
+async def test_a_fallback_in_the_middle_of_a_tool_loop_gets_its_own_prompts_and_every_round(
+    gateway: LlmGateway, anthropic: AnthropicServer
+) -> None:
+    async def lookup(_args: Any, _ctx: ToolContext) -> str:
+        return "Müller: quarterly since January"
+
+    tool = Tool(ToolSpec("lookup", "Look up", {"type": "object"}), lookup)
+
+    def request(profile: Any) -> LlmRequest:  # prompts resolved per model, as chat-turn's are
+        return LlmRequest(
+            system=(SystemBlock(f"instructions for {profile.model}", cache=True),),
+            turn=({"role": "user", "content": "How is Müller billed?"},),
+        )
+
+    anthropic.script(tool_use("lookup", {}), error(500, "api_error", "internal error"), model=SONNET)
+    anthropic.script(text("Quarterly, since January."), model=HAIKU)
+    outcome = await gateway.run_tools("primary", request, {"lookup": tool}, telemetry=TelemetryBuffer())
+    assert outcome.text == "Quarterly, since January." and outcome.model == HAIKU
+    (sent,) = anthropic.requests_for(HAIKU)
+    assert sent.body["system"][0]["text"] == f"instructions for {HAIKU}"  # not Sonnet's
+    messages = sent.body["messages"]
+    assert messages[-2]["content"][0]["type"] == "tool_use" and messages[-1]["content"][0]["type"] == "tool_result"
+    assert "quarterly since January" in messages[-1]["content"][0]["content"]
+
+
 async def test_a_failing_or_unknown_tool_is_reported_to_the_model(
     gateway: LlmGateway, anthropic: AnthropicServer
 ) -> None:

@@ -35,6 +35,7 @@ from engram.domain.llm import (
     LlmRequest,
     LlmTimeout,
     LlmUnavailable,
+    Message,
     Overloaded,
     Priority,
     Profile,
@@ -478,6 +479,21 @@ class LlmGateway:
             return replace(base, tools=specs) if specs else base
 
         source: RequestSource = with_tools
+        loop_turns: list[Message] = []  # what the loop added to the turn (tool calls and results)
+
+        def continued(used: LlmRequest, answered: str | None, new: tuple[Message, ...]) -> RequestSource:
+            """The next round's request: what the answering profile was sent (smaller after a
+            prompt-too-long recovery) plus this round; a fallback profile gets its own request,
+            with the prompts resolved for its model, plus every round so far."""
+            rounds = tuple(loop_turns)
+
+            def build(profile: Profile) -> LlmRequest:
+                if profile.name == answered:
+                    return used.with_turn(*new)
+                return with_tools(profile).with_turn(*rounds)
+
+            return build
+
         usage = Usage()
         texts: list[str] = []
         compactions: list[Compaction] = []
@@ -539,13 +555,17 @@ class LlmGateway:
                 results = []
                 for use in reply.tool_uses:
                     results.append(await self._run_tool(use, tools, reply.model, telemetry, calls))
-                grown = used.with_turn(
-                    {"role": "assistant", "content": assistant}, {"role": "user", "content": results}
+                new: tuple[Message, ...] = (
+                    {"role": "assistant", "content": assistant},
+                    {"role": "user", "content": results},
                 )
-                source = grown
+                loop_turns.extend(new)
+                source = continued(used, reply.profile, new)
                 continue
             if reply.stop_reason in ("pause_turn", "compaction") and not final_round:
-                source = used.with_turn({"role": "assistant", "content": assistant})
+                new = ({"role": "assistant", "content": assistant},)
+                loop_turns.extend(new)
+                source = continued(used, reply.profile, new)
                 continue
             break
         assert last is not None
