@@ -19,6 +19,7 @@ import statistics
 import time
 from array import array
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 WORK = 10_000  # loop iterations per probe run: about 0.7 ms of CPU on the benchmark VM
@@ -50,16 +51,20 @@ class ProbeRuns:
 
     runs: list[tuple[float, float, float]] = field(default_factory=list)
 
-    @property
+    @cached_property
     def median_ms(self) -> float:
         return statistics.median(r[2] for r in self.runs) if self.runs else 0.0
+
+    @cached_property
+    def _starts(self) -> list[float]:
+        return [r[0] for r in self.runs]
 
     def slowdown(self, started: float, ended: float) -> float | None:
         """The largest CPU-time ratio of the runs overlapping [started, ended]; None if none does."""
         median = self.median_ms
         if not median:
             return None
-        starts = [r[0] for r in self.runs]
+        starts = self._starts
         # runs are short and never overlap each other: the one before `started` may reach into it
         first = max(0, bisect.bisect_left(starts, started) - 1)
         ratios = [r[2] / median for r in self.runs[first : bisect.bisect_right(starts, ended)] if r[1] >= started]

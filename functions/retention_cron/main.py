@@ -51,7 +51,7 @@ async def sweep_sessions(settings: Settings | None = None, now: datetime | None 
     nc = await connect(settings.require_nats_url(), name="session-sweep")
     try:
         idle = timedelta(minutes=settings.engram_session_idle_minutes)
-        return await end_idle_sessions(db, NatsBus(nc), idle, now=now)
+        return await end_idle_sessions(db, NatsBus(nc), idle, now=now, limit=settings.engram_session_sweep_limit)
     finally:
         await nc.drain()
         await db.close()

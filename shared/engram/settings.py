@@ -89,6 +89,7 @@ class Settings(BaseSettings):
     llm_rate_limit_retries: int = Field(default=3, ge=0, le=10, description="background: retries after 429/529")
     engram_chat_rate_limit_wait: float = Field(default=2.0, ge=0, le=30, description="chat: longest 429 wait")
     engram_session_idle_minutes: int = Field(default=30, ge=1, le=10_080)
+    engram_session_sweep_limit: int = Field(default=200, ge=1, le=100_000)  # sessions ended per sweep run
     engram_chat_history_messages: int = Field(default=20, ge=0, le=200)
 
     @field_validator("engram_observation_types", mode="before")

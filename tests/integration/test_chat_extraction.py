@@ -259,18 +259,31 @@ async def test_an_extraction_the_worker_gave_up_on_is_reported_and_traced(
     # what the runner calls after the last delivery of an event failed (an outage that never cleared)
     hook = load_gave_up("functions.extract_observation.main", "extract_observation")
     assert hook is not None
-    event = CloudEvent(
-        {"type": CHAT_TURN_COMPLETED.type, "source": "/engram/chat-turn", "id": "t-1", "tenantid": tenant},
-        {"assistant_message_id": body["message_id"], "user_message": "x", "assistant_message": "y"},
-    )
-    await hook(event, "gave up after 8 deliveries: every profile failed for task 'extraction'")
+
+    def event(event_id: str) -> CloudEvent:
+        return CloudEvent(
+            {"type": CHAT_TURN_COMPLETED.type, "source": "/engram/chat-turn", "id": event_id, "tenantid": tenant},
+            {"assistant_message_id": body["message_id"], "user_message": "x", "assistant_message": "y"},
+        )
+
+    reason = "gave up after 8 deliveries: every profile failed for task 'extraction'"
+    # this turn's extraction was stored (only announcing it failed): its trace stays "done"
+    await hook(event(f"{CHAT_TURN_COMPLETED.type}:{body['message_id']}"), reason)
     rows = await extraction_events(services, tenant)
-    assert rows[-1]["status"] == "failed" and rows[-1]["error"].startswith("gave up after 8 deliveries")
+    assert rows[-1]["status"] == "partial" and "change events were not published" in rows[-1]["error"]
+    assert (await message_trace(services, tenant, body["message_id"]))["extraction"]["status"] == "done"
+    # a turn whose extraction never got through
+    async with services.db.tenant(tenant) as conn:
+        await conn.execute(
+            "UPDATE chat_messages SET memory_trace = jsonb_set(memory_trace, '{extraction}', $2::jsonb) WHERE id = $1",
+            uuid.UUID(body["message_id"]),
+            {"status": "queued"},
+        )
+    await hook(event("lost-turn"), reason)
+    rows = await extraction_events(services, tenant)
+    assert rows[-1]["status"] == "failed" and rows[-1]["error"] == reason
     trace = await message_trace(services, tenant, body["message_id"])
-    assert trace["extraction"] == {
-        "status": "failed",
-        "error": "gave up after 8 deliveries: every profile failed for task 'extraction'",
-    }
+    assert trace["extraction"] == {"status": "failed", "error": reason}
 
 
 async def test_an_ended_session_gets_a_summary_that_is_recallable(
@@ -418,3 +431,35 @@ async def test_the_session_sweep_command_prints_what_it_ended(services: Any) -> 
     assert proc.returncode == 0, err.decode()
     report = json.loads(out.decode().strip().splitlines()[-1])
     assert set(report) == {"sessions_ended"} and report["sessions_ended"] >= 0
+
+
+async def test_a_sweep_run_ends_at_most_its_limit_the_longest_idle_first(
+    services: Any, workers: Any, fake_recall: FakeRecall, chat_api: httpx.AsyncClient, auth: Any, tenant: str
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from engram.services.sessions import end_idle_sessions
+
+    older = await turn(chat_api, auth(tenant), uuid.uuid4(), "Erste Frage zu Müller.")
+    newer = await turn(chat_api, auth(tenant), uuid.uuid4(), "Zweite Frage zu Müller.")
+    async with services.db.tenant(tenant) as conn:  # long before any other test's sessions
+        for session_id, when in (
+            (older["session_id"], datetime(1999, 12, 31)),
+            (newer["session_id"], datetime(2000, 1, 1)),
+        ):
+            await conn.execute(
+                "UPDATE sessions SET updated_at = $2 WHERE id = $1", uuid.UUID(session_id), when.replace(tzinfo=UTC)
+            )
+    now = datetime(2000, 1, 2, tzinfo=UTC)
+
+    async def statuses() -> list[str]:
+        async with services.db.tenant(tenant) as conn:
+            return [
+                str(await conn.fetchval("SELECT status FROM sessions WHERE id = $1", uuid.UUID(s["session_id"])))
+                for s in (older, newer)
+            ]
+
+    assert await end_idle_sessions(services.db, services.bus, timedelta(minutes=30), now=now, limit=1) == 1
+    assert await statuses() == ["completed", "active"]
+    assert await end_idle_sessions(services.db, services.bus, timedelta(minutes=30), now=now, limit=1) == 1
+    assert await statuses() == ["completed", "completed"]

@@ -347,6 +347,11 @@ async def test_a_model_that_refuses_the_compaction_request_is_asked_again_withou
     sent = anthropic.requests_for(OPUS)
     assert ["context_management" in r.body for r in sent] == [True, False, False]
     assert COMPACTION_BETA not in sent[1].betas and COMPACTION_BETA not in sent[2].betas
+    # for a while: then the model is asked with it again (one odd refusal does not last)
+    gateway.llm.compaction_refused[OPUS] = 0.0
+    anthropic.script(text("With it again."), model=OPUS)
+    await gateway.run_tools("advisor", ask(history=2), {}, telemetry=TelemetryBuffer())
+    assert "context_management" in anthropic.requests_for(OPUS)[-1].body
     # SONNET still gets it: only the model that refused is asked without it
     anthropic.script(text("ok"), model=SONNET)
     await gateway.complete("primary", ask())

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 EPHEMERAL = {"type": "ephemeral"}
+COMPACTION_REFUSAL_SECONDS = 600.0
 PROVIDER = "anthropic"
 
 
@@ -213,8 +214,10 @@ class AnthropicLLM:
         self.max_tokens = max_tokens
         self._client: anthropic.AsyncAnthropic | None = None
         # models that refused the compaction request although configured for it (a model list
-        # older or newer than the API's): asked without it from then on, in this process
-        self.compaction_refused: set[str] = set()
+        # older or newer than the API's), and until when they are asked without it (in this
+        # process): long enough not to pay a refused call per turn, short enough that one odd
+        # refusal does not switch compaction off until the next restart
+        self.compaction_refused: dict[str, float] = {}
 
     @property
     def provider(self) -> str:
@@ -243,7 +246,7 @@ class AnthropicLLM:
             temperature=temperature,
             max_tokens=self.max_tokens,
             betas=self.betas,
-            compaction_models=self.compaction_models - self.compaction_refused,
+            compaction_models=self.compaction_models - self._refusing(),
             compaction=self.compaction,
         )
 
@@ -254,9 +257,15 @@ class AnthropicLLM:
             return False
         if not any(word in str(error).lower() for word in ("context_management", "compact")):
             return False
-        self.compaction_refused.add(model)
-        log.warning("llm.compaction_refused", model=model, error=str(error)[:300])
+        self.compaction_refused[model] = time.monotonic() + COMPACTION_REFUSAL_SECONDS
+        log.warning(
+            "llm.compaction_refused", model=model, error=str(error)[:300], retry_in_s=COMPACTION_REFUSAL_SECONDS
+        )
         return True
+
+    def _refusing(self) -> set[str]:
+        now = time.monotonic()
+        return {model for model, until in self.compaction_refused.items() if until > now}
 
     async def complete(self, request: LlmRequest, *, model: str, timeout: float, temperature: float | None) -> LlmReply:
         params = self.params(request, model=model, temperature=temperature)

@@ -149,9 +149,11 @@ class ChatStore:
         return [_session(r) for r in rows]
 
     async def fail_session(self, session_id: uuid.UUID) -> None:
-        """An ended session whose summary could not be made."""
+        """An ended session whose summary could not be made (never one that has its summary)."""
         await self.conn.execute(
-            "UPDATE sessions SET status = 'failed' WHERE id = $1 AND status <> 'active'", session_id
+            "UPDATE sessions SET status = 'failed' WHERE id = $1 AND status <> 'active'"
+            " AND NOT EXISTS (SELECT 1 FROM summaries WHERE session_id = $1)",
+            session_id,
         )
 
     async def session_and_history(self, chat_id: uuid.UUID, limit: int) -> tuple[Session | None, list[StoredMessage]]:
@@ -224,6 +226,16 @@ class ChatStore:
             [as_json(m.content_blocks) for m in messages],
             status.value if status else None,
             metadata,
+        )
+
+    async def fail_extraction(self, message_id: uuid.UUID, reason: str) -> None:
+        """The turn's extraction failed, unless it is already `done` (a late report never
+        overwrites a result that was stored)."""
+        await self.conn.execute(
+            "UPDATE chat_messages SET memory_trace = jsonb_set(memory_trace, '{extraction}', $2::jsonb)"
+            " WHERE id = $1 AND coalesce(memory_trace #>> '{extraction,status}', '') <> 'done'",
+            message_id,
+            {"status": "failed", "error": reason[:500]},
         )
 
     async def set_extraction(self, message_id: uuid.UUID, status: dict[str, Any]) -> None:

@@ -40,6 +40,7 @@ log = structlog.get_logger(__name__)
 Outcome = BaseException | None
 BatchHandler = Callable[[list[CloudEvent]], Awaitable[Sequence[Outcome]]]
 GaveUpHook = Callable[[CloudEvent, str], Awaitable[None]]
+GAVE_UP_HOOK_SECONDS = 5.0
 EventFunction = Callable[[CloudEvent], Awaitable[None]]
 
 
@@ -195,9 +196,10 @@ class PullRunner:
             reason = f"gave up after {delivered} deliveries: {reason}"
             await self.dead_letter(msg, event, reason)
             if self.on_gave_up is not None:
-                # the handler saw this event fail every time and never got to record the end of it
+                # the handler saw this event fail every time and never got to record the end of it;
+                # bounded, so an outage that blocks the hook too does not hold up the batch's settling
                 try:
-                    await self.on_gave_up(event, reason)
+                    await asyncio.wait_for(self.on_gave_up(event, reason), GAVE_UP_HOOK_SECONDS)
                 except Exception as exc:
                     log.warning("runner.gave_up_hook_failed", consumer=self.spec.durable, error=reason_of(exc))
             return

@@ -274,7 +274,7 @@ class Extraction:
             async with self.db.tenant(tenant) as conn:
                 store = ChatStore(conn)
                 if message_id is not None:
-                    await store.set_extraction(message_id, {"status": "failed", "error": reason[:500]})
+                    await store.fail_extraction(message_id, reason)
                 if session_id is not None:
                     await store.fail_session(session_id)
         except Exception as exc:
@@ -289,6 +289,13 @@ class Extraction:
         etype = event["type"]
         trigger = "chat" if is_chat_event(etype) else "manual" if etype == OBSERVATION_MARKED.type else "hook"
         async with self.db.tenant(tenant) as conn:
+            # stored, but its change events never went out (each redelivery replays them): the
+            # extraction itself succeeded, its trace and session stay as they are
+            stored = await conn.fetchval(
+                "SELECT 1 FROM processed_events WHERE consumer = $1 AND event_key = $2", CONSUMER, event_key(event)
+            )
+            status = "partial" if stored else "failed"
+            error = f"stored, but its change events were not published: {reason}" if stored else reason
             await telemetry.write(
                 conn,
                 [
@@ -300,13 +307,14 @@ class Extraction:
                             "count": 0,
                             "dedup_hits": 0,
                             "duration_ms": 0,
-                            "status": "failed",
-                            "error": reason[:2000],
+                            "status": status,
+                            "error": error[:2000],
                         },
                     )
                 ],
             )
-        await self._trace_failure(tenant, event, reason)
+        if not stored:
+            await self._trace_failure(tenant, event, reason)
 
     async def _apply(self, tenant: str, batch: TenantBatch) -> None:
         started = time.perf_counter()

@@ -170,7 +170,7 @@ class RecallService:
                     together = await self._search(principal, list(plans.values()), embedding)
                     found = dict.fromkeys(plans, together)
                 except Exception as exc:
-                    if len(plans) == 1:
+                    if len(plans) == 1 or _everyones(exc):
                         raise
                     # the searches shared statements, so one query's failure failed them all:
                     # each query again on its own, and only the failing one fails (R-7.4)
@@ -432,6 +432,16 @@ class RecallService:
         """Wait for feedback still being published (shutdown, tests)."""
         if self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+
+def _everyones(exc: Exception) -> bool:
+    """A failure that would fail each query alone as well (no connection, a timeout): searching
+    them one by one would only add load where there is too much already."""
+    import asyncpg
+
+    return isinstance(
+        exc, (TimeoutError, ConnectionError, OSError, asyncpg.InterfaceError, asyncpg.TooManyConnectionsError)
+    )
 
 
 def shared_limit(plans: Sequence[_Plan]) -> int:

@@ -3,9 +3,14 @@
 A chat's session ends when the user says so, or when the next turn finds it idle for longer
 than `ENGRAM_SESSION_IDLE_MINUTES`. A chat the user left never has that next turn: the sweep
 (`python -m functions.retention_cron --sessions`, a CronJob every ten minutes) ends sessions
-idle for longer than that plus a grace period, so that a turn which read its session as active
-just before the idle time ran out finishes in it. Each ended session's `session.ended` event
-goes through the outbox to extract-observation, which writes its Summary.
+idle for longer than that plus a grace period longer than chat-turn's request timeout (300 s),
+so that a turn which read its session as active just before the idle time ran out finishes in
+it. Each ended session's `session.ended` event goes through the outbox to extract-observation,
+which writes its Summary (a model call each).
+
+A run ends at most `limit` sessions, the longest idle first: the first runs after an upgrade
+find every session ever left open, and work through that backlog at that rate instead of
+asking for thousands of summaries at once.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from engram.services import outbox
 log = structlog.get_logger(__name__)
 
 SOURCE = "/engram/chat-turn"
-GRACE = timedelta(minutes=5)
-BATCH = 500  # sessions ended per tenant transaction
+GRACE = timedelta(minutes=10)  # chat-turn's request timeout is 300 s
+LIMIT = 200  # sessions ended per run
+BATCH = 100  # sessions ended per tenant transaction
 
 
 def session_ended_event(tenant_id: str, session: Session, chat_id: uuid.UUID | None, user_id: str | None) -> Any:
@@ -45,16 +51,25 @@ def session_ended_event(tenant_id: str, session: Session, chat_id: uuid.UUID | N
 
 
 async def end_idle_sessions(
-    db: Database, bus: EventBus, idle: timedelta, *, now: datetime | None = None, grace: timedelta = GRACE
+    db: Database,
+    bus: EventBus,
+    idle: timedelta,
+    *,
+    now: datetime | None = None,
+    grace: timedelta = GRACE,
+    limit: int = LIMIT,
 ) -> int:
-    """End every active session untouched for longer than `idle` + `grace`, in all tenants, and
-    publish their `session.ended` events. Returns how many ended."""
+    """End the active sessions untouched for longer than `idle` + `grace` (at most `limit`, the
+    longest idle first), in all tenants, and publish their `session.ended` events. Returns how
+    many ended."""
     idle_before = (now or datetime.now(UTC)) - idle - grace
     async with db.system() as conn:
         rows = await conn.fetch(
-            "SELECT tenant_id, array_agg(id ORDER BY updated_at) AS ids FROM sessions"
-            " WHERE status = 'active' AND updated_at < $1 GROUP BY tenant_id",
+            "SELECT tenant_id, array_agg(id ORDER BY updated_at) AS ids FROM"
+            " (SELECT tenant_id, id, updated_at FROM sessions WHERE status = 'active' AND updated_at < $1"
+            "  ORDER BY updated_at LIMIT $2) idle GROUP BY tenant_id",
             idle_before,
+            limit,
         )
     ended = 0
     for row in rows:
