@@ -62,7 +62,6 @@ log = structlog.get_logger(__name__)
 
 EXTRACTION_TOOL = "record_observations"
 SUMMARY_TOOL = "record_summary"
-CONSUMER = "extract-observation"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -111,12 +110,9 @@ class ChatMemory:
         raise InvalidEvent(f"extract-observation does not handle {etype}")
 
     async def _already_applied(self, conn: Connection, event: CloudEvent) -> bool:
-        from engram.services.extraction import event_key
+        from engram.services.extraction import applied
 
-        found = await conn.fetchval(
-            "SELECT 1 FROM processed_events WHERE consumer = $1 AND event_key = $2", CONSUMER, event_key(event)
-        )
-        return bool(found)
+        return await applied(conn, event)
 
     # ---- one LLM call with a forced tool, validated, retried once -------------------------------
 

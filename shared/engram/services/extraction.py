@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from engram.adapters.chats import ChatStore
 from engram.adapters.observations import Change, ObservationStore
-from engram.adapters.postgres import Database
+from engram.adapters.postgres import Connection, Database
 from engram.domain.events import (
     CHAT_TURN_COMPLETED,
     OBSERVATION_MARKED,
@@ -81,6 +81,25 @@ class Refused:
     duration_ms: int = 0
 
 
+def failed_record(tenant: str, trigger: str, refused: Refused, status: str = "failed") -> telemetry.TelemetryRecord:
+    """The `memory.extraction` row of an extraction that produced nothing (R-5.5)."""
+    return telemetry.record(
+        tenant,
+        "memory.extraction",
+        {
+            "trigger": trigger,
+            "count": 0,
+            "dedup_hits": 0,
+            "model": refused.model,
+            "input_tokens": refused.input_tokens,
+            "output_tokens": refused.output_tokens,
+            "duration_ms": refused.duration_ms,
+            "status": status,
+            "error": refused.reason[:2000],
+        },
+    )
+
+
 @dataclass
 class TenantBatch:
     planned: list[Planned] = field(default_factory=list)
@@ -124,6 +143,14 @@ def assistant_message_id(event: CloudEvent) -> uuid.UUID | None:
 def ended_session_id(event: CloudEvent) -> uuid.UUID | None:
     """The session of a `session.ended` event (failed when its summary cannot be made)."""
     return _id_in(event, SESSION_ENDED.type, "session_id")
+
+
+async def applied(conn: Connection, event: CloudEvent) -> bool:
+    """Whether `event` was applied already (the inbox, `processed_events`)."""
+    found = await conn.fetchval(
+        "SELECT 1 FROM processed_events WHERE consumer = $1 AND event_key = $2", CONSUMER, event_key(event)
+    )
+    return bool(found)
 
 
 def is_chat_event(event_type: str) -> bool:
@@ -291,28 +318,14 @@ class Extraction:
         async with self.db.tenant(tenant) as conn:
             # stored, but its change events never went out (each redelivery replays them): the
             # extraction itself succeeded, its trace and session stay as they are
-            stored = await conn.fetchval(
-                "SELECT 1 FROM processed_events WHERE consumer = $1 AND event_key = $2", CONSUMER, event_key(event)
-            )
-            status = "partial" if stored else "failed"
-            error = f"stored, but its change events were not published: {reason}" if stored else reason
-            await telemetry.write(
-                conn,
-                [
-                    telemetry.record(
-                        tenant,
-                        "memory.extraction",
-                        {
-                            "trigger": trigger,
-                            "count": 0,
-                            "dedup_hits": 0,
-                            "duration_ms": 0,
-                            "status": status,
-                            "error": error[:2000],
-                        },
-                    )
-                ],
-            )
+            stored = await applied(conn, event)
+            if stored:
+                failure = failed_record(
+                    tenant, trigger, Refused(f"stored, but its change events were not published: {reason}"), "partial"
+                )
+            else:
+                failure = failed_record(tenant, trigger, Refused(reason))
+            await telemetry.write(conn, [failure])
         if not stored:
             await self._trace_failure(tenant, event, reason)
 
@@ -405,7 +418,7 @@ class Extraction:
                         Change(r["id"], tenant, r["user_id"], WriteOutcome.updated, r["updated_at"]) for r in rows
                     )
                 elapsed = int((time.perf_counter() - started) * 1000)
-                for (trigger, _key), s in stats.items():
+                for (trigger, key), s in stats.items():
                     records.append(
                         telemetry.record(
                             tenant,
@@ -414,7 +427,7 @@ class Extraction:
                                 "trigger": trigger.value,
                                 "count": s["count"],
                                 "dedup_hits": s["dedup"],
-                                "model": models.get((trigger, _key)),
+                                "model": models.get((trigger, key)),
                                 "input_tokens": s["input_tokens"],
                                 "output_tokens": s["output_tokens"],
                                 "duration_ms": elapsed + s["llm_ms"],
@@ -437,26 +450,8 @@ class Extraction:
                         },
                     )
                 )
-            refused = [Refused(reason) for reason in batch.invalid]
-            for refused_trigger, failures in (("hook", refused), ("chat", batch.invalid_chat)):
-                for f in failures:
-                    records.append(
-                        telemetry.record(
-                            tenant,
-                            "memory.extraction",
-                            {
-                                "trigger": refused_trigger,
-                                "count": 0,
-                                "dedup_hits": 0,
-                                "model": f.model,
-                                "input_tokens": f.input_tokens,
-                                "output_tokens": f.output_tokens,
-                                "duration_ms": f.duration_ms,
-                                "status": "failed",
-                                "error": f.reason[:2000],
-                            },
-                        )
-                    )
+            records.extend(failed_record(tenant, "hook", Refused(reason)) for reason in batch.invalid)
+            records.extend(failed_record(tenant, "chat", refused) for refused in batch.invalid_chat)
             await telemetry.write(conn, records)
         events = change_events(changes, SOURCE)
         if events:

@@ -435,26 +435,21 @@ class LlmGateway:
                     cache_history=False,
                 )
 
-            try:
-                reply = await self.complete("advisor", build, telemetry=ctx.telemetry)
-            except LlmError:  # triggered all the same; the tool reports the failure to the executor
-                ctx.telemetry.emit(
-                    ChatAdvisorAutoTriggered(
-                        trigger=trigger,
-                        executor_model=ctx.executor_model,
-                        duration_ms=int((time.perf_counter() - started) * 1000),
-                        succeeded=False,
-                    )
-                )
-                raise
-            ctx.telemetry.emit(
-                ChatAdvisorAutoTriggered(
+            def triggered(advisor_model: str | None) -> ChatAdvisorAutoTriggered:
+                return ChatAdvisorAutoTriggered(
                     trigger=trigger,
                     executor_model=ctx.executor_model,
                     duration_ms=int((time.perf_counter() - started) * 1000),
-                    advisor_model=reply.model,
+                    advisor_model=advisor_model,
+                    succeeded=advisor_model is not None,
                 )
-            )
+
+            try:
+                reply = await self.complete("advisor", build, telemetry=ctx.telemetry)
+            except LlmError:  # triggered all the same; the tool reports the failure to the executor
+                ctx.telemetry.emit(triggered(None))
+                raise
+            ctx.telemetry.emit(triggered(reply.model))
             return reply.text
 
         return Tool(ADVISOR_TOOL, consult)

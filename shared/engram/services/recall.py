@@ -12,11 +12,11 @@
 
 `search_many` plans several queries of one caller together (multi-stream recall): one
 rejected-ids lookup, one embedding call for all distinct texts, one hydration. If that shared
-search fails, each query is searched again on its own, so a failure fails only its own query. With an index in
-the same PostgreSQL (pgvector) the rejected ids, the index's scan settings and the BM25
-statements run in one tenant transaction while the texts are embedded; the kNN statements and
-the hydration follow in the same transaction if the embedding is ready by then, else in a
-second one (a recall never holds a pooled connection while it waits for the model).
+search fails, each query is searched again on its own, so a failure fails only its own query.
+With an index in the same PostgreSQL (pgvector) the rejected ids, the index's scan settings
+and the BM25 statements run in one tenant transaction while the texts are embedded; the kNN
+statements and the hydration follow in the same transaction if the embedding is ready by then,
+else in a second one (a recall never holds a pooled connection while it waits for the model).
 """
 
 from __future__ import annotations
@@ -439,9 +439,8 @@ def _everyones(exc: Exception) -> bool:
     them one by one would only add load where there is too much already."""
     import asyncpg
 
-    return isinstance(
-        exc, (TimeoutError, ConnectionError, OSError, asyncpg.InterfaceError, asyncpg.TooManyConnectionsError)
-    )
+    # OSError covers TimeoutError (asyncio's too) and ConnectionError
+    return isinstance(exc, (OSError, asyncpg.InterfaceError, asyncpg.TooManyConnectionsError))
 
 
 def shared_limit(plans: Sequence[_Plan]) -> int:
