@@ -9,10 +9,15 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from engram.domain.llm import DEFAULT_COMPACTION_SUPPORTED_MODELS
 from engram.domain.observation import DEFAULT_OBSERVATION_TYPES
 
 CONFIG_DIR = Path(__file__).parent / "config"
+# The Anthropic models that take server-side compaction (the `compact-2026-01-12` beta); the
+# adapter asks only these for it. Kept here, not in the adapter, because settings is the lower
+# layer; `COMPACTION_SUPPORTED_MODELS` replaces the list.
+DEFAULT_COMPACTION_SUPPORTED_MODELS: frozenset[str] = frozenset(
+    {"claude-opus-4-7", "claude-opus-4-6", "claude-sonnet-4-6"}
+)
 
 
 class Settings(BaseSettings):

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from engram.adapters.anthropic_llm import AnthropicLLM
+from engram.adapters.anthropic_llm import COMPACTION_BETA, AnthropicLLM
 from engram.domain.llm import (
-    COMPACTION_BETA,
     LlmConfig,
     LlmRequest,
     LlmUnavailable,

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from engram.adapters.anthropic_llm import build_params
+from engram.adapters.anthropic_llm import (
+    COMPACTION_BETA,
+    _reply_from_json,
+    build_params,
+    find_compactions,
+    sanitize_assistant_content,
+)
 from engram.bootstrap import load_llm_config
 from engram.domain.llm import (
-    COMPACTION_BETA,
     CompactionConfig,
     LlmConfig,
     LlmRequest,
@@ -18,9 +23,7 @@ from engram.domain.llm import (
     billed_usage,
     cost_usd,
     expand,
-    find_compactions,
     from_last_compaction,
-    sanitize_assistant_content,
 )
 from engram.settings import Settings
 
@@ -117,6 +120,33 @@ def test_sanitize_keeps_whitelisted_blocks_and_request_fields_only() -> None:
         {"type": "compaction", "content": "summary", "encrypted_content": "e"},
         {"type": "thinking", "thinking": "...", "signature": "sig"},
     ]
+
+
+def test_a_reply_carries_whitelisted_blocks_and_reads_as_answered() -> None:
+    """The adapter whitelists a reply's blocks; blank text blocks stay (the text reads exactly as
+    answered) until the blocks are sent back, and compactions are read from the raw blocks."""
+    data = {
+        "model": "m",
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 7, "output_tokens": 3},
+        "content": [
+            {"type": "compaction", "content": "summary", "encrypted_content": "e", "extra": 1},
+            {"type": "text", "text": "Hi", "parsed_output": {"x": 1}},
+            {"type": "text", "text": "  "},
+            {"type": "mystery_block", "data": 1},
+            {"type": "text", "text": "there"},
+        ],
+    }
+    reply = _reply_from_json(data, "m", 0.0)
+    assert reply.text == "Hi  there"
+    assert reply.content == [
+        {"type": "compaction", "content": "summary", "encrypted_content": "e"},
+        {"type": "text", "text": "Hi"},
+        {"type": "text", "text": "  "},
+        {"type": "text", "text": "there"},
+    ]
+    assert [(c.summary_chars, c.iteration_input_tokens) for c in reply.compactions] == [(7, 7)]
+    assert sanitize_assistant_content(reply.content) == [reply.content[0], reply.content[1], reply.content[3]]
 
 
 def test_compaction_is_found_with_the_iteration_tokens() -> None:

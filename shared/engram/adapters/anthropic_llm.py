@@ -3,24 +3,25 @@
 `build_params` is the one place that shapes a request: prompt caching (`cache_control` on the
 last tool, the cached system blocks and the last history message), server-side compaction
 (`context_management.edits` and the `compact-2026-01-12` beta only for models in
-`COMPACTION_SUPPORTED_MODELS`), and the assistant-content whitelist. The client is created on
-first use with `max_retries=0`: the gateway owns retries and fallbacks, so a failing provider
-never holds a chat turn in the SDK's own backoff. The SDK itself is imported on first use too
-(it takes about a second to import), so functions that never call a model do not pay for it.
+`COMPACTION_SUPPORTED_MODELS`), and the assistant-content whitelist. The whitelist also applies
+to every reply's blocks, so what the gateway keeps and sends back is provider-clean. The client
+is created on first use with `max_retries=0`: the gateway owns retries and fallbacks, so a
+failing provider never holds a chat turn in the SDK's own backoff. The SDK itself is imported
+on first use too (it takes about a second to import), so functions that never call a model do
+not pay for it.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from engram.domain.llm import (
-    COMPACTION_BETA,
-    COMPACTION_EDIT_TYPE,
+    Compaction,
     CompactionConfig,
     LlmError,
     LlmReply,
@@ -32,8 +33,6 @@ from engram.domain.llm import (
     ProviderError,
     RateLimited,
     billed_usage,
-    find_compactions,
-    sanitize_assistant_content,
 )
 
 if TYPE_CHECKING:
@@ -44,6 +43,54 @@ log = structlog.get_logger(__name__)
 EPHEMERAL = {"type": "ephemeral"}
 COMPACTION_REFUSAL_SECONDS = 600.0
 PROVIDER = "anthropic"
+COMPACTION_BETA = "compact-2026-01-12"
+COMPACTION_EDIT_TYPE = "compact_20260112"
+
+# Block types an assistant turn may echo back, and the fields each may carry on a request.
+ASSISTANT_BLOCK_FIELDS: dict[str, tuple[str, ...]] = {
+    "text": ("type", "text", "citations"),
+    "tool_use": ("type", "id", "name", "input"),
+    "thinking": ("type", "thinking", "signature"),
+    "redacted_thinking": ("type", "data"),
+    "compaction": ("type", "content", "encrypted_content", "signature", "tool_changes"),
+    "server_tool_use": ("type", "id", "name", "input"),
+    "web_search_tool_result": ("type", "tool_use_id", "content"),
+}
+
+
+def _whitelisted(blocks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Whitelisted block types with their request fields only: response-only fields
+    (`parsed_output`, null `citations`, ...) and unknown block types are dropped."""
+    clean: list[dict[str, Any]] = []
+    for block in blocks:
+        allowed = ASSISTANT_BLOCK_FIELDS.get(str(block.get("type")))
+        if allowed is not None:
+            clean.append({k: block[k] for k in allowed if k in block and block[k] is not None})
+    return clean
+
+
+def sanitize_assistant_content(blocks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Keep whitelisted block types with their request fields only (R-8.3).
+
+    Response-only fields (`parsed_output`, null `citations`, ...) and unknown block types are
+    dropped, as are empty text blocks, which the API rejects on the way back.
+    """
+    return [b for b in _whitelisted(blocks) if b["type"] != "text" or str(b.get("text", "")).strip()]
+
+
+def find_compactions(content: Iterable[Mapping[str, Any]], usage: Mapping[str, Any] | None) -> list[Compaction]:
+    """Compaction blocks in a response, with the input tokens of the iteration that compacted."""
+    blocks = [b for b in content if b.get("type") == "compaction"]
+    if not blocks:
+        return []
+    iteration_tokens = 0
+    if usage:
+        for item in usage.get("iterations") or []:
+            if isinstance(item, Mapping) and item.get("type") == "compaction":
+                iteration_tokens = int(item.get("input_tokens") or 0)
+        if not iteration_tokens:
+            iteration_tokens = int(usage.get("input_tokens") or 0)
+    return [Compaction(len(b.get("content") or ""), iteration_tokens) for b in blocks]
 
 
 def _with_cache(block: dict[str, Any]) -> dict[str, Any]:
@@ -185,9 +232,11 @@ def _reply(message: Any, model: str, started: float) -> LlmReply:
 def _assemble(
     content: list[dict[str, Any]], usage_raw: dict[str, Any], stop_reason: str | None, model: str, started: float
 ) -> LlmReply:
+    """The reply with whitelisted blocks (compactions are read from the raw ones first). Blank text
+    blocks stay, so `text` reads exactly as answered; `_prepare_messages` drops them on the way back."""
     return LlmReply(
         model=model,
-        content=content,
+        content=_whitelisted(content),
         stop_reason=stop_reason,
         usage=billed_usage(usage_raw),
         compactions=find_compactions(content, usage_raw),

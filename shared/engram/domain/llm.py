@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
@@ -20,12 +20,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 log = structlog.get_logger(__name__)
-
-COMPACTION_BETA = "compact-2026-01-12"
-COMPACTION_EDIT_TYPE = "compact_20260112"
-DEFAULT_COMPACTION_SUPPORTED_MODELS: frozenset[str] = frozenset(
-    {"claude-opus-4-7", "claude-opus-4-6", "claude-sonnet-4-6"}
-)
 
 
 class Priority(StrEnum):
@@ -448,52 +442,7 @@ class Attempt:
     duration_ms: float = 0.0
 
 
-# ---- content: whitelist and compaction --------------------------------------------------------
-
-# Block types an assistant turn may echo back, and the fields each may carry on a request.
-ASSISTANT_BLOCK_FIELDS: dict[str, tuple[str, ...]] = {
-    "text": ("type", "text", "citations"),
-    "tool_use": ("type", "id", "name", "input"),
-    "thinking": ("type", "thinking", "signature"),
-    "redacted_thinking": ("type", "data"),
-    "compaction": ("type", "content", "encrypted_content", "signature", "tool_changes"),
-    "server_tool_use": ("type", "id", "name", "input"),
-    "web_search_tool_result": ("type", "tool_use_id", "content"),
-}
-
-
-def sanitize_assistant_content(blocks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Keep whitelisted block types with their request fields only (R-8.3).
-
-    Response-only fields (`parsed_output`, null `citations`, ...) and unknown block types are
-    dropped, as are empty text blocks, which the API rejects on the way back.
-    """
-    clean: list[dict[str, Any]] = []
-    for block in blocks:
-        kind = block.get("type")
-        allowed = ASSISTANT_BLOCK_FIELDS.get(str(kind))
-        if allowed is None:
-            continue
-        item = {k: block[k] for k in allowed if k in block and block[k] is not None}
-        if kind == "text" and not str(item.get("text", "")).strip():
-            continue
-        clean.append(item)
-    return clean
-
-
-def find_compactions(content: Iterable[Mapping[str, Any]], usage: Mapping[str, Any] | None) -> list[Compaction]:
-    """Compaction blocks in a response, with the input tokens of the iteration that compacted."""
-    blocks = [b for b in content if b.get("type") == "compaction"]
-    if not blocks:
-        return []
-    iteration_tokens = 0
-    if usage:
-        for item in usage.get("iterations") or []:
-            if isinstance(item, Mapping) and item.get("type") == "compaction":
-                iteration_tokens = int(item.get("input_tokens") or 0)
-        if not iteration_tokens:
-            iteration_tokens = int(usage.get("input_tokens") or 0)
-    return [Compaction(len(b.get("content") or ""), iteration_tokens) for b in blocks]
+# ---- compaction -------------------------------------------------------------------------------
 
 
 def from_last_compaction(messages: Sequence[Message]) -> list[Message]:

@@ -46,7 +46,6 @@ from engram.domain.llm import (
     SystemBlock,
     ToolSpec,
     Usage,
-    sanitize_assistant_content,
 )
 from engram.domain.telemetry import (
     ChatAdvisorAutoTriggered,
@@ -540,7 +539,7 @@ class LlmGateway:
                         model=reply.model,
                     )
                 )
-            assistant = sanitize_assistant_content(reply.content)
+            assistant = list(reply.content)  # whitelisted by the adapter
             blocks = [b for b in assistant if b.get("type") == "compaction"]
             if blocks:
                 compaction_blocks = blocks[-1:]
