@@ -7,6 +7,7 @@ only for what it touches.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -128,12 +129,15 @@ def load_rules(settings: Settings) -> RuleSet:
 
 
 def load_llm_config(settings: Settings) -> LlmConfig:
+    """`config/llm.yaml` with its `${NAME}` placeholders filled from the settings first, then the
+    process environment (an empty setting does not hide the environment's value)."""
     placeholders = {
         "ANTHROPIC_AUTO_SONNET_MODEL": settings.anthropic_auto_sonnet_model,
         "ANTHROPIC_AUTO_OPUS_MODEL": settings.anthropic_auto_opus_model,
         "ANTHROPIC_ADVISOR_MODEL": settings.anthropic_advisor_model,
     }
-    return LlmConfig.from_yaml(settings.engram_llm_config_path.read_text(encoding="utf-8"), placeholders)
+    env = {**os.environ, **{name: value for name, value in placeholders.items() if value}}
+    return LlmConfig.from_yaml(settings.engram_llm_config_path.read_text(encoding="utf-8"), env)
 
 
 def build_gateway(settings: Settings) -> LlmGateway:

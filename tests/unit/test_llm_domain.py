@@ -72,6 +72,16 @@ def test_shipped_llm_config_uses_the_configured_models() -> None:
     assert config.price("claude-sonnet-4-6-20260101") == config.prices["claude-sonnet-4-6"]  # dated id: prefix
 
 
+def test_placeholders_without_a_setting_come_from_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGRAM_FAST_MODEL", "fast-from-env")
+    monkeypatch.setenv("ANTHROPIC_ADVISOR_MODEL", "advisor-from-env")
+    config = load_llm_config(Settings(anthropic_advisor_model="advisor-setting"))
+    assert config.profiles["fast"].model == "fast-from-env"
+    assert config.profiles["advisor"].model == "advisor-setting"  # the setting wins
+    monkeypatch.delenv("ENGRAM_FAST_MODEL")
+    assert load_llm_config(Settings()).profiles["fast"].model == "claude-haiku-4-5"
+
+
 def test_cost_from_the_price_table() -> None:
     config = LlmConfig.from_yaml(PROFILES)
     usage = Usage(

@@ -8,7 +8,6 @@ and talks to the provider through the `engram.ports.LLM` port; the Anthropic ada
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -91,11 +90,12 @@ _PLACEHOLDER = re.compile(r"\$\{([A-Z][A-Z0-9_]*)(?::-([^}]*))?\}")
 
 
 def expand(value: str, env: Mapping[str, str]) -> str:
-    """`${NAME}` / `${NAME:-default}` from `env` (settings first, then the process environment)."""
+    """`${NAME}` / `${NAME:-default}` from `env`, the whole mapping: the domain reads no process
+    environment (the composition root passes the settings merged over it)."""
 
     def sub(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
-        found = env.get(name) or os.environ.get(name)
+        found = env.get(name)
         if found:
             return found
         if default is not None:
