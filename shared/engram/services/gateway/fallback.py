@@ -1,4 +1,4 @@
-"""The LLM gateway (R-8.2-R-8.4): profiles with fallbacks, backoff, recovery, priorities, tools.
+"""The LLM gateway's fallback chain (R-8.4): one call walks a task's profiles in order.
 
 - A task ("chat_default", "advisor", "fast", "extraction", ...) names a profile; the profile's
   fallback chain is walked in order, cycle-safe.
@@ -10,8 +10,9 @@
   concurrent) and may wait longer on rate limits; realtime calls never touch the gate.
 - An empty answer counts as a failure (fallback); "prompt is too long" shrinks the request
   (older history, then the memory block) and is logged as `chat.ptl_recovery`.
-- `run_tools` is the tool-use loop, with the `consult_advisor` tool (R-8.2) and
-  `chat.compaction_fired` for compaction blocks (R-8.3).
+
+`LlmGateway` is the service; its tool-use loop (`tool_loop`) and advisor tool (`advisor`) are
+built on `complete`.
 """
 
 from __future__ import annotations
@@ -20,14 +21,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
 
 from engram.domain.llm import (
     Attempt,
-    Compaction,
     EmptyResponse,
     LlmConfig,
     LlmError,
@@ -35,7 +34,6 @@ from engram.domain.llm import (
     LlmRequest,
     LlmTimeout,
     LlmUnavailable,
-    Message,
     Overloaded,
     Priority,
     Profile,
@@ -43,67 +41,13 @@ from engram.domain.llm import (
     PromptTooLong,
     RateLimited,
     StreamInterrupted,
-    SystemBlock,
-    ToolSpec,
-    Usage,
 )
-from engram.domain.telemetry import (
-    ChatAdvisorAutoTriggered,
-    ChatCompactionFired,
-    ChatError,
-    ChatPtlRecovery,
-    ChatToolUsed,
-    _Meta,
-)
+from engram.domain.telemetry import ChatError, ChatPtlRecovery
 from engram.ports import LLM
+from engram.services.gateway import advisor, tool_loop
+from engram.services.gateway.calls import RequestSource, TelemetryBuffer, TextSink, Tool, TurnOutcome
 
 log = structlog.get_logger(__name__)
-
-TextSink = Callable[[str], Awaitable[None]]
-RequestSource = LlmRequest | Callable[[Profile], LlmRequest]
-
-ADVISOR_TOOL = ToolSpec(
-    name="consult_advisor",
-    description=(
-        "Ask a senior advisor model for a second opinion on a genuinely hard question: an "
-        "architecture or strategy decision, a risk trade-off, or an ambiguous requirement. "
-        "Do not use it for simple facts, greetings or anything you can answer confidently."
-    ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "question": {"type": "string", "description": "the precise question, with the context it needs"},
-            "reason": {
-                "type": "string",
-                "description": "why this needs an advisor (architecture, risk, strategy, ambiguity, ...)",
-            },
-        },
-        "required": ["question"],
-    },
-)
-
-
-@dataclass
-class TelemetryBuffer:
-    """Events collected during a call; the caller writes them in its own transaction."""
-
-    events: list[_Meta] = field(default_factory=list)
-    usage: dict[str, Usage] = field(default_factory=dict)  # every successful call, per model
-    llm_ms: float = 0.0  # time spent in provider calls, waits and fallbacks included
-    calls: int = 0
-
-    def emit(self, meta: _Meta) -> None:
-        self.events.append(meta)
-
-    def account(self, reply: LlmReply) -> None:
-        self.usage.setdefault(reply.model, Usage()).add(reply.usage)
-        self.calls += 1
-
-    def total(self) -> Usage:
-        total = Usage()
-        for usage in self.usage.values():
-            total.add(usage)
-        return total
 
 
 class PriorityGate:
@@ -133,43 +77,6 @@ class PriorityGate:
         finally:
             self.background_active -= 1
             self._slots.release()
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    executor_model: str
-    telemetry: TelemetryBuffer
-
-
-ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
-
-
-@dataclass(frozen=True)
-class Tool:
-    spec: ToolSpec
-    run: ToolHandler
-
-
-@dataclass
-class ToolCall:
-    name: str
-    duration_ms: int
-    success: bool
-    error: str | None = None
-
-
-@dataclass
-class TurnOutcome:
-    text: str
-    model: str
-    profile: str | None
-    usage: Usage
-    stop_reason: str | None
-    compactions: list[Compaction]
-    tool_calls: list[ToolCall]
-    content_blocks: list[dict[str, Any]]  # what the next turn sends back (compaction + text)
-    llm_ms: float
-    iterations: int
 
 
 class LlmGateway:
@@ -413,47 +320,11 @@ class LlmGateway:
 
         return await self.complete(task, build, priority=priority, timeout=timeout, telemetry=telemetry)
 
-    # ---- the advisor (R-8.2) ------------------------------------------------------------------
+    # ---- the advisor (R-8.2) and the tool-use loop ---------------------------------------------
 
     def advisor_tool(self, context: str = "") -> Tool:
         """`consult_advisor`: the executor asks the smart model; its answer goes back into the loop."""
-
-        async def consult(arguments: Mapping[str, Any], ctx: ToolContext) -> str:
-            question = str(arguments.get("question") or "").strip()
-            if not question:
-                raise ValueError("consult_advisor needs a 'question'")
-            trigger = str(arguments.get("reason") or "executor tool call").strip()[:200]
-            started = time.perf_counter()
-
-            def build(profile: Profile) -> LlmRequest:
-                system = self.prompts.render("advisor_v1", model=profile.model, provider=profile.provider)
-                body = f"{question}\n\nContext from the conversation:\n{context}" if context else question
-                return LlmRequest(
-                    system=(SystemBlock(system, cache=True),),
-                    turn=({"role": "user", "content": body},),
-                    cache_history=False,
-                )
-
-            def triggered(advisor_model: str | None) -> ChatAdvisorAutoTriggered:
-                return ChatAdvisorAutoTriggered(
-                    trigger=trigger,
-                    executor_model=ctx.executor_model,
-                    duration_ms=int((time.perf_counter() - started) * 1000),
-                    advisor_model=advisor_model,
-                    succeeded=advisor_model is not None,
-                )
-
-            try:
-                reply = await self.complete("advisor", build, telemetry=ctx.telemetry)
-            except LlmError:  # triggered all the same; the tool reports the failure to the executor
-                ctx.telemetry.emit(triggered(None))
-                raise
-            ctx.telemetry.emit(triggered(reply.model))
-            return reply.text
-
-        return Tool(ADVISOR_TOOL, consult)
-
-    # ---- the tool-use loop ----------------------------------------------------------------------
+        return advisor.advisor_tool(self, context)
 
     async def run_tools(
         self,
@@ -466,144 +337,15 @@ class LlmGateway:
         on_text: TextSink | None = None,
         max_iterations: int = 6,
     ) -> TurnOutcome:
-        specs = tuple(t.spec for t in tools.values())
-
-        def with_tools(profile: Profile) -> LlmRequest:
-            base = request(profile) if callable(request) else request
-            return replace(base, tools=specs) if specs else base
-
-        source: RequestSource = with_tools
-        loop_turns: list[Message] = []  # what the loop added to the turn (tool calls and results)
-
-        def continued(used: LlmRequest, answered: str | None, new: tuple[Message, ...]) -> RequestSource:
-            """The next round's request: what the answering profile was sent (smaller after a
-            prompt-too-long recovery) plus this round; a fallback profile gets its own request,
-            with the prompts resolved for its model, plus every round so far."""
-            rounds = tuple(loop_turns)
-
-            def build(profile: Profile) -> LlmRequest:
-                if profile.name == answered:
-                    return used.with_turn(*new)
-                return with_tools(profile).with_turn(*rounds)
-
-            return build
-
-        usage = Usage()
-        texts: list[str] = []
-        compactions: list[Compaction] = []
-        compaction_blocks: list[dict[str, Any]] = []
-        calls: list[ToolCall] = []
-        llm_ms = 0.0
-        last: LlmReply | None = None
-        streamed_any = False
-        iteration = 0
-        wrapped_sink = on_text
-
-        if on_text is not None:
-
-            async def separated(chunk: str) -> None:
-                nonlocal streamed_any
-                if not streamed_any and texts:
-                    await on_text("\n\n")
-                streamed_any = True
-                await on_text(chunk)
-
-            wrapped_sink = separated
-
-        for iteration in range(1, max_iterations + 1):
-            final_round = iteration == max_iterations
-            current_source = source
-            if final_round and last is not None and last.stop_reason == "tool_use":
-                previous = source
-
-                def no_more_tools(profile: Profile, previous: RequestSource = previous) -> LlmRequest:
-                    built = previous(profile) if callable(previous) else previous
-                    return replace(built, tool_choice={"type": "none"})
-
-                current_source = no_more_tools
-            streamed_any = False
-            reply = await self.complete(
-                task, current_source, telemetry=telemetry, model_override=model_override, on_text=wrapped_sink
-            )
-            last = reply
-            usage.add(reply.usage)
-            llm_ms += reply.duration_ms
-            if reply.text.strip():
-                texts.append(reply.text.strip())
-            for found in reply.compactions:
-                compactions.append(found)
-                telemetry.emit(
-                    ChatCompactionFired(
-                        summary_chars=found.summary_chars,
-                        iteration_input_tokens=found.iteration_input_tokens,
-                        model=reply.model,
-                    )
-                )
-            assistant = list(reply.content)  # whitelisted by the adapter
-            blocks = [b for b in assistant if b.get("type") == "compaction"]
-            if blocks:
-                compaction_blocks = blocks[-1:]
-            used = reply.request
-            assert used is not None
-            if reply.stop_reason == "tool_use" and reply.tool_uses and not final_round:
-                results = []
-                for use in reply.tool_uses:
-                    results.append(await self._run_tool(use, tools, reply.model, telemetry, calls))
-                new: tuple[Message, ...] = (
-                    {"role": "assistant", "content": assistant},
-                    {"role": "user", "content": results},
-                )
-                loop_turns.extend(new)
-                source = continued(used, reply.profile, new)
-                continue
-            if reply.stop_reason in ("pause_turn", "compaction") and not final_round:
-                new = ({"role": "assistant", "content": assistant},)
-                loop_turns.extend(new)
-                source = continued(used, reply.profile, new)
-                continue
-            break
-        assert last is not None
-        text = "\n\n".join(texts)
-        return TurnOutcome(
-            text=text,
-            model=last.model,
-            profile=last.profile,
-            usage=usage,
-            stop_reason=last.stop_reason,
-            compactions=compactions,
-            tool_calls=calls,
-            content_blocks=[*compaction_blocks, {"type": "text", "text": text}] if text else compaction_blocks,
-            llm_ms=llm_ms,
-            iterations=iteration,
+        """The tool-use loop (R-8.2, R-8.3): see `tool_loop.ToolLoop`."""
+        loop = tool_loop.ToolLoop(
+            self,
+            task,
+            request,
+            tools,
+            telemetry=telemetry,
+            model_override=model_override,
+            on_text=on_text,
+            max_iterations=max_iterations,
         )
-
-    async def _run_tool(
-        self,
-        use: Mapping[str, Any],
-        tools: Mapping[str, Tool],
-        executor_model: str,
-        telemetry: TelemetryBuffer,
-        calls: list[ToolCall],
-    ) -> dict[str, Any]:
-        name = str(use.get("name"))
-        started = time.perf_counter()
-        tool = tools.get(name)
-        error: str | None = None
-        output = ""
-        try:
-            if tool is None:
-                raise LookupError(f"unknown tool {name!r}")
-            arguments = use.get("input") or {}
-            if not isinstance(arguments, Mapping):
-                raise ValueError("tool input must be an object")
-            output = await tool.run(arguments, ToolContext(executor_model, telemetry))
-        except Exception as exc:  # a failing tool is reported to the model, not to the user
-            error = f"{type(exc).__name__}: {exc}"[:500]
-            output = f"The tool failed: {error}"
-        duration = int((time.perf_counter() - started) * 1000)
-        calls.append(ToolCall(name, duration, error is None, error))
-        telemetry.emit(ChatToolUsed(tool_name=name[:100], duration_ms=duration, success=error is None, error=error))
-        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": use.get("id"), "content": output or "(empty)"}
-        if error is not None:
-            result["is_error"] = True
-        return result
+        return await loop.run()
