@@ -30,8 +30,8 @@ def servers() -> Iterator[Servers]:
     """Embedded PostgreSQL and NATS in a temporary folder (or the configured ones), migrated and declared."""
     import asyncio
 
-    from engram.devstack import EmbeddedNats, EmbeddedPostgres
-    from engram.provision import apply_migrations, declare_streams
+    from engram.development.embedded import EmbeddedNats, EmbeddedPostgres
+    from engram.operations.provision import apply_migrations, declare_streams
 
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     pg = None if os.environ.get("DATABASE_URL") else EmbeddedPostgres(tmp / "pg").start()

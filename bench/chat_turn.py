@@ -151,28 +151,29 @@ class FixedRecall:
 
 
 async def seed(services: Any, count: int) -> None:
-    from engram.services import outbox
-    from engram.services.memory import write_and_stage
+    from engram.domain.events import change_events
 
     batch = 1_000
     all_drafts = drafts(count)
     for start in range(0, count, batch):
-        async with services.db.tenant(TENANT) as conn:
-            _written, pending = await write_and_stage(conn, TENANT, all_drafts[start : start + batch], "/bench")
-        await outbox.publish(services.db, services.bus, pending)
+        async with services.uow.tenant(TENANT) as tx:
+            written = await tx.observations.write_many(all_drafts[start : start + batch])
+            tx.emit(change_events([w.change for w in written], "/bench"))
 
 
 async def wait_for_index(services: Any, timeout: float) -> None:
     """Run the embed-index worker in this process until its consumer has no pending messages."""
     import importlib.util
 
-    from engram.runtime.jetstream import PullRunner, load_handler
-    from engram.topology import consumer
+    from engram.operations.topology import consumer
+    from engram.runtime.jetstream import PullRunner
 
     if importlib.util.find_spec("functions.embed_index") is None:
         raise SystemExit("functions.embed_index is not installed: the recall service's index cannot be built")
     spec = consumer("embed-index")
-    runner = PullRunner(services.bus.js, spec, load_handler("functions.embed_index.main", "embed_index"))
+    from functions.embed_index.main import WORKER
+
+    runner = PullRunner(services.nats.js, spec, WORKER.batch_handler(services))
     stop = asyncio.Event()
     task = asyncio.create_task(runner.run(stop))
     deadline = time.monotonic() + timeout
@@ -318,7 +319,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
 
     from engram import bootstrap
-    from engram.runtime.auth import issue_jwt
+    from engram.services.auth import issue_jwt
 
     services = await bootstrap.get_services()
     try:
@@ -340,7 +341,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             if args.recall == "services":
                 await wait_for_index(services, args.index_timeout)
         if args.recall == "fixed":
-            from engram.adapters.observations import to_observation
+            from engram.adapters.observation_rows import to_observation
 
             async with services.db.tenant(TENANT) as conn:
                 rows = await conn.fetch(
@@ -471,8 +472,8 @@ def main() -> int:
     os.environ.setdefault("ENGRAM_FAST_MODEL", "claude-fast-bench")
     os.environ.setdefault("ENGRAM_JWT_SECRET", secrets.token_urlsafe(32))
 
-    from engram.devstack import EmbeddedNats, EmbeddedPostgres
-    from engram.provision import apply_migrations, declare_streams
+    from engram.development.embedded import EmbeddedNats, EmbeddedPostgres
+    from engram.operations.provision import apply_migrations, declare_streams
 
     tmp = Path(args.state).resolve() if args.state else Path(tempfile.mkdtemp(prefix="engram-bench-"))
     pg = nats = None

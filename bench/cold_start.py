@@ -12,7 +12,7 @@ a fresh process, five times, and measures from just before the process is spawne
 
 The baseline is a bare `python -c pass` measured in the same run, interleaved with the others,
 so the ratio stays meaningful on a shared, noisy machine. PostgreSQL and NATS come from
-`engram.devstack` (migrated and declared, like a cluster after the migration Job). As in the
+`engram.development.embedded` (migrated and declared, like a cluster after the migration Job). As in the
 image (compileall at build time, PYTHONDONTWRITEBYTECODE at run time), Engram's own modules
 are compiled before the first start, so no run pays for compiling source.
 
@@ -78,7 +78,7 @@ def classify(module: str, main_source: str) -> Kind:
         return KINDS[module]
     if "uvicorn" in main_source:
         return "http"
-    if "engram.runtime.worker" in main_source:
+    if "WORKER.main()" in main_source:
         return "worker"
     return "job"
 
@@ -93,7 +93,7 @@ def discover(functions_dir: Path = FUNCTIONS_DIR) -> list[Function]:
 
 
 def _free_port() -> int:
-    from engram.devstack import free_port
+    from engram.development.embedded import free_port
 
     return free_port()
 
@@ -206,8 +206,8 @@ class Result:
 @contextlib.contextmanager
 def backing_services(workdir: Path) -> Iterator[dict[str, str]]:
     """PostgreSQL and NATS from the PyPI wheels, migrated and declared."""
-    from engram.devstack import EmbeddedNats, EmbeddedPostgres
-    from engram.provision import apply_migrations, declare_streams
+    from engram.development.embedded import EmbeddedNats, EmbeddedPostgres
+    from engram.operations.provision import apply_migrations, declare_streams
 
     pg = EmbeddedPostgres(workdir / "postgres").start()
     try:

@@ -2,7 +2,7 @@
 
 Each conversation is stored through the real services (ConversationIngest writes turn units
 with their change events to the outbox; the events are decoded from their NATS encoding and
-handed to the same `Indexer.handle_batch` that embed-index runs; questions go through
+handed to the same `Indexer.handle` that embed-index runs; questions go through
 `RecallService.search`). One tenant and one user per conversation; each turn unit carries the
 session date (`valid_from`) and its `dia_id` as provenance, so a hit names exactly one turn.
 
@@ -38,15 +38,18 @@ from rich.table import Table
 
 from engram.adapters.embedders import build_embedder
 from engram.adapters.nats_binding import from_nats
-from engram.adapters.nats_bus import Published, RawMessage
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
+from engram.adapters.unit_of_work import PgUnitOfWork
 from engram.domain.conversation import ConversationSession, Turn, turn_id_of
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal
+from engram.ports import Published, RawMessage
 from engram.services.conversations import ConversationIngest
 from engram.services.indexing import Indexer
-from engram.services.recall import CANDIDATES, RecallService
+from engram.services.recall import RecallService
+from engram.services.recall_plan import CANDIDATES
+from functions.embed_index.main import WORKER as EMBED_INDEX
 
 DEFAULT_DATA = "/work/shared/bench/locomo/dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -162,8 +165,8 @@ async def ts_rank_ranking(db: Database, tenant: str, question: str, limit: int) 
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from engram.devstack import EmbeddedPostgres
-    from engram.migrate import migrate
+    from engram.development.embedded import EmbeddedPostgres
+    from engram.operations.migrate import migrate
 
     samples = args.samples
     pg = EmbeddedPostgres(args.state_dir / "postgres").start()
@@ -182,9 +185,10 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     embedder = build_embedder(args.embedder)
     index = PgVectorIndex(db, embedder.dimensions)
     bus = CollectingBus()
-    ingest = ConversationIngest(db, bus)
-    indexer = Indexer(db, index, embedder)
-    recall = RecallService(db, index, embedder, None, candidates=args.candidates)
+    uow = PgUnitOfWork(db, bus)
+    ingest = ConversationIngest(uow)
+    indexer = Indexer(uow, index, embedder)
+    recall = RecallService(uow, index, embedder, None, candidates=args.candidates)
     scores = Scores()
     started = time.perf_counter()
     ingest_seconds = 0.0
@@ -204,7 +208,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
         )
         events = bus.take()
         for start in range(0, len(events), 200):  # the runner's batch size
-            outcomes = await indexer.handle_batch(events[start : start + 200])
+            outcomes = await EMBED_INDEX.run(indexer.handle, events[start : start + 200])
             failed = [o for o in outcomes if o is not None]
             if failed:
                 raise RuntimeError(f"indexing failed: {failed[0]}")

@@ -40,16 +40,18 @@ from rich.table import Table
 
 from bench.locomo import CollectingBus
 from engram.adapters.embedders import E5Embedder, StaticEmbedder
-from engram.adapters.observations import ObservationStore
+from engram.adapters.observations import PgObservationStore
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
+from engram.adapters.unit_of_work import PgUnitOfWork
+from engram.domain.events import change_events
 from engram.domain.observation import ObservationDraft, Priority, Scope
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal
 from engram.domain.search import Vector
 from engram.services.indexing import Indexer
-from engram.services.memory import change_events
 from engram.services.recall import RecallService
+from functions.embed_index.main import WORKER as EMBED_INDEX
 
 console = Console(stderr=True)
 SEED = 20261130
@@ -269,9 +271,9 @@ async def load(db: Database, tenant: str, size: int, dims: int) -> float:
     corpus = drafts(tenant, size, rng)
     for start in range(0, size, 2000):
         async with db.tenant(tenant) as conn:
-            await ObservationStore(conn).write_many(corpus[start : start + 2000])
+            await PgObservationStore(conn).write_many(corpus[start : start + 2000])
     console.print(f"{tenant}: {size} observations written in {time.perf_counter() - started:.0f} s; indexing")
-    indexer = Indexer(db, PgVectorIndex(db, dims), ProjectedStatic(dims))
+    indexer = Indexer(PgUnitOfWork(db, None), PgVectorIndex(db, dims), ProjectedStatic(dims))
 
     def progress(done: int, total: int) -> None:
         if done and done % 10_000 == 0:
@@ -313,7 +315,7 @@ async def measure(recall: RecallService, tenant: str, texts: list[str], concurre
 async def time_to_searchable(db: Database, recall: RecallService, dims: int, tenant: str, n: int) -> dict[str, float]:
     """Write observations while 8 clients query; time from commit until recall returns each."""
     bus = CollectingBus()
-    indexer = Indexer(db, PgVectorIndex(db, dims), ProjectedStatic(dims))
+    indexer = Indexer(PgUnitOfWork(db, None), PgVectorIndex(db, dims), ProjectedStatic(dims))
     stop = asyncio.Event()
     rng = random.Random(SEED)
     background = queries(400, rng)
@@ -333,10 +335,10 @@ async def time_to_searchable(db: Database, recall: RecallService, dims: int, ten
             draft = ObservationDraft(tenant_id=tenant, user_id="user00", title=f"Fresh note {marker} about billing")
             t0 = time.perf_counter()
             async with db.tenant(tenant) as conn:
-                written = await ObservationStore(conn).write_many([draft])
+                written = await PgObservationStore(conn).write_many([draft])
             events = change_events([w.change for w in written], "/bench")
             await bus.publish_many(events)
-            await indexer.handle_batch(bus.take())
+            await EMBED_INDEX.run(indexer.handle, bus.take())
             while True:
                 result = await recall.search(owner, RecallQuery(text=marker, limit=1, mode="lexical"))
                 if result.hits and result.hits[0].observation.id == written[0].observation.id:
@@ -368,8 +370,8 @@ def index_options(args: argparse.Namespace) -> dict[str, int]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from engram.devstack import EmbeddedPostgres
-    from engram.migrate import migrate
+    from engram.development.embedded import EmbeddedPostgres
+    from engram.operations.migrate import migrate
 
     # sized for a 100k-vector index (the embedded default of 256 MB is for development)
     pg = EmbeddedPostgres(args.state_dir / "postgres", settings={"shared_buffers": args.shared_buffers}).start()
@@ -389,7 +391,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     console.print(f"{tenant}: loaded in {load_s:.0f} s")
                     continue
                 index = PgVectorIndex(db, embedder.dimensions, **index_options(args))
-                recall = RecallService(db, index, embedder, None)
+                recall = RecallService(PgUnitOfWork(db, None), index, embedder, None)
                 for text in texts[:20]:  # warm caches and the connection pool
                     await recall.search(principal_for(tenant, rng), RecallQuery(text=text))
                 base = await embedding_baseline(embedder, texts)

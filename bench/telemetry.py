@@ -161,7 +161,7 @@ async def timed(call: Callable[[], Awaitable[Any]], runs: int, warmup: int = 3) 
 
 
 async def run(events: int, runs: int) -> dict[str, Any]:
-    from engram.devstack import EmbeddedNats, EmbeddedPostgres
+    from engram.development.embedded import EmbeddedNats, EmbeddedPostgres
 
     _check_templates()
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-telemetry-"))
@@ -173,8 +173,8 @@ async def run(events: int, runs: int) -> dict[str, Any]:
         import httpx
 
         from engram import bootstrap
-        from engram.provision import apply_migrations, declare_streams
-        from engram.runtime.auth import issue_jwt
+        from engram.operations.provision import apply_migrations, declare_streams
+        from engram.services.auth import issue_jwt
         from engram.settings import get_settings
 
         get_settings.cache_clear()

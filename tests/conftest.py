@@ -40,7 +40,7 @@ ALL_PERMISSIONS = [
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[dict[str, str]]:
-    from engram.devstack import EmbeddedNats, EmbeddedPostgres
+    from engram.development.embedded import EmbeddedNats, EmbeddedPostgres
 
     external_pg = os.environ.get("ENGRAM_TEST_DATABASE_URL")
     pg = None if external_pg else EmbeddedPostgres(_TMP / "postgres").start()
@@ -58,7 +58,7 @@ def stack() -> Iterator[dict[str, str]]:
     get_settings.cache_clear()
     import asyncio
 
-    from engram.provision import apply_migrations, declare_streams
+    from engram.operations.provision import apply_migrations, declare_streams
 
     asyncio.run(apply_migrations(urls["database_url"]))
     asyncio.run(declare_streams(urls["nats_url"], "ENGRAM"))
@@ -71,13 +71,58 @@ def stack() -> Iterator[dict[str, str]]:
         shutil.rmtree(_TMP, ignore_errors=True)  # the servers' data: ~70 MB per session
 
 
+class CurrentServices:
+    """The services the HTTP apps and workers of this process use right now: the session's, or
+    those a fixture built with overrides (`llm`, `fake_recall`) and installed for one test.
+    Attribute reads and writes go to them."""
+
+    def __init__(self, base: Any) -> None:
+        object.__setattr__(self, "base", base)
+
+    def _current(self) -> Any:
+        from engram import bootstrap
+
+        return bootstrap._services or object.__getattribute__(self, "base")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._current(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._current(), name, value)
+
+
 @pytest.fixture(scope="session")
 async def services(stack: dict[str, str]) -> AsyncIterator[Any]:
     from engram import bootstrap
 
     svc = await bootstrap.get_services()
-    yield svc
+    yield CurrentServices(svc)
     await bootstrap.shutdown()
+
+
+async def installed(services: Any, overrides: Any, settings: Any = None) -> AsyncIterator[Any]:
+    """Services built with `overrides` on the session's database, bus, embedder and index, made
+    the process-wide ones for one test; the session's come back afterwards."""
+    from dataclasses import replace
+
+    from engram import bootstrap
+
+    base = services.base
+    shared = replace(overrides, db=base.db, bus=base.bus, embedder=base.embedder, index=base.index)
+    built = await bootstrap.build(settings or services.settings, shared)
+    previous = bootstrap.use_services(built)
+    try:
+        yield built
+    finally:
+        bootstrap.use_services(previous)
+        await built.uow.drain()
+
+
+async def write_telemetry(conn: Any, records: Any) -> None:
+    """Telemetry rows on a connection inside a tenant transaction (tests that set the scene)."""
+    from engram.adapters.telemetry_store import PgTelemetryStore
+
+    await PgTelemetryStore(conn, records[0].tenant_id if records else "").write(records)
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +145,7 @@ TokenFactory = Callable[..., str]
 
 @pytest.fixture
 def token() -> TokenFactory:
-    from engram.runtime.auth import issue_jwt
+    from engram.services.auth import issue_jwt
 
     def make(
         tenant_id: str,
@@ -142,42 +187,53 @@ async def api(services: Any) -> AsyncIterator[Any]:
         yield client
 
 
-WORKERS = [
-    ("functions.extract_observation.main", "extract_observation", "extract-observation"),
-    ("functions.record_feedback.main", "record_feedback", "record-feedback"),
-    ("functions.embed_index.main", "embed_index", "embed-index"),
-]
-
-
 @pytest.fixture(scope="session")
 async def workers(services: Any) -> AsyncIterator[dict[str, Any]]:
-    """The event workers, in this process, on their real durable consumers."""
+    """The event workers, in this process, on their real durable consumers. Each batch goes to
+    the services installed at that moment (`CurrentServices`)."""
     import asyncio
-    import importlib
 
-    from engram.runtime.jetstream import PullRunner, load_gave_up, load_handler
-    from engram.topology import consumer
+    from engram.operations.topology import consumer
+    from engram.runtime.jetstream import PullRunner
+    from functions.embed_index.main import WORKER as EMBED_INDEX
+    from functions.extract_observation.main import WORKER as EXTRACT_OBSERVATION
+    from functions.record_feedback.main import WORKER as RECORD_FEEDBACK
 
     stop = asyncio.Event()
     runners: dict[str, Any] = {}
     tasks = []
-    for module, target, durable in WORKERS:
-        if importlib.util.find_spec(module) is None:
-            continue
+    for worker in (EXTRACT_OBSERVATION, RECORD_FEEDBACK, EMBED_INDEX):
+
+        async def handle(events: list[Any], worker: Any = worker) -> Any:
+            return await worker.handle_events(services._current(), events)
+
+        async def gave_up(event: Any, reason: str, worker: Any = worker) -> None:
+            hook = worker.gave_up_hook(services._current())
+            if hook is not None:
+                await hook(event, reason)
+
         runner = PullRunner(
-            services.bus.js,
-            consumer(durable),
-            load_handler(module, target),
+            services.nats.js,
+            consumer(worker.durable),
+            handle,
             fetch_timeout=0.2,
-            on_gave_up=load_gave_up(module, target),
+            on_gave_up=gave_up if worker.gave_up is not None else None,
         )
-        runners[durable] = runner
+        runners[worker.durable] = runner
         tasks.append(asyncio.create_task(runner.run(stop)))
     for runner in runners.values():
         await asyncio.wait_for(runner.consuming.wait(), 10)
     yield runners
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def deliver(services: Any, worker: Any, events: list[Any], handler: Any = None) -> list[Any]:
+    """`events` through an event function's worker declaration, as one fetch (outcome per event);
+    `handler` instead of the service the declaration names (a service built by the test)."""
+    if handler is not None:
+        return list(await worker.run(handler, events))
+    return list(await worker.handle_events(services._current(), events))
 
 
 async def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
@@ -219,13 +275,13 @@ def anthropic(anthropic_server: Any) -> Any:
 
 @pytest.fixture
 async def fake_recall(services: Any) -> AsyncIterator[Any]:
-    """`services.recall` replaced by a hand-written fake for one test (restored afterwards)."""
+    """The services built with a hand-written fake recall for one test."""
+    from engram.bootstrap import Overrides
     from tests.fakes import FakeRecall
 
-    saved = services.recall
-    services.recall = FakeRecall()
-    yield services.recall
-    services.recall = saved
+    recall = FakeRecall()
+    async for _built in installed(services, Overrides(recall=recall, gateway=services.gateway)):
+        yield recall
 
 
 FAST_TEST_MODEL = "claude-fast-test"
@@ -234,15 +290,15 @@ EXTRACTION_TEST_MODEL = "claude-extraction-test"
 
 @pytest.fixture
 async def llm(services: Any, anthropic: Any, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
-    """chat-turn and chat extraction talking to the scripted API through the real SDK.
+    """The services built on the scripted Anthropic API (the real SDK), for one test.
 
     Routing/compression and extraction get models of their own, so a background extraction
-    left over from an earlier test never takes a reply scripted for a chat model.
+    left over from an earlier test never takes a reply scripted for a chat model. With
+    `fake_recall` in the same test, its fake stays (the recall of the services installed before).
     """
     from pydantic import SecretStr
 
-    from engram.bootstrap import build_chat, build_gateway
-    from engram.services.chat_memory import ChatMemory
+    from engram.bootstrap import Overrides, build_gateway
     from tests.anthropic_server import text, tool_use
 
     monkeypatch.setenv("ENGRAM_FAST_MODEL", FAST_TEST_MODEL)
@@ -260,7 +316,7 @@ async def llm(services: Any, anthropic: Any, monkeypatch: pytest.MonkeyPatch) ->
 
     anthropic.responder = default
 
-    settings = services.settings.model_copy(
+    settings = services.base.settings.model_copy(
         update={
             "anthropic_api_key": SecretStr("sk-test"),
             "anthropic_base_url": anthropic.url,
@@ -272,12 +328,8 @@ async def llm(services: Any, anthropic: Any, monkeypatch: pytest.MonkeyPatch) ->
     profiles = dict(gateway.config.profiles)
     profiles["extraction_backup"] = profiles["extraction_backup"].model_copy(update={"model": EXTRACTION_TEST_MODEL})
     gateway.config = gateway.config.model_copy(update={"profiles": profiles})
-    saved = (services.gateway, services.chat, services.extraction.chat_extractor)
-    services.gateway = gateway
-    services.chat = build_chat(settings, services.db, services.bus, gateway, lambda: services.recall)
-    services.extraction.chat_extractor = ChatMemory(gateway, settings.engram_observation_types)
-    yield gateway
-    services.gateway, services.chat, services.extraction.chat_extractor = saved
+    async for _built in installed(services, Overrides(recall=services.recall, gateway=gateway), settings):
+        yield gateway
     await gateway.close(drain_seconds=10)  # a background extraction still running finishes first
 
 

@@ -1,6 +1,6 @@
 """`python -m functions.embed_index`: consume the durable `embed-index`."""
 
-from engram.runtime.worker import main
+from functions.embed_index.main import WORKER
 
 if __name__ == "__main__":
-    main("functions.embed_index.main", "embed_index", "embed-index")
+    WORKER.main()

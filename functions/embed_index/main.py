@@ -1,31 +1,14 @@
-"""embed-index (R-6.3): a functions-framework CloudEvent function, also run from JetStream.
+"""embed-index (R-6.3): observation changes -> the search index, in batches.
 
-Over HTTP one observation event arrives per request; the JetStream runner calls
-`embed_index_batch` with a whole fetch, which makes one embedding call for the batch. The
-embedding model loads on the first batch, not at import, so a cold start stays short.
+A declaration for the worker runtime (`engram.runtime.worker`): over HTTP (Knative,
+functions-framework) one event arrives per request; from JetStream a whole fetch, for which
+`Indexer.handle` makes one embedding call. The model loads on the first batch, not at import.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from engram.runtime.worker import Worker
+from engram.services.indexing import decode_change
 
-from cloudevents.http import CloudEvent
-from starlette.exceptions import HTTPException
-
-from engram.bootstrap import get_services
-from engram.domain.events import InvalidEvent
-from engram.runtime.cloud_event import cloud_event
-
-
-@cloud_event
-async def embed_index(event: CloudEvent) -> None:
-    outcome = (await embed_index_batch([event]))[0]
-    if isinstance(outcome, InvalidEvent):
-        raise HTTPException(status_code=422, detail=str(outcome))  # poison: do not redeliver
-    if outcome is not None:
-        raise HTTPException(status_code=503, detail=str(outcome))  # transient: redeliver
-
-
-async def embed_index_batch(events: Sequence[CloudEvent]) -> list[BaseException | None]:
-    services = await get_services()
-    return await services.indexing.handle_batch(events)
+WORKER = Worker(durable="embed-index", decode=decode_change, handler=lambda s: s.indexing.handle)
+embed_index = WORKER.cloud_event("embed_index")

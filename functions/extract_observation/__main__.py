@@ -1,6 +1,6 @@
 """`python -m functions.extract_observation`: consume the durable `extract-observation`."""
 
-from engram.runtime.worker import main
+from functions.extract_observation.main import WORKER
 
 if __name__ == "__main__":
-    main("functions.extract_observation.main", "extract_observation", "extract-observation")
+    WORKER.main()

@@ -16,7 +16,7 @@ from fastapi import Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from engram.adapters.s3_archive import ArchiveError
+from engram.domain.errors import ArchiveError
 from engram.domain.observation import Observation, Scope, Source
 from engram.domain.scopes import Permission
 from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem, warm_embedder

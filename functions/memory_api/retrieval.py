@@ -14,14 +14,14 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from engram.domain.errors import Forbidden, RecallUnavailable, Unprocessable
 from engram.domain.observation import Observation
 from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
 from engram.domain.scopes import Permission
 from engram.ports import Recall
 from engram.runtime.http import CurrentPrincipal, ServicesDep
-from engram.services.memory import Forbidden, RecallUnavailable, Unprocessable
-from engram.services.recall import MAX_LIMIT, validate_query_text
+from engram.services.recall_plan import MAX_LIMIT, validate_query_text
 
 router = APIRouter(prefix="/api/ai/memory", tags=["recall"])
 

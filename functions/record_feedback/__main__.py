@@ -1,6 +1,6 @@
 """`python -m functions.record_feedback`: consume the durable `record-feedback`."""
 
-from engram.runtime.worker import main
+from functions.record_feedback.main import WORKER
 
 if __name__ == "__main__":
-    main("functions.record_feedback.main", "record_feedback", "record-feedback")
+    WORKER.main()

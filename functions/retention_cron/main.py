@@ -43,7 +43,9 @@ async def run_once(settings: Settings | None = None, now: datetime | None = None
 async def sweep_sessions(settings: Settings | None = None, now: datetime | None = None) -> int:
     from datetime import timedelta
 
+    from engram.adapters.maintenance import PgMaintenance
     from engram.adapters.nats_bus import NatsBus, connect
+    from engram.adapters.unit_of_work import PgUnitOfWork
     from engram.services.sessions import end_idle_sessions
 
     settings = settings or get_settings()
@@ -51,7 +53,9 @@ async def sweep_sessions(settings: Settings | None = None, now: datetime | None 
     nc = await connect(settings.require_nats_url(), name="session-sweep")
     try:
         idle = timedelta(minutes=settings.engram_session_idle_minutes)
-        return await end_idle_sessions(db, NatsBus(nc), idle, now=now, limit=settings.engram_session_sweep_limit)
+        return await end_idle_sessions(
+            PgUnitOfWork(db, NatsBus(nc)), PgMaintenance(db), idle, now=now, limit=settings.engram_session_sweep_limit
+        )
     finally:
         await nc.drain()
         await db.close()

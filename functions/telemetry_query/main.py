@@ -18,19 +18,11 @@ from fastapi import Query
 from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from engram.domain.errors import Unprocessable
 from engram.domain.periods import Granularity, Period
-from engram.domain.telemetry import TELEMETRY_EVENTS
+from engram.domain.telemetry import TELEMETRY_EVENTS, EventFilter, Metric
 from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app
-from engram.services.memory import Unprocessable
-from engram.services.telemetry_query import (
-    EventFilter,
-    EventPage,
-    Metric,
-    Overview,
-    TimeSeries,
-    TopTools,
-    TopUsers,
-)
+from engram.services.telemetry_query import EventPage, Overview, TimeSeries, TopTools, TopUsers
 
 PREFIX = "/api/ai/telemetry"
 STATIC = Path(__file__).parent / "static"

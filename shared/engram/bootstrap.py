@@ -1,7 +1,9 @@
 """The composition root: builds every adapter and service from settings, once per process.
 
 Clients are created on first use, never at import (R-2.2), so a scaled-to-zero function pays
-only for what it touches.
+only for what it touches. `build(settings, overrides=Overrides(...))` takes what a test (or an
+embedding application) brings instead: an in-memory unit of work and bus, a fake index,
+embedder or model provider; whatever is not overridden is built from the settings.
 """
 
 from __future__ import annotations
@@ -10,22 +12,25 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from engram.adapters.embedders import build_embedder
+from engram.adapters.maintenance import PgAgentKeyDirectory, PgMaintenance, PgRetentionStore
 from engram.adapters.nats_bus import NatsBus, connect
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
+from engram.adapters.unit_of_work import PgUnitOfWork
 from engram.domain.llm import LlmConfig, PromptLibrary
 from engram.domain.routing import RoutingRules
 from engram.domain.rules import RuleSet
 from engram.domain.streams import DecisionEngine
-from engram.ports import Embedder, Recall, SearchIndex
-from engram.runtime.auth import Authenticator
+from engram.ports import LLM, AgentKeyDirectory, Embedder, EventBus, Maintenance, Recall, SearchIndex, UnitOfWork
+from engram.services.auth import Authenticator
 from engram.services.chat import ChatTurns
-from engram.services.chat_memory import ChatMemory
+from engram.services.chat_extraction import ChatExtractor
 from engram.services.conversations import ConversationIngest
 from engram.services.curation import CurationService
 from engram.services.extraction import Extraction
@@ -46,10 +51,27 @@ log = structlog.get_logger(__name__)
 
 
 @dataclass
+class Overrides:
+    """What `build` takes instead of building it from the settings. Without a database (`uow`
+    given, `db` not), what needs PostgreSQL itself is left out: maintenance, agent keys,
+    retention and the pgvector index (pass an `index`)."""
+
+    db: Database | None = None
+    uow: UnitOfWork | None = None
+    bus: EventBus | None = None
+    embedder: Embedder | None = None
+    index: SearchIndex | None = None
+    llm: LLM | None = None  # the gateway's provider (else Anthropic when a key is set)
+    gateway: LlmGateway | None = None  # a gateway built already (its provider and configuration)
+    recall: Recall | None = None
+
+
+@dataclass
 class Services:
     settings: Settings
-    db: Database
-    bus: NatsBus
+    db: Database | None
+    bus: EventBus
+    uow: UnitOfWork
     auth: Authenticator
     memory: MemoryService
     ingest: EventIngest
@@ -63,32 +85,44 @@ class Services:
     indexing: Indexer
     curation: CurationService
     conversations: ConversationIngest
+    gateway: LlmGateway
+    chat: ChatTurns
+    maintenance: Maintenance | None = None
+    recall: Recall | None = None  # chat-turn, recall and search answer 503 without it
     background: list[asyncio.Task[Any]] = field(default_factory=list)
-    recall: Recall | None = None  # the recall service (retrieval issue); chat-turn refuses to run without it
-    gateway: LlmGateway | None = None
-    chat: ChatTurns | None = None
+
+    @property
+    def database(self) -> Database:
+        """The PostgreSQL pool (for what works on it directly: readiness, the outbox relay)."""
+        if self.db is None:
+            raise RuntimeError("these services were built without a database (Overrides(uow=...))")
+        return self.db
+
+    @property
+    def nats(self) -> NatsBus:
+        """The NATS bus (the workers consume on its connection)."""
+        if not isinstance(self.bus, NatsBus):
+            raise RuntimeError(f"these services were built with {type(self.bus).__name__}, not NATS")
+        return self.bus
 
     async def ready(self) -> dict[str, bool]:
         checks: dict[str, bool] = {}
-        try:
-            checks["postgres"] = await self.db.ping()
-        except Exception:
-            checks["postgres"] = False
-        try:
-            checks["nats"] = await self.bus.ping()
-        except Exception:
-            checks["nats"] = False
-        try:
-            checks["schema"] = await self.schema_current()
-        except Exception:
-            checks["schema"] = False
+        for name, check in (
+            ("postgres", self.database.ping),
+            ("nats", self.nats.ping),
+            ("schema", self.schema_current),
+        ):
+            try:
+                checks[name] = await check()
+            except Exception:
+                checks[name] = False
         return checks
 
     async def schema_current(self) -> bool:
         """True once every migration this code knows is applied: a new revision takes traffic only then."""
-        from engram.migrate import applied_version, latest_version
+        from engram.operations.migrate import applied_version, latest_version
 
-        async with self.db.pool.acquire() as conn:
+        async with self.database.pool.acquire() as conn:
             return await applied_version(conn) >= latest_version()
 
     async def wait_for_schema(self, interval: float = 1.0) -> None:
@@ -101,9 +135,9 @@ class Services:
             await asyncio.sleep(interval)
 
     def start_outbox_relay(self) -> None:
-        from engram.services.outbox import relay_forever
+        from engram.adapters.outbox import relay_forever
 
-        self.background.append(asyncio.create_task(relay_forever(self.db, self.bus)))
+        self.background.append(asyncio.create_task(relay_forever(self.database, self.bus)))
 
     async def close(self) -> None:
         drain = getattr(self.recall, "drain", None)
@@ -116,12 +150,13 @@ class Services:
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
-        if self.chat is not None:
-            await self.chat.drain()
-        if self.gateway is not None:
-            await self.gateway.close()
-        await self.bus.close()
-        await self.db.close()
+        await self.uow.drain()  # chat turns' events still being published
+        await self.gateway.close()
+        close_bus = getattr(self.bus, "close", None)
+        if close_bus is not None:
+            await close_bus()
+        if self.db is not None:
+            await self.db.close()
 
 
 def load_rules(settings: Settings) -> RuleSet:
@@ -140,14 +175,14 @@ def load_llm_config(settings: Settings) -> LlmConfig:
     return LlmConfig.from_yaml(settings.engram_llm_config_path.read_text(encoding="utf-8"), env)
 
 
-def build_gateway(settings: Settings) -> LlmGateway:
-    """The LLM gateway; without ANTHROPIC_API_KEY it has no provider (chat-turn answers offline)."""
-    from engram.adapters.anthropic_llm import AnthropicLLM
-
+def build_gateway(settings: Settings, llm: LLM | None = None) -> LlmGateway:
+    """The LLM gateway on `llm`, else on Anthropic when ANTHROPIC_API_KEY is set; with neither it
+    has no provider (chat-turn answers offline)."""
     config = load_llm_config(settings)
     prompts = PromptLibrary.from_yaml(settings.engram_prompts_path.read_text(encoding="utf-8"))
-    llm = None
-    if settings.anthropic_api_key is not None and settings.anthropic_api_key.get_secret_value():
+    if llm is None and settings.anthropic_api_key is not None and settings.anthropic_api_key.get_secret_value():
+        from engram.adapters.anthropic_llm import AnthropicLLM
+
         llm = AnthropicLLM(
             settings.anthropic_api_key.get_secret_value(),
             base_url=settings.anthropic_base_url,
@@ -167,16 +202,13 @@ def build_gateway(settings: Settings) -> LlmGateway:
 
 
 def build_chat(
-    settings: Settings, db: Database, bus: NatsBus, gateway: LlmGateway, recall: Callable[[], Recall | None]
+    settings: Settings, uow: UnitOfWork, gateway: LlmGateway, recall: Callable[[], Recall | None]
 ) -> ChatTurns:
-    from datetime import timedelta
-
     engine = DecisionEngine.from_yaml(
         settings.engram_decision_engine_path.read_text(encoding="utf-8"), settings.engram_observation_types
     )
     return ChatTurns(
-        db,
-        bus,
+        uow,
         gateway,
         engine,
         RoutingRules.from_config(gateway.config.routing),
@@ -199,7 +231,7 @@ def build_retention(settings: Settings, db: Database) -> Retention:
         else None
     )
     return Retention(
-        db,
+        PgRetentionStore(db),
         retention_days=settings.ai_events_retention_days,
         archive=archive,
         prefix=settings.engram_archive_prefix,
@@ -232,58 +264,12 @@ class LazyArchive:
         return self.retention.user_events(keys, user_id)
 
 
-def telemetry_archive(settings: Settings, db: Database) -> LazyArchive | None:
+def telemetry_archive(settings: Settings, db: Database | None) -> LazyArchive | None:
     """Personal data's view of the telemetry archive, when one is configured."""
-    return LazyArchive(settings, db) if settings.engram_archive_bucket else None
+    return LazyArchive(settings, db) if settings.engram_archive_bucket and db is not None else None
 
 
-async def build(settings: Settings | None = None) -> Services:
-    settings = settings or get_settings()
-    db = await Database.connect(settings.require_database_url(), max_size=settings.database_pool_size)
-    nc = await connect(settings.require_nats_url())
-    bus = NatsBus(nc)
-    gateway = build_gateway(settings)
-    embedder = build_embedder(
-        settings.engram_embedder,
-        tei_url=settings.tei_embedding_url,
-        tei_model=settings.tei_embedding_model,
-        tei_dimensions=settings.tei_embedding_dimensions,
-        query_cache=settings.engram_query_cache_size,
-        e5_runtime=settings.engram_e5_runtime,
-    )
-    index = build_index(settings, db, embedder.dimensions)
-    services = Services(
-        settings=settings,
-        db=db,
-        bus=bus,
-        auth=Authenticator(settings, db),
-        memory=MemoryService(db, bus, settings.engram_observation_types),
-        ingest=EventIngest(bus),
-        extraction=Extraction(
-            db,
-            bus,
-            load_rules(settings),
-            settings.engram_observation_types,
-            chat_extractor=ChatMemory(gateway, settings.engram_observation_types),
-        ),
-        feedback=FeedbackService(db, bus),
-        feedback_recorder=FeedbackRecorder(db, bus),
-        telemetry_query=TelemetryQuery(db),
-        personal_data=PersonalData(db, bus, telemetry_archive(settings, db)),
-        embedder=embedder,
-        index=index,
-        indexing=Indexer(db, index, embedder),
-        curation=CurationService(db, bus),
-        conversations=ConversationIngest(db, bus),
-    )
-    services.recall = RecallService(db, index, embedder, bus)
-    services.gateway = gateway
-    # read at every turn, so it does not matter when or how `services.recall` is set
-    services.chat = build_chat(settings, db, bus, gateway, lambda: services.recall)
-    return services
-
-
-def build_index(settings: Settings, db: Database, dimensions: int) -> SearchIndex:
+def build_index(settings: Settings, db: Database | None, dimensions: int) -> SearchIndex:
     """AI_MEMORY_PROVIDER: pgvector on the same PostgreSQL, or Elasticsearch 8 (dense_vector)."""
     if settings.ai_memory_provider == "dense_vector":
         from engram.adapters.elasticsearch_index import ElasticsearchIndex
@@ -297,12 +283,67 @@ def build_index(settings: Settings, db: Database, dimensions: int) -> SearchInde
             api_key=key.get_secret_value() if key else None,
             use_retriever_rrf=settings.elasticsearch_use_retriever_rrf,
         )
+    if db is None:
+        raise RuntimeError("the pgvector index needs the database: pass Overrides(index=...) without one")
     return PgVectorIndex(
         db,
         dimensions,
         exact_below=settings.engram_pgvector_exact_below,
         postings_per_term=settings.engram_postings_per_term,
     )
+
+
+async def build(settings: Settings | None = None, overrides: Overrides | None = None) -> Services:
+    settings = settings or get_settings()
+    o = overrides or Overrides()
+    db = o.db
+    if db is None and o.uow is None:
+        db = await Database.connect(settings.require_database_url(), max_size=settings.database_pool_size)
+    bus = o.bus or NatsBus(await connect(settings.require_nats_url()))
+    uow = o.uow or PgUnitOfWork(_required(db), bus)
+    gateway = o.gateway or build_gateway(settings, o.llm)
+    embedder = o.embedder or build_embedder(
+        settings.engram_embedder,
+        tei_url=settings.tei_embedding_url,
+        tei_model=settings.tei_embedding_model,
+        tei_dimensions=settings.tei_embedding_dimensions,
+        query_cache=settings.engram_query_cache_size,
+        e5_runtime=settings.engram_e5_runtime,
+    )
+    index = o.index or build_index(settings, db, embedder.dimensions)
+    keys: AgentKeyDirectory | None = PgAgentKeyDirectory(db) if db is not None else None
+    types = settings.engram_observation_types
+    recall = o.recall or RecallService(uow, index, embedder, bus)
+    services = Services(
+        settings=settings,
+        db=db,
+        bus=bus,
+        uow=uow,
+        auth=Authenticator(settings, keys),
+        memory=MemoryService(uow, bus, types),
+        ingest=EventIngest(bus),
+        extraction=Extraction(uow, load_rules(settings), types, chat_extractor=ChatExtractor(uow, gateway, types)),
+        feedback=FeedbackService(uow, bus),
+        feedback_recorder=FeedbackRecorder(uow),
+        telemetry_query=TelemetryQuery(uow),
+        personal_data=PersonalData(uow, telemetry_archive(settings, db)),
+        embedder=embedder,
+        index=index,
+        indexing=Indexer(uow, index, embedder),
+        curation=CurationService(uow),
+        conversations=ConversationIngest(uow),
+        gateway=gateway,
+        # read at every turn, so it does not matter when or how `services.recall` is set
+        chat=build_chat(settings, uow, gateway, lambda: services.recall),
+        maintenance=PgMaintenance(db) if db is not None else None,
+        recall=recall,
+    )
+    return services
+
+
+def _required(db: Database | None) -> Database:
+    assert db is not None  # `build` connects one unless a unit of work is given
+    return db
 
 
 _services: Services | None = None
@@ -321,6 +362,14 @@ async def get_services() -> Services:
             _services = await build()
             log.info("services.ready")
     return _services
+
+
+def use_services(services: Services | None) -> Services | None:
+    """Make `services` the process-wide ones (tests: an HTTP app or worker on other services);
+    returns the ones it replaces, which stay open."""
+    global _services
+    previous, _services = _services, services
+    return previous
 
 
 async def shutdown() -> None:

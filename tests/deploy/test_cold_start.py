@@ -18,7 +18,7 @@ def test_discovers_every_function_folder() -> None:
 
 def test_classifies_unknown_folders_by_their_entry_point() -> None:
     assert cold_start.classify("new_api", "import uvicorn\nuvicorn.run(...)") == "http"
-    assert cold_start.classify("new_worker", "from engram.runtime.worker import main") == "worker"
+    assert cold_start.classify("new_worker", "from functions.new_worker.main import WORKER\nWORKER.main()") == "worker"
     assert cold_start.classify("new_job", "asyncio.run(purge())") == "job"
 
 

@@ -190,7 +190,7 @@ def test_healthcheck_http(health_server: int) -> None:
 
 
 def test_healthcheck_worker_ready_file(tmp_path: Path) -> None:
-    from engram.devstack import free_port
+    from engram.development.embedded import free_port
 
     ready = tmp_path / "consuming"
     env = {"PORT": str(free_port()), "ENGRAM_READY_FILE": str(ready)}

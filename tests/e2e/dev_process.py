@@ -59,7 +59,7 @@ def engram_dev(stack: dict[str, str], log: Path, *args: str) -> Iterator[DevProc
     }
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engram.cli", "dev", *args],
+            [sys.executable, "-m", "engram.operations.cli", "dev", *args],
             cwd=REPO,
             env=env,
             stdout=out,

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from engram.runtime.auth import issue_jwt
-from tests.conftest import JWT_SECRET
+from engram.services.auth import issue_jwt
+from tests.conftest import JWT_SECRET, write_telemetry
 from tests.e2e.dev_process import REPO, engram_dev
 
 ARTIFACTS = REPO / "test-artifacts"
@@ -69,7 +69,7 @@ def telemetry_url(stack: dict[str, str], tmp_path_factory: Any) -> Iterator[str]
 
 def seed(stack: dict[str, str], tenant: str) -> None:
     from engram.adapters.postgres import Database
-    from engram.services import telemetry
+    from engram.domain import telemetry
 
     now = datetime.now(UTC)
     rows = []
@@ -100,7 +100,7 @@ def seed(stack: dict[str, str], tenant: str) -> None:
         db = await Database.connect(stack["database_url"], max_size=1)
         try:
             async with db.tenant(tenant) as conn:
-                await telemetry.write(conn, records)
+                await write_telemetry(conn, records)
         finally:
             await db.close()
 

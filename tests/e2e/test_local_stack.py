@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from engram.localstack import DEMO_TENANT, chat_examples, examples
-from engram.runtime.auth import issue_jwt
+from engram.development.localstack import DEMO_TENANT, chat_examples, examples
+from engram.services.auth import issue_jwt
 from tests.conftest import JWT_SECRET
 from tests.e2e.dev_process import engram_dev
 

@@ -252,18 +252,29 @@ async def test_an_extraction_the_worker_gave_up_on_is_reported_and_traced(
     from cloudevents.http import CloudEvent
 
     from engram.domain.events import CHAT_TURN_COMPLETED
-    from engram.runtime.jetstream import load_gave_up
+    from functions.extract_observation.main import WORKER
 
     body = await turn(chat_api, auth(tenant), uuid.uuid4(), "Wir haben entschieden, quartalsweise abzurechnen.")
     await eventually(lambda: extraction_events(services, tenant))
     # what the runner calls after the last delivery of an event failed (an outage that never cleared)
-    hook = load_gave_up("functions.extract_observation.main", "extract_observation")
+    hook = WORKER.gave_up_hook(services._current())
     assert hook is not None
 
     def event(event_id: str) -> CloudEvent:
         return CloudEvent(
-            {"type": CHAT_TURN_COMPLETED.type, "source": "/engram/chat-turn", "id": event_id, "tenantid": tenant},
-            {"assistant_message_id": body["message_id"], "user_message": "x", "assistant_message": "y"},
+            {
+                "type": CHAT_TURN_COMPLETED.type,
+                "source": "/engram/chat-turn",
+                "id": event_id,
+                "tenantid": tenant,
+                "userid": "alice",
+            },
+            {
+                "chat_id": body["chat_id"],
+                "assistant_message_id": body["message_id"],
+                "user_message": "x",
+                "assistant_message": "y",
+            },
         )
 
     reason = "gave up after 8 deliveries: every profile failed for task 'extraction'"
@@ -459,7 +470,7 @@ async def test_a_sweep_run_ends_at_most_its_limit_the_longest_idle_first(
                 for s in (older, newer)
             ]
 
-    assert await end_idle_sessions(services.db, services.bus, timedelta(minutes=30), now=now, limit=1) == 1
+    assert await end_idle_sessions(services.uow, services.maintenance, timedelta(minutes=30), now=now, limit=1) == 1
     assert await statuses() == ["completed", "active"]
-    assert await end_idle_sessions(services.db, services.bus, timedelta(minutes=30), now=now, limit=1) == 1
+    assert await end_idle_sessions(services.uow, services.maintenance, timedelta(minutes=30), now=now, limit=1) == 1
     assert await statuses() == ["completed", "completed"]

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engram.adapters.observations import ObservationStore
+from engram.adapters.observations import PgObservationStore
 from engram.domain.observation import ObservationDraft, Priority, Scope
 from tests.anthropic_server import (
     AnthropicServer,
@@ -231,7 +231,8 @@ async def test_recall_runs_beside_the_preparation_and_stops_when_the_turn_fails(
     import asyncio
 
     from engram.domain.scopes import Permission, Principal
-    from engram.services.chat import ChatTurns, TurnRequest
+    from engram.services.chat import TurnRequest
+    from engram.services.chat.prepare import TurnPreparation
 
     billing_memory(fake_recall, tenant)
     r = await say(chat_api, auth(tenant), uuid.uuid4(), "Was ist mit Müller Maschinenbau?")
@@ -251,12 +252,12 @@ async def test_recall_runs_beside_the_preparation_and_stops_when_the_turn_fails(
         tasks.append(task)
         return await recall(*args, **kwargs)
 
-    async def broken(self: ChatTurns, *_: Any) -> Any:
+    async def broken(self: TurnPreparation, *_: Any) -> Any:
         await asyncio.sleep(0.05)  # the recall is under way
         raise RuntimeError("the database went away")
 
     monkeypatch.setattr(services.chat.multistream, "recall", watched)
-    monkeypatch.setattr(ChatTurns, "_stable_memory", broken)
+    monkeypatch.setattr(TurnPreparation, "_stable_memory", broken)
     principal = Principal(tenant_id=tenant, user_id="alice", permissions=frozenset({Permission.read_observation}))
     with pytest.raises(RuntimeError, match="went away"):
         await services.chat.begin(principal, uuid.uuid4(), TurnRequest(message="Was ist mit Müller Maschinenbau?"))
@@ -378,7 +379,7 @@ async def test_a_sensitive_memory_never_reaches_a_standard_prompt(
         observation(tenant, "Bob Schneider private review notes", type="note", scope=Scope.private, user_id="carol"),
     )
     async with services.db.tenant(tenant) as conn:  # the stable block comes from PostgreSQL, not from recall
-        await ObservationStore(conn).write_many(
+        await PgObservationStore(conn).write_many(
             [
                 ObservationDraft(
                     tenant_id=tenant, user_id="alice", type="preference", title="Alice likes short answers"

@@ -200,16 +200,16 @@ async def test_retriever_rrf_behind_the_setting(es: Any, services: Any, tenant: 
     """ELASTICSEARCH_USE_RETRIEVER_RRF=true: one retriever.rrf request, rank_constant 60."""
     fake, _ = es
     index = ElasticsearchIndex(AsyncElasticsearch(fake.url), services.embedder.dimensions, use_retriever_rrf=True)
-    from engram.adapters.observations import ObservationStore
+    from engram.adapters.observations import PgObservationStore
     from engram.services.recall import RecallService
 
     async with services.db.tenant(tenant) as conn:
-        (w,) = await ObservationStore(conn).write_many(
+        (w,) = await PgObservationStore(conn).write_many(
             [ObservationDraft(tenant_id=tenant, user_id="alice", title="Heron budget approved")]
         )
     vector = await services.embedder.embed_query(w.observation.searchable_text())
     await index.upsert(tenant, [index_document(w.observation, vector)])
-    recall = RecallService(services.db, index, services.embedder, None)
+    recall = RecallService(services.uow, index, services.embedder, None)
     principal = Principal(tenant_id=tenant, user_id="alice", permissions=frozenset({Permission.read_observation.value}))
     result = await recall.search(principal, RecallQuery("Heron budget", limit=5))
     assert [h.observation.id for h in result.hits] == [w.observation.id]

@@ -15,14 +15,17 @@ from cloudevents.conversion import to_binary
 from cloudevents.http import CloudEvent
 
 from engram.adapters.embedders import E5Embedder, TeiEmbedder
-from engram.adapters.observations import ObservationStore
+from engram.adapters.observations import PgObservationStore
 from engram.adapters.pgvector_index import PgVectorIndex
-from engram.domain.events import OBSERVATION_CREATED, OBSERVATION_DELETED, InvalidEvent, ObservationChanged, new_event
+from engram.domain.errors import InvalidEvent
+from engram.domain.events import OBSERVATION_CREATED, OBSERVATION_DELETED, ObservationChanged, new_event
 from engram.domain.observation import Observation, ObservationDraft, Scope
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal
 from engram.services.indexing import Indexer
 from engram.services.recall import RecallService
+from functions.embed_index.main import WORKER
+from tests.conftest import deliver
 from tests.fake_tei import FakeTei
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +35,7 @@ READ = frozenset({Permission.read_observation.value})
 async def write(db: Any, tenant: str, *titles: str, **kw: Any) -> list[Observation]:
     kw.setdefault("user_id", "alice")
     async with db.tenant(tenant) as conn:
-        written = await ObservationStore(conn).write_many(
+        written = await PgObservationStore(conn).write_many(
             [ObservationDraft(tenant_id=tenant, title=t, **kw) for t in titles]
         )
     return [w.observation for w in written]
@@ -55,24 +58,24 @@ async def test_batch_poison_idempotent_and_deletes(services: Any, tenant: str) -
     wrong_type = new_event("io.engram.chat.turn.completed.v1", {}, tenant_id=tenant, source="/t")
     bad_data = new_event(OBSERVATION_CREATED, {"observation_id": "nope"}, tenant_id=tenant, source="/t")
     events = [changed(a), no_tenant, changed(b), wrong_type, bad_data, changed(a)]
-    outcomes = await services.indexing.handle_batch(events)
+    outcomes = await deliver(services, WORKER, events)
     assert outcomes[0] is None and outcomes[2] is None and outcomes[5] is None
     assert all(isinstance(outcomes[i], InvalidEvent) for i in (1, 3, 4))
     assert "tenantid" in str(outcomes[1]) and "does not handle" in str(outcomes[3])
     assert await services.index.indexed_ids(tenant) == {str(a.id), str(b.id)}
-    assert await services.indexing.handle_batch([changed(a), changed(b)]) == [None, None]  # redelivery
+    assert await deliver(services, WORKER, [changed(a), changed(b)]) == [None, None]  # redelivery
     async with services.db.tenant(tenant) as conn:
         await conn.execute("DELETE FROM observations WHERE id = $1", a.id)
-    assert await services.indexing.handle_batch([changed(a, OBSERVATION_DELETED)]) == [None]
+    assert await deliver(services, WORKER, [changed(a, OBSERVATION_DELETED)]) == [None]
     assert await services.index.indexed_ids(tenant) == {str(b.id)}
 
 
 async def test_superseded_observations_leave_the_index(services: Any, tenant: str) -> None:
     old, new = await write(services.db, tenant, "old address", "new address")
-    await services.indexing.handle_batch([changed(old), changed(new)])
+    await deliver(services, WORKER, [changed(old), changed(new)])
     async with services.db.tenant(tenant) as conn:
         await conn.execute("UPDATE observations SET superseded_by = $1 WHERE id = $2", new.id, old.id)
-    await services.indexing.handle_batch([changed(old)])
+    await deliver(services, WORKER, [changed(old)])
     assert await services.index.indexed_ids(tenant) == {str(new.id)}
 
 
@@ -92,9 +95,9 @@ async def test_embedding_cache_prevents_re_embedding(services: Any, tenant: str)
             return await services.embedder.embed_query(text)
 
     counting = Counting()
-    indexer = Indexer(services.db, services.index, counting)
+    indexer = Indexer(services.uow, services.index, counting)
     observations = await write(services.db, tenant, "alpha", "beta", "gamma")
-    await indexer.handle_batch([changed(o) for o in observations])
+    await deliver(services, WORKER, handler=indexer.handle, events=[changed(o) for o in observations])
     assert counting.texts == 3  # one call for the batch
     await indexer.reindex(tenant)
     assert counting.texts == 3  # every text came from the cache
@@ -105,9 +108,11 @@ async def test_rejected_text_is_dead_lettered_alone(services: Any, tenant: str) 
     tei.reject_containing = "HUGE"
     try:
         embedder = TeiEmbedder(tei.url, model="fake-tei", dimensions=64)
-        indexer = Indexer(services.db, PgVectorIndex(services.db, 64), embedder)
+        indexer = Indexer(services.uow, PgVectorIndex(services.db, 64), embedder)
         ok1, bad, ok2 = await write(services.db, tenant, "fine one", "HUGE text", "fine two")
-        outcomes = await indexer.handle_batch([changed(ok1), changed(bad), changed(ok2)])
+        outcomes = await deliver(
+            services, WORKER, handler=indexer.handle, events=[changed(ok1), changed(bad), changed(ok2)]
+        )
         assert outcomes[0] is None and outcomes[2] is None
         assert isinstance(outcomes[1], InvalidEvent) and "413" in str(outcomes[1])
         await embedder.close()
@@ -141,7 +146,7 @@ async def test_reindex_command(services: Any, stack: dict[str, str], tenant: str
     env = {**os.environ, "DATABASE_URL": stack["database_url"], "NATS_URL": stack["nats_url"]}
     result = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "engram.cli", "reindex", "--tenant", tenant, "--batch-size", "2"],
+        [sys.executable, "-m", "engram.operations.cli", "reindex", "--tenant", tenant, "--batch-size", "2"],
         env=env,
         capture_output=True,
         text=True,
@@ -157,8 +162,8 @@ async def test_default_embedder_recalls_across_languages(services: Any, tenant: 
     """multilingual-e5-small (the default) matches a German question to English memories and back."""
     embedder = E5Embedder()
     index = PgVectorIndex(services.db, embedder.dimensions)
-    indexer = Indexer(services.db, index, embedder)
-    recall = RecallService(services.db, index, embedder, None)
+    indexer = Indexer(services.uow, index, embedder)
+    recall = RecallService(services.uow, index, embedder, None)
     observations = await write(
         services.db,
         tenant,
@@ -167,7 +172,7 @@ async def test_default_embedder_recalls_across_languages(services: Any, tenant: 
         "Der Server im Keller wird jeden Montag neu gestartet",
         "Our office dog is called Bruno",
     )
-    await indexer.handle_batch([changed(o) for o in observations])
+    await deliver(services, WORKER, handler=indexer.handle, events=[changed(o) for o in observations])
     principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
     german = await recall.search(principal, RecallQuery("Wie heißt der Bürohund?", limit=1, mode="vector"))
     assert german.hits[0].observation.id == observations[3].id

@@ -9,8 +9,8 @@ from cloudevents.http import CloudEvent
 
 from engram.adapters.nats_binding import to_nats_binary
 from engram.domain.events import OBSERVATION_MARKED, new_event, subject_for
-from functions.extract_observation.main import extract_observation_batch
-from tests.conftest import eventually
+from functions.extract_observation.main import WORKER
+from tests.conftest import deliver, eventually
 
 
 def customer_event(tenant: str, event_id: str, **data: Any) -> CloudEvent:
@@ -42,7 +42,7 @@ async def test_same_event_three_times_plus_redelivery_gives_one_observation(
     await services.bus.js.publish(subject_for(event["type"]), body, headers=headers)
     await eventually(lambda: count(db=services.db, tenant=tenant, sql="SELECT count(*) FROM processed_events"))
     # a forced redelivery: the worker crashed after commit, before its ack
-    assert await extract_observation_batch([event]) == [None]
+    assert await deliver(services, WORKER, [event]) == [None]
     await eventually(lambda: workers["extract-observation"].stats.acked >= 2)
     assert await count(services.db, tenant) == 1
     assert await count(services.db, tenant, "SELECT count(*) FROM processed_events") == 1

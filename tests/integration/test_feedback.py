@@ -15,9 +15,12 @@ import asyncpg
 import pytest
 
 from engram.adapters.postgres import Database, _init_connection
-from engram.domain.events import FEEDBACK_RECORDED, OBSERVATION_UPDATED, FeedbackRecorded, InvalidEvent, new_event
+from engram.adapters.unit_of_work import PgUnitOfWork
+from engram.domain.errors import InvalidEvent
+from engram.domain.events import FEEDBACK_RECORDED, OBSERVATION_UPDATED, FeedbackRecorded, new_event
 from engram.services.feedback import FeedbackRecorder
-from tests.conftest import eventually
+from functions.record_feedback.main import WORKER
+from tests.conftest import deliver, eventually
 from tests.events import published
 
 PROBLEM = "application/problem+json"
@@ -51,11 +54,11 @@ def event(tenant: str, user: str | None, **data: Any) -> Any:
 async def test_feedback_changes_counters_and_a_human_confirmation_verifies(
     api: Any, auth: Any, tenant: str, services: Any, workers: Any, db: Any
 ) -> None:
-    from engram.runtime.auth import create_agent_key
+    from engram.services.auth import create_agent_key
 
     alice = auth(tenant)
     agent_key = await create_agent_key(
-        services.db,
+        services.uow,
         tenant_id=tenant,
         name="bot",
         user_id="alice",
@@ -162,7 +165,7 @@ async def test_bad_feedback_is_a_problem(
 async def test_feedback_needs_permission_and_a_visible_observation(
     api: Any, auth: Any, tenant: str, other_tenant: str, services: Any
 ) -> None:
-    from engram.runtime.auth import create_agent_key
+    from engram.services.auth import create_agent_key
 
     private = await remember(api, auth(tenant), "Alice's private note")
     r = await feedback(
@@ -172,7 +175,7 @@ async def test_feedback_needs_permission_and_a_visible_observation(
     for headers in (auth(tenant, "bob"), auth(other_tenant)):  # not visible: not found, existence not leaked
         assert (await feedback(api, headers, kind="cited", observation_id=private["id"])).status_code == 404
     userless = await create_agent_key(
-        services.db, tenant_id=tenant, name="ops", user_id=None, teams=[], permissions=["manage:all"]
+        services.uow, tenant_id=tenant, name="ops", user_id=None, teams=[], permissions=["manage:all"]
     )
     public = await remember(api, auth(tenant), "Tenant-wide fact", scope="public")
     r = await feedback(api, {"X-Agent-Key": userless.secret}, kind="rejected", observation_id=public["id"])
@@ -192,7 +195,7 @@ async def test_a_batch_is_idempotent_and_updates_each_observation_once(
         conn.add_query_logger(lambda q: statements.append(q.query))
 
     pool = await asyncpg.create_pool(stack["database_url"], min_size=1, max_size=2, init=init)
-    recorder = FeedbackRecorder(Database(pool), services.bus)
+    recorder = FeedbackRecorder(PgUnitOfWork(Database(pool), services.bus))
     try:
         events = (
             [event(tenant, f"u{i}", kind="retrieved", observation_id=a) for i in range(20)]
@@ -203,17 +206,19 @@ async def test_a_batch_is_idempotent_and_updates_each_observation_once(
                 event(tenant, "boss", kind="confirmed", observation_id=b, actor="human"),
             ]
         )
-        assert await recorder.handle_batch(events) == [None] * len(events)
+        assert await deliver(services, WORKER, events, handler=recorder.handle) == [None] * len(events)
         updates = [s for s in statements if s.lstrip().upper().startswith("UPDATE OBSERVATIONS")]
         assert len(updates) == 1  # one statement for the batch, touching each observation once
         assert recorder.last_report.applied == 28 and recorder.last_report.duplicates == 1
 
         # redelivery of the whole batch: acknowledged, nothing applied twice
-        assert await recorder.handle_batch(events) == [None] * len(events)
+        assert await deliver(services, WORKER, events, handler=recorder.handle) == [None] * len(events)
         assert recorder.last_report.applied == 0
         # two workers with the same new batch at the same time: the inbox claim lets one apply it
         more = [event(tenant, f"v{i}", kind="retrieved", observation_id=a) for i in range(10)]
-        both = await asyncio.gather(recorder.handle_batch(more), services.feedback_recorder.handle_batch(more))
+        both = await asyncio.gather(
+            deliver(services, WORKER, more, handler=recorder.handle), deliver(services, WORKER, more)
+        )
         assert both == [[None] * 10] * 2
     finally:
         await pool.close()
@@ -244,9 +249,11 @@ async def test_a_search_reports_its_hits_in_one_retrieved_event(
     )
     single = event(tenant, "alice", kind="retrieved", observation_id=a)
     recorder = services.feedback_recorder
-    assert await recorder.handle_batch([search, single]) == [None, None]
+    assert await deliver(services, WORKER, [search, single], handler=recorder.handle) == [None, None]
     assert (recorder.last_report.applied, recorder.last_report.orphaned) == (3, 1)
-    assert await recorder.handle_batch([search]) == [None]  # redelivered: each hit was claimed already
+    assert await deliver(services, WORKER, [search], handler=recorder.handle) == [
+        None
+    ]  # redelivered: each hit was claimed already
     assert (recorder.last_report.applied, recorder.last_report.duplicates) == (0, 3)
     obs_a = (await api.get(f"/api/ai/memory/{a}", headers=auth(tenant))).json()
     obs_b = (await api.get(f"/api/ai/memory/{b}", headers=auth(tenant))).json()
@@ -268,9 +275,7 @@ async def test_invalid_and_orphaned_feedback(api: Any, auth: Any, tenant: str, s
         "io.engram.session.ended.v1", {"session_id": str(uuid.uuid4())}, tenant_id=tenant, source="/t"
     )
     orphan = event(tenant, "u", kind="cited", observation_id=gone)
-    outcomes = await services.feedback_recorder.handle_batch(
-        [no_tenant, bad_shape, reject_without_user, wrong_type, orphan]
-    )
+    outcomes = await deliver(services, WORKER, [no_tenant, bad_shape, reject_without_user, wrong_type, orphan])
     assert all(isinstance(o, InvalidEvent) for o in outcomes[:4]), outcomes
     assert "rating" in str(outcomes[1]) and "userid" in str(outcomes[2])
     assert outcomes[4] is None  # acknowledged: the observation is gone, so there is nothing to count

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.runtime.auth import create_agent_key
+from engram.services.auth import create_agent_key
 from tests.conftest import eventually
 from tests.integration.test_recall import indexed, recall_text, remember, search_ids
 
@@ -89,7 +89,7 @@ async def test_a_human_confirmation_removes_the_unverified_mark(
     api: Any, auth: Any, tenant: str, services: Any, workers: Any
 ) -> None:
     key = await create_agent_key(
-        services.db,
+        services.uow,
         tenant_id=tenant,
         name="bot",
         user_id="alice",

@@ -30,10 +30,10 @@ async def test_remember_user_is_verified_agent_is_not(api: Any, auth: Any, tenan
     assert obs["verified"] is True and obs["confidence"] == 1.0 and obs["source"] == "user"
     assert obs["user_id"] == "alice" and obs["scope"] == "private"
 
-    from engram.runtime.auth import create_agent_key
+    from engram.services.auth import create_agent_key
 
     key = await create_agent_key(
-        services.db,
+        services.uow,
         tenant_id=tenant,
         name="bot",
         user_id="alice",

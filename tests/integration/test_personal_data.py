@@ -13,8 +13,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engram.domain.events import FEEDBACK_RECORDED, OBSERVATION_DELETED, FeedbackRecorded, new_event
-from engram.runtime.auth import create_agent_key
-from tests.conftest import ALL_PERMISSIONS, eventually
+from engram.services.auth import create_agent_key
+from functions.record_feedback.main import WORKER as FEEDBACK_WORKER
+from tests.conftest import ALL_PERMISSIONS, deliver, eventually
 from tests.events import published
 
 PROBLEM = "application/problem+json"
@@ -197,7 +198,7 @@ async def test_export_of_another_user_needs_the_admin_permission(
     no_read = await api.get("/api/ai/memory/export", headers=auth(tenant, "bob", permissions=["create:AiObservation"]))
     assert no_read.status_code == 403
     userless = await create_agent_key(
-        services.db, tenant_id=tenant, name="ops", user_id=None, teams=[], permissions=["read:AiObservation"]
+        services.uow, tenant_id=tenant, name="ops", user_id=None, teams=[], permissions=["read:AiObservation"]
     )
     r = await api.get("/api/ai/memory/export", headers={"X-Agent-Key": userless.secret})
     assert r.status_code == 422 and r.json()["field"] == "user"
@@ -274,7 +275,7 @@ async def test_erasure_leaves_nothing_of_the_user(
         return new_event(FEEDBACK_RECORDED, data, tenant_id=tenant, source="/t", user_id="alice", time=at.isoformat())
 
     in_flight, later = cited(datetime.now(UTC) - timedelta(seconds=30)), cited(datetime.now(UTC) + timedelta(seconds=1))
-    assert await services.feedback_recorder.handle_batch([in_flight, later]) == [None, None]
+    assert await deliver(services, FEEDBACK_WORKER, [in_flight, later]) == [None, None]
     assert services.feedback_recorder.last_report.erased == 1
     async with db.tenant(tenant) as conn:
         assert await conn.fetchval("SELECT count(*) FROM observation_feedback WHERE user_id = 'alice'") == 1
@@ -300,7 +301,7 @@ async def test_erasure_permissions_and_parameters(api: Any, auth: Any, tenant: s
 async def test_erasure_says_503_when_the_archive_cannot_be_scrubbed_and_a_retry_finishes(
     api: Any, auth: Any, tenant: str, services: Any, monkeypatch: Any
 ) -> None:
-    from engram.adapters.s3_archive import ArchiveError
+    from engram.domain.errors import ArchiveError
 
     calls: list[tuple[str, str]] = []
 
@@ -325,7 +326,7 @@ async def test_erasure_says_503_when_the_archive_cannot_be_scrubbed_and_a_retry_
 async def test_export_says_503_when_the_archive_cannot_be_listed(
     api: Any, auth: Any, tenant: str, services: Any, monkeypatch: Any
 ) -> None:
-    from engram.adapters.s3_archive import ArchiveError
+    from engram.domain.errors import ArchiveError
 
     class Unreachable:
         async def archived_keys(self, tenant_id: str) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram.adapters.observations import ObservationStore
+from engram.adapters.observations import PgObservationStore
 from engram.domain.observation import ObservationDraft, Scope
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal, Visibility
@@ -164,7 +164,7 @@ async def test_rejected_is_hidden_for_that_user_only(
 async def test_retrieved_feedback_events(tenant: str, services: Any, workers: Any) -> None:
     principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
     async with services.db.tenant(tenant) as conn:
-        (w,) = await ObservationStore(conn).write_many(
+        (w,) = await PgObservationStore(conn).write_many(
             [ObservationDraft(tenant_id=tenant, user_id="alice", title="Ibis project kickoff", type="project")]
         )
     await services.indexing.reindex(tenant)
@@ -201,10 +201,10 @@ async def test_retrieved_feedback_events(tenant: str, services: Any, workers: An
 
 
 async def test_verify_is_human_only(api: Any, auth: Any, tenant: str, other_tenant: str, services: Any) -> None:
-    from engram.runtime.auth import create_agent_key
+    from engram.services.auth import create_agent_key
 
     key = await create_agent_key(
-        services.db,
+        services.uow,
         tenant_id=tenant,
         name="bot",
         user_id="alice",
@@ -248,7 +248,7 @@ async def test_bad_queries_are_problems(
 async def test_without_a_recall_service_recall_and_search_answer_503(
     api: Any, auth: Any, tenant: str, services: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr(services, "recall", None)
+    monkeypatch.setattr(services._current(), "recall", None)  # the Services object itself
     for r in (
         await api.get("/api/ai/memory/recall?q=tea", headers=auth(tenant)),
         await api.post("/api/ai/memory/search", json={"query": "tea"}, headers=auth(tenant)),
@@ -312,7 +312,7 @@ async def test_recall_never_leaks_and_finds_every_visible_exact_match(services: 
             )
         )
     async with services.db.tenant(tenant) as conn:
-        written = await ObservationStore(conn).write_many(drafts)
+        written = await PgObservationStore(conn).write_many(drafts)
     await services.indexing.reindex(tenant)
     stored = {w.observation.id: w.observation for w in written}
     for user, teams, may_sensitive, wants_sensitive in who:
@@ -339,7 +339,7 @@ async def test_recall_never_leaks_and_finds_every_visible_exact_match(services: 
 async def kickoff(services: Any, tenant: str, name: str, place: str) -> tuple[Any, Any]:
     """Alice's project and fact about a kickoff, written and indexed (one per stream type)."""
     async with services.db.tenant(tenant) as conn:
-        project, fact = await ObservationStore(conn).write_many(
+        project, fact = await PgObservationStore(conn).write_many(
             [
                 ObservationDraft(tenant_id=tenant, user_id="alice", title=f"{name} project kickoff", type="project"),
                 ObservationDraft(tenant_id=tenant, user_id="alice", title=f"{name} kickoff is in {place}", type="fact"),
@@ -426,7 +426,7 @@ async def test_a_query_that_fails_inside_a_shared_search_fails_alone(
 async def test_term_statistics_follow_the_postings(tenant: str, services: Any, workers: Any) -> None:
     """BM25 document frequencies come from `search_term_stats`, kept by triggers: always equal to a count."""
     async with services.db.tenant(tenant) as conn:
-        written = await ObservationStore(conn).write_many(
+        written = await PgObservationStore(conn).write_many(
             [
                 ObservationDraft(tenant_id=tenant, user_id="alice", title=f"Kestrel invoice {i} for Bremen")
                 for i in range(5)
@@ -474,7 +474,7 @@ async def test_streams_sharing_one_search_find_what_each_finds_alone(tenant: str
         for i in range(25)
     ]
     async with services.db.tenant(tenant) as conn:
-        await ObservationStore(conn).write_many(drafts)
+        await PgObservationStore(conn).write_many(drafts)
     await services.indexing.reindex(tenant)
     queries = [
         RecallQuery("Osprey invoice", limit=10, types=("fact",), stream_origin="facts"),
@@ -516,16 +516,17 @@ async def test_recall_holds_no_connection_while_the_model_is_busy(
 ) -> None:
     """Concurrent recalls waiting for the embedding model must not starve the connection pool."""
     from engram.adapters.postgres import Database
+    from engram.adapters.unit_of_work import PgUnitOfWork
     from engram.services.recall import RecallService
 
     async with services.db.tenant(tenant) as conn:
-        (w,) = await ObservationStore(conn).write_many(
+        (w,) = await PgObservationStore(conn).write_many(
             [ObservationDraft(tenant_id=tenant, user_id="alice", title="Plover audit is due in March")]
         )
     await services.indexing.reindex(tenant)
     db = await Database.connect(stack["database_url"], max_size=2)
     embedder = GatedEmbedder(services.embedder)
-    recall = RecallService(db, type(services.index)(db, services.index.dimensions), embedder, None)
+    recall = RecallService(PgUnitOfWork(db, None), type(services.index)(db, services.index.dimensions), embedder, None)
     principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
     searches = [asyncio.ensure_future(recall.search(principal, RecallQuery("Plover audit"))) for _ in range(4)]
     try:
@@ -566,12 +567,12 @@ async def counted_recall_of_one(services: Any, tenant: str, title: str) -> tuple
     from engram.services.recall import RecallService
 
     async with services.db.tenant(tenant) as conn:
-        (written,) = await ObservationStore(conn).write_many(
+        (written,) = await PgObservationStore(conn).write_many(
             [ObservationDraft(tenant_id=tenant, user_id="alice", title=title)]
         )
     await services.indexing.reindex(tenant)
     embedder = CountingEmbedder(services.embedder)
-    recall = RecallService(services.db, services.index, embedder, None)
+    recall = RecallService(services.uow, services.index, embedder, None)
     return written, recall, embedder, Principal(tenant_id=tenant, user_id="alice", permissions=READ)
 
 
@@ -613,7 +614,7 @@ async def test_hybrid_recall_lifts_memories_of_a_session_with_other_good_matches
         "Kestrel rollout mentioned in passing": None,
     }
     async with services.db.tenant(tenant) as conn:
-        await ObservationStore(conn).write_many(
+        await PgObservationStore(conn).write_many(
             [
                 ObservationDraft(tenant_id=tenant, user_id="alice", title=t, provenance=Provenance(session_id=s))
                 for t, s in titles.items()
@@ -639,7 +640,7 @@ async def test_a_query_that_names_a_day_lifts_the_memories_of_that_day(
 ) -> None:
     june_3 = datetime(2023, 6, 3, 14, 0, tzinfo=UTC)
     async with services.db.tenant(tenant) as conn:
-        await ObservationStore(conn).write_many(
+        await PgObservationStore(conn).write_many(
             [
                 ObservationDraft(
                     tenant_id=tenant, user_id="alice", title="Osprey budget review, first round", valid_from=june_3
@@ -667,7 +668,7 @@ async def test_a_memory_tagged_with_a_name_the_query_says_gets_tag_support(
     tenant: str, services: Any, workers: Any
 ) -> None:
     async with services.db.tenant(tenant) as conn:
-        await ObservationStore(conn).write_many(
+        await PgObservationStore(conn).write_many(
             [
                 ObservationDraft(tenant_id=tenant, user_id="alice", title="Prefers invoices by mail", tags=["melanie"]),
                 ObservationDraft(
@@ -695,6 +696,6 @@ async def test_a_query_can_search_the_knn_side_with_a_text_of_its_own(tenant: st
     (hit,) = result.hits  # type: ignore[union-attr]
     assert hit.observation.id == w.observation.id and hit.lexical_rank == 1 and hit.vector_rank == 1
     (bad,) = await recall.search_many(principal, [RecallQuery("Kestrel", vector_text="   ")])
-    from engram.services.memory import Unprocessable
+    from engram.domain.errors import Unprocessable
 
     assert isinstance(bad, Unprocessable) and bad.field == "vector_text"

@@ -21,13 +21,15 @@ from urllib.parse import quote
 import pytest
 import structlog
 
-from engram.adapters.s3_archive import ArchiveError, S3Archive
-from engram.devstack import free_port, wait_for_port
+from engram.adapters.maintenance import RETENTION_LOCK, PgRetentionStore
+from engram.adapters.s3_archive import S3Archive
+from engram.adapters.unit_of_work import PgUnitOfWork
+from engram.development.embedded import free_port, wait_for_port
+from engram.domain import telemetry
+from engram.domain.errors import ArchiveError
 from engram.domain.scopes import Principal
-from engram.services import telemetry
-from engram.services.retention import _LOCK_ID as RETENTION_LOCK
 from engram.services.retention import Retention, archive_key, cutoff_for
-from tests.conftest import ALL_PERMISSIONS
+from tests.conftest import ALL_PERMISSIONS, write_telemetry
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime.now(UTC)
@@ -78,7 +80,7 @@ async def add(db: Any, tenant: str, moments: list[datetime], name: str = "chat.t
         for m in moments
     ]
     async with db.tenant(tenant) as conn:
-        await telemetry.write(conn, records)
+        await write_telemetry(conn, records)
 
 
 async def stored(db: Any, tenant: str) -> list[datetime]:
@@ -100,7 +102,7 @@ async def test_archive_then_delete_per_tenant_and_day(
     old_a = [at(120, 1), at(120, 2), at(100)]  # two UTC days (unless run right at midnight: same day is fine too)
     await add(db, tenant, [*old_a, at(89), at(1)])
     await add(db, other_tenant, [at(95)])
-    report = await Retention(db, retention_days=DAYS, archive=bucket).run(NOW)
+    report = await Retention(PgRetentionStore(db), retention_days=DAYS, archive=bucket).run(NOW)
     assert not report.failed
 
     assert await stored(db, tenant) == [at(89), at(1)]
@@ -127,7 +129,7 @@ async def test_archive_then_delete_per_tenant_and_day(
 
 async def test_a_second_run_the_same_day_is_a_no_op(db: Any, tenant: str, bucket: S3Archive) -> None:
     await add(db, tenant, [at(100), at(2)])
-    retention = Retention(db, retention_days=DAYS, archive=bucket)
+    retention = Retention(PgRetentionStore(db), retention_days=DAYS, archive=bucket)
     first = await retention.run(NOW)
     assert [d.deleted for d in first.days if d.tenant_id == tenant] == [1]
     objects = bucket.keys()
@@ -139,7 +141,7 @@ async def test_a_second_run_the_same_day_is_a_no_op(db: Any, tenant: str, bucket
 async def test_without_a_bucket_rows_are_deleted_in_bounded_batches(db: Any, tenant: str) -> None:
     await add(db, tenant, [at(100, hours=h / 10) for h in range(10)] + [at(3)])
     with structlog.testing.capture_logs() as logs:
-        report = await Retention(db, retention_days=DAYS, archive=None, batch_size=3).run(NOW)
+        report = await Retention(PgRetentionStore(db), retention_days=DAYS, archive=None, batch_size=3).run(NOW)
     mine = [d for d in report.days if d.tenant_id == tenant]
     assert sum(d.deleted for d in mine) == 10 and all(d.archive_key is None for d in mine)
     progress = [e for e in logs if e["event"] == "retention.progress" and e["tenant"] == tenant]
@@ -155,13 +157,13 @@ async def test_an_archive_failure_keeps_the_rows_and_a_later_run_archives_them(
 ) -> None:
     await add(db, tenant, [at(100), at(101)])
     missing = S3Archive(f"no-such-bucket-{uuid.uuid4().hex[:8]}", endpoint_url=s3, region="eu-central-1")
-    report = await Retention(db, retention_days=DAYS, archive=missing).run(NOW)
+    report = await Retention(PgRetentionStore(db), retention_days=DAYS, archive=missing).run(NOW)
     failed = [d for d in report.failed if d.tenant_id == tenant]
     assert len(failed) == len({day_of(at(100)), day_of(at(101))}) and "NoSuchBucket" in (failed[0].error or "")
     assert all(d.deleted == 0 for d in report.days if d.tenant_id == tenant)
     assert len(await stored(db, tenant)) == 2  # nothing lost
 
-    retry = await Retention(db, retention_days=DAYS, archive=bucket).run(NOW)
+    retry = await Retention(PgRetentionStore(db), retention_days=DAYS, archive=bucket).run(NOW)
     assert not retry.failed and await stored(db, tenant) == []
     assert len(keys_of(bucket, tenant)) == 2
 
@@ -169,15 +171,13 @@ async def test_an_archive_failure_keeps_the_rows_and_a_later_run_archives_them(
 async def test_two_runs_never_overlap(db: Any, tenant: str) -> None:
     await add(db, tenant, [at(100)])
     async with db.pool.acquire() as conn:
-        from engram.services import retention as module
-
-        await conn.execute("SELECT pg_advisory_lock($1)", module._LOCK_ID)
+        await conn.execute("SELECT pg_advisory_lock($1)", RETENTION_LOCK)
         try:
-            blocked = await Retention(db, retention_days=DAYS).run(NOW)
+            blocked = await Retention(PgRetentionStore(db), retention_days=DAYS).run(NOW)
         finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", module._LOCK_ID)
+            await conn.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
     assert blocked.skipped_locked and blocked.days == [] and len(await stored(db, tenant)) == 1
-    assert (await Retention(db, retention_days=DAYS).run(NOW)).deleted >= 1
+    assert (await Retention(PgRetentionStore(db), retention_days=DAYS).run(NOW)).deleted >= 1
 
 
 def test_the_cronjob_entry_point(stack: dict[str, str], s3: str, tenant: str) -> None:
@@ -257,14 +257,14 @@ async def test_erasure_scrubs_the_users_lines_from_the_archive(
             t, "chat.tool_used", telemetry.record(t, "chat.tool_used", meta).metadata, user_id=user, created_at=moment
         )
         async with db.tenant(t) as conn:
-            await telemetry.write(conn, [record])
+            await write_telemetry(conn, [record])
 
     mixed, only_alice = at(120), at(110)
     for user in ("alice", "bob", "alice"):
         await add_for(tenant, user, mixed)
     await add_for(tenant, "alice", only_alice)
     await add_for(other_tenant, "alice", mixed)  # the same user name in another tenant stays
-    retention = Retention(db, retention_days=DAYS, archive=bucket)
+    retention = Retention(PgRetentionStore(db), retention_days=DAYS, archive=bucket)
     assert not (await retention.run(NOW)).failed
     before = keys_of(bucket, tenant)
     assert len(before) == 2
@@ -278,7 +278,7 @@ async def test_erasure_scrubs_the_users_lines_from_the_archive(
         finally:
             await holder.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
 
-    erasure = await PersonalData(db, None, retention).erase(  # type: ignore[arg-type]
+    erasure = await PersonalData(PgUnitOfWork(db, None), retention).erase(  # type: ignore[arg-type]
         Principal(tenant_id=tenant, user_id="alice", permissions=frozenset(ALL_PERMISSIONS)), "alice"
     )
     assert erasure.archived_events == 3 and erasure.telemetry_events == 0  # the rows were archived already
@@ -305,14 +305,14 @@ async def test_the_export_reads_the_users_archived_days_too(
     async def add_for(t: str, user: str, moment: datetime, tool: str) -> None:
         data = telemetry.record(t, "chat.tool_used", {**meta, "tool_name": tool}).metadata
         async with db.tenant(t) as conn:
-            await telemetry.write(conn, [telemetry.TelemetryRecord(t, "chat.tool_used", data, user, None, moment)])
+            await write_telemetry(conn, [telemetry.TelemetryRecord(t, "chat.tool_used", data, user, None, moment)])
 
     await add_for(tenant, "alice", at(130), "oldest")
     await add_for(tenant, "bob", at(130), "bobs")
     await add_for(tenant, "alice", at(110), "older")
     await add_for(other_tenant, "alice", at(110), "other tenant")
     await add_for(tenant, "alice", at(1), "recent")  # within the retention period: stays in the database
-    retention = Retention(db, retention_days=DAYS, archive=bucket)
+    retention = Retention(PgRetentionStore(db), retention_days=DAYS, archive=bucket)
     assert not (await retention.run(NOW)).failed
     assert len(keys_of(bucket, tenant)) == 2
 
@@ -332,7 +332,7 @@ async def test_the_export_reads_the_users_archived_days_too(
             datetime.fromisoformat(line["created_at"]),
         )
 
-    personal = PersonalData(db, None, retention)  # type: ignore[arg-type]
+    personal = PersonalData(PgUnitOfWork(db, None), retention)  # type: ignore[arg-type]
     lines = await export_lines(personal, tenant, "alice")
     tools = [x["metadata"]["toolName"] for x in lines if x["record"] == "telemetry_event"]
     assert tools == ["older", "recent", "oldest"]  # the database first, then the archive
@@ -350,6 +350,6 @@ async def test_the_export_reads_the_users_archived_days_too(
 
     # an archive that cannot be listed fails before the first line (memory-api: 503)
     gone = S3Archive("no-such-bucket", endpoint_url=bucket._client.meta.endpoint_url, region="eu-central-1")
-    unreachable = Retention(db, retention_days=DAYS, archive=gone)
+    unreachable = Retention(PgRetentionStore(db), retention_days=DAYS, archive=gone)
     with pytest.raises(ArchiveError, match="listing"):
-        await PersonalData(db, None, unreachable).export(tenant, "alice")  # type: ignore[arg-type]
+        await PersonalData(PgUnitOfWork(db, None), unreachable).export(tenant, "alice")  # type: ignore[arg-type]

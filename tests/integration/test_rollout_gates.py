@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from engram.adapters.postgres import Database
-from engram.migrate import applied_version, latest_version, migrate
+from engram.operations.migrate import applied_version, latest_version, migrate
 
 
 async def _fresh_database(url: str) -> str:
@@ -32,7 +32,7 @@ async def test_schema_gate_opens_after_migration(services: Any, stack: dict[str,
     url = await _fresh_database(stack["database_url"])
     db = await Database.connect(url, max_size=2)
     try:
-        fresh = dataclasses.replace(services, db=db)
+        fresh = dataclasses.replace(services._current(), db=db)
         assert await fresh.schema_current() is False
         waiting = asyncio.create_task(fresh.wait_for_schema(interval=0.05))
         await asyncio.sleep(0.2)

@@ -10,9 +10,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engram.adapters.observations import ObservationStore
+from engram.adapters.observations import PgObservationStore
 from engram.domain.observation import ObservationDraft, Scope, WriteOutcome
-from engram.migrate import MIGRATIONS_DIR, MigrationError, migrate
+from engram.operations.migrate import MIGRATIONS_DIR, MigrationError, migrate
 
 
 async def test_migrate_is_idempotent(stack: dict[str, str]) -> None:
@@ -40,9 +40,9 @@ def draft(tenant: str, user: str | None = "alice", **kw: Any) -> ObservationDraf
 
 async def test_rls_blocks_an_unscoped_cross_tenant_read(db: Any, tenant: str, other_tenant: str) -> None:
     async with db.tenant(tenant) as conn:
-        await ObservationStore(conn).write_many([draft(tenant, scope=Scope.public, title="mine")])
+        await PgObservationStore(conn).write_many([draft(tenant, scope=Scope.public, title="mine")])
     async with db.tenant(other_tenant) as conn:
-        await ObservationStore(conn).write_many([draft(other_tenant, scope=Scope.public, title="theirs")])
+        await PgObservationStore(conn).write_many([draft(other_tenant, scope=Scope.public, title="theirs")])
     async with db.tenant(tenant) as conn:
         # deliberately no tenant filter: RLS must still hide the other tenant's rows
         rows = await conn.fetch("SELECT tenant_id, title FROM observations")
@@ -59,7 +59,7 @@ async def test_rls_blocks_an_unscoped_cross_tenant_read(db: Any, tenant: str, ot
 
 async def test_rls_hides_everything_without_a_tenant(db: Any, tenant: str) -> None:
     async with db.tenant(tenant) as conn:
-        await ObservationStore(conn).write_many([draft(tenant)])
+        await PgObservationStore(conn).write_many([draft(tenant)])
     async with db.pool.acquire() as conn, conn.transaction():
         await conn.execute("SET LOCAL ROLE engram_app")
         assert await conn.fetchval("SELECT count(*) FROM observations") == 0
@@ -67,7 +67,7 @@ async def test_rls_hides_everything_without_a_tenant(db: Any, tenant: str) -> No
 
 async def test_content_hash_dedup_per_owner(db: Any, tenant: str) -> None:
     async with db.tenant(tenant) as conn:
-        store = ObservationStore(conn)
+        store = PgObservationStore(conn)
         first, again, other_owner = await store.write_many(
             [draft(tenant), draft(tenant, title="customer  müller PREFERS email"), draft(tenant, user="bob")]
         )
@@ -81,7 +81,7 @@ async def test_content_hash_dedup_per_owner(db: Any, tenant: str) -> None:
 
 async def test_key_upsert_keeps_created_at_and_bumps_updated_at(db: Any, tenant: str) -> None:
     async with db.tenant(tenant) as conn:
-        store = ObservationStore(conn)
+        store = PgObservationStore(conn)
         (a,) = await store.write_many([draft(tenant, type="preference", key="pref:style", title="short answers")])
         await asyncio.sleep(0.01)
         (b,) = await store.write_many([draft(tenant, type="preference", key="pref:style", title="long answers")])
@@ -100,7 +100,7 @@ async def test_key_upsert_keeps_created_at_and_bumps_updated_at(db: Any, tenant:
 async def test_concurrent_writers_make_one_row(db: Any, tenant: str) -> None:
     async def write(i: int) -> Any:
         async with db.tenant(tenant) as conn:
-            return await ObservationStore(conn).write_many(
+            return await PgObservationStore(conn).write_many(
                 [
                     draft(tenant, title="same content"),
                     draft(tenant, type="project", key="k", title=f"v{i % 2}"),
@@ -114,14 +114,15 @@ async def test_concurrent_writers_make_one_row(db: Any, tenant: str) -> None:
         assert await conn.fetchval("SELECT count(*) FROM observations") == 2
 
 
-async def test_agent_key_lookup_function(db: Any, tenant: str) -> None:
-    from engram.runtime.auth import Authenticator, create_agent_key
+async def test_agent_key_lookup_function(services: Any, db: Any, tenant: str) -> None:
+    from engram.adapters.maintenance import PgAgentKeyDirectory
+    from engram.services.auth import Authenticator, create_agent_key
     from engram.settings import get_settings
 
     issued = await create_agent_key(
-        db, tenant_id=tenant, name="crm-bot", user_id=None, teams=[], permissions=["create:AiObservation"]
+        services.uow, tenant_id=tenant, name="crm-bot", user_id=None, teams=[], permissions=["create:AiObservation"]
     )
-    principal = await Authenticator(get_settings(), db).principal_from_agent_key(issued.secret)
+    principal = await Authenticator(get_settings(), PgAgentKeyDirectory(db)).principal_from_agent_key(issued.secret)
     assert principal.tenant_id == tenant and not principal.is_human
     async with db.tenant(tenant) as conn:
         stored = await conn.fetchval("SELECT key_hash FROM agent_keys WHERE id = $1", issued.id)

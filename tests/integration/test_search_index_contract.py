@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engram.adapters.observations import ObservationStore
+from engram.adapters.observations import PgObservationStore
 from engram.domain.observation import Observation, ObservationDraft, Scope
 from engram.domain.scopes import Visibility
 from engram.domain.search import IndexDocument, SearchFilter, index_document
@@ -54,7 +54,7 @@ async def index(request: Any, services: Any) -> AsyncIterator[Any]:
 
 async def store(db: Any, drafts: Sequence[ObservationDraft]) -> list[Observation]:
     async with db.tenant(drafts[0].tenant_id) as conn:
-        written = await ObservationStore(conn).write_many(drafts)
+        written = await PgObservationStore(conn).write_many(drafts)
     return [w.observation for w in written]
 
 

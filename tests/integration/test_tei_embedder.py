@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engram.adapters.embedders import EmbeddingRejected, EmbeddingUnavailable, TeiEmbedder
+from engram.adapters.embedders import TeiEmbedder
+from engram.domain.errors import EmbeddingRejected, EmbeddingUnavailable
 from tests.fake_tei import FakeTei
 
 

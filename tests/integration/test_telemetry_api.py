@@ -11,9 +11,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engram.domain.telemetry import TELEMETRY_EVENTS, TelemetryError
-from engram.services import telemetry
-from engram.services.telemetry import TelemetryRecord
+from engram.domain import telemetry
+from engram.domain.errors import TelemetryError
+from engram.domain.telemetry import TELEMETRY_EVENTS, TelemetryRecord
+from tests.conftest import write_telemetry
 
 PROBLEM = "application/problem+json"
 DEVTOOLS = ["view:FE_DevTools"]
@@ -61,7 +62,7 @@ async def write(db: Any, tenant: str, rows: list[tuple[str, dict[str, Any], str 
         for name, meta, user, at in rows
     ]
     async with db.tenant(tenant) as conn:
-        await telemetry.write(conn, records)
+        await write_telemetry(conn, records)
 
 
 def ago(**kw: float) -> datetime:
@@ -334,12 +335,12 @@ async def test_unknown_or_malformed_telemetry_is_rejected_and_nothing_is_stored(
     for batch in bad_batches:
         with pytest.raises(TelemetryError):
             async with db.tenant(tenant) as conn:
-                await telemetry.write(conn, batch)
+                await write_telemetry(conn, batch)
     with pytest.raises(TelemetryError, match="unknown telemetry event"):
         telemetry.record(tenant, "chat.made_up", {})
     async with db.tenant(tenant) as conn:
         assert await conn.fetchval("SELECT count(*) FROM ai_events") == 0
-        await telemetry.write(conn, [good])
+        await write_telemetry(conn, [good])
         assert await conn.fetchval("SELECT metadata FROM ai_events") == {
             "toolName": "search",
             "durationMs": 5,

@@ -14,7 +14,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from engram.runtime.auth import Authenticator, Unauthorized, issue_jwt
+from engram.domain.errors import Unauthorized
+from engram.services.auth import Authenticator, issue_jwt
 from engram.settings import Settings
 
 CLAIMS = {"sub": "alice", "tenant_id": "acme", "teams": ["sales"], "permissions": ["read:AiObservation"]}

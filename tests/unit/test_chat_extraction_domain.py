@@ -13,13 +13,13 @@ from engram.domain.chat_extraction import (
     Origin,
     Turn,
     check_types,
-    detect_language,
     extraction_tool_schema,
     offline_observations,
     offline_summary,
     summary_draft,
     to_drafts,
 )
+from engram.domain.language import detect_language
 from engram.domain.observation import DEFAULT_OBSERVATION_TYPES, Scope, Source, TriggerSource
 
 ORIGIN = Origin("t1", "alice", uuid.uuid4(), uuid.uuid4(), "evt-1")

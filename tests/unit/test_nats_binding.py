@@ -13,7 +13,7 @@ from engram.adapters.nats_binding import (
     to_nats_binary,
     to_nats_structured,
 )
-from engram.domain.events import InvalidEvent
+from engram.domain.errors import InvalidEvent
 from tests.strategies import cloud_events
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from engram.domain.conversation import ConversationSession, Turn, turn_id_of, turn_units
-from engram.domain.language import detect_language
+from engram.domain.errors import Unprocessable
+from engram.domain.language import detect_language, search_config
 from engram.domain.observation import Observation
 from engram.domain.ranking import (
     SESSION_WEIGHT,
@@ -25,8 +26,7 @@ from engram.domain.ranking import (
 )
 from engram.domain.recall import SearchHit
 from engram.domain.recall_text import UNVERIFIED, estimate_tokens, render_recall_text
-from engram.services.memory import Unprocessable
-from engram.services.recall import validate_query_text
+from engram.services.recall_plan import validate_query_text
 from functions.memory_api.retrieval import parse_within
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -143,8 +143,8 @@ def test_within() -> None:
 
 
 def test_language_detection() -> None:
-    assert detect_language("Die Rechnung wird nicht mit der Post verschickt") == "german"
-    assert detect_language("The invoice is not sent by mail") == "english"
+    assert search_config(detect_language("Die Rechnung wird nicht mit der Post verschickt")) == "german"
+    assert search_config(detect_language("The invoice is not sent by mail")) == "english"
 
 
 def test_turn_units_carry_context_date_speaker_and_provenance() -> None:

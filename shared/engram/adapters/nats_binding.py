@@ -17,7 +17,8 @@ from typing import Any
 
 from cloudevents.http import CloudEvent
 
-from engram.domain.events import InvalidEvent, check_extension_names
+from engram.domain.errors import InvalidEvent
+from engram.domain.events import check_extension_names
 
 JSON_TYPE = "application/json"
 STRUCTURED_TYPE = "application/cloudevents+json"

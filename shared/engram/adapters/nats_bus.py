@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import nats
@@ -17,7 +16,8 @@ from nats.js.errors import NotFoundError
 
 from engram.adapters.nats_binding import to_nats_binary
 from engram.domain.events import subject_for
-from engram.topology import ConsumerSpec, StreamSpec, consumers, streams
+from engram.operations.topology import ConsumerSpec, StreamSpec, consumers, streams
+from engram.ports import Published, RawMessage
 
 log = structlog.get_logger(__name__)
 
@@ -35,22 +35,6 @@ async def connect(url: str, *, name: str = "engram") -> NatsClient:
         connect_timeout=5,
         allow_reconnect=True,
     )
-
-
-@dataclass(frozen=True)
-class RawMessage:
-    subject: str
-    headers: dict[str, str]
-    body: bytes
-    event_id: str
-
-
-@dataclass(frozen=True)
-class Published:
-    event_id: str
-    subject: str
-    duplicate: bool
-    seq: int
 
 
 class NatsBus:

@@ -25,11 +25,13 @@ from typing import Any
 import asyncpg
 import structlog
 
-from engram.adapters.observations import visibility_sql
-from engram.adapters.postgres import Connection, Database
+from engram.adapters.observation_rows import visibility_sql
+from engram.adapters.postgres import Connection, Database, vector_literal
+from engram.adapters.unit_of_work import connection_of
 from engram.domain.ranking import BM25_B, BM25_K1
 from engram.domain.scopes import Visibility
 from engram.domain.search import IndexDocument, Ranked, SearchFilter, SearchPlan, Vector
+from engram.ports import TenantSearch, TenantTx
 
 log = structlog.get_logger(__name__)
 
@@ -37,10 +39,6 @@ BODY_WEIGHT = 0.5
 SEARCH_CONFIGS = ("english", "german")
 KNOWN_HNSW_DIMS = frozenset({64, 384, 512, 1024})
 HNSW_MIN_SHARE = 0.25
-
-
-def vector_literal(vector: Vector) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector.tolist()) + "]"
 
 
 def filter_clause(where: SearchFilter, params: list[Any], alias: str) -> str:
@@ -326,3 +324,29 @@ class PgVectorIndex:
             """
         rows = await conn.fetch(sql, *params)
         return [Ranked(r["id"], 1.0 - float(r["distance"]), r["type"]) for r in rows]
+
+    def within(self, tx: TenantTx) -> TenantSearch:
+        """This index's searches inside `tx` (a transaction of `PgUnitOfWork` on the same database)."""
+        return _InTransaction(self, connection_of(tx), tx.tenant_id)
+
+
+class _InTransaction:
+    """`PgVectorIndex`'s searches on one tenant transaction's connection."""
+
+    def __init__(self, index: PgVectorIndex, conn: Connection, tenant_id: str) -> None:
+        self.index = index
+        self.conn = conn
+        self.tenant_id = tenant_id
+
+    async def prepare(self, limit: int) -> SearchPlan:
+        return await self.index.prepare(self.conn, self.tenant_id, limit)
+
+    async def lexical(
+        self, visibility: Visibility, text: str, where: SearchFilter, limit: int, plan: SearchPlan | None = None
+    ) -> list[Ranked]:
+        return await self.index.lexical_in(self.conn, visibility, text, where, limit, plan)
+
+    async def vector(
+        self, visibility: Visibility, embedding: Vector, where: SearchFilter, limit: int, plan: SearchPlan
+    ) -> list[Ranked]:
+        return await self.index.vector_in(self.conn, visibility, embedding, where, limit, plan)

@@ -11,10 +11,15 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from asyncpg import Connection as Connection  # re-exported for the adapters
+
+from engram.domain.errors import TenantRequired
+
+if TYPE_CHECKING:
+    from engram.domain.search import Vector
 
 APP_ROLE = "engram_app"
 
@@ -22,10 +27,6 @@ APP_ROLE = "engram_app"
 async def _init_connection(conn: Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
-
-
-class TenantRequired(ValueError):
-    pass
 
 
 class _Connection(asyncpg.Connection):  # type: ignore[misc]
@@ -123,3 +124,14 @@ class Database:
 
 def record_dict(record: asyncpg.Record) -> dict[str, Any]:
     return dict(record.items())
+
+
+def vector_literal(vector: Vector) -> str:
+    """A vector as pgvector's text form (`[0.1,0.2,...]`)."""
+    return "[" + ",".join(repr(float(x)) for x in vector.tolist()) + "]"
+
+
+def parse_vector(text: str) -> Vector:
+    import numpy as np
+
+    return np.array([float(x) for x in text.strip("[]").split(",")], dtype=np.float32)

@@ -11,9 +11,7 @@ import base64
 import hashlib
 from typing import IO, Any
 
-
-class ArchiveError(RuntimeError):
-    """The archive did not confirm an object: the rows it should hold must stay."""
+from engram.domain.errors import ArchiveError
 
 
 class S3Archive:

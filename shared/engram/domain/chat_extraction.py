@@ -5,7 +5,6 @@
 - `offline_observations`: without an LLM, salient statements of the user (decisions, dates,
   names, preferences, explicit "remember this") in German and English.
 - `SummaryOutput` and `offline_summary`: a session's structured summary.
-- `detect_language`: German or English, by function words.
 """
 
 from __future__ import annotations
@@ -14,31 +13,11 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.domain.observation import ObservationDraft, Priority, Provenance, Scope, Source, TriggerSource
-
-# ---- language ---------------------------------------------------------------------------------
-
-_DE = frozenset(
-    "und der die das ist nicht ich wir sie ein eine mit für auf dem den des zu von bitte wann soll "
-    "habe haben wird werden auch noch aber oder wie was warum mein meine unser unsere ab bis".split()
-)
-_EN = frozenset(
-    "and the is not i we they a an with for on of to from please when should have has will "
-    "also still but or how what why my our your this that from until".split()
-)
-_TOKEN = re.compile(r"[a-zäöüß]+", re.IGNORECASE)
-
-
-def detect_language(text: str) -> Literal["de", "en"]:
-    words = [w.casefold() for w in _TOKEN.findall(text)]
-    de = sum(w in _DE for w in words) + 2 * sum(ch in "äöüß" for ch in text.casefold())
-    en = sum(w in _EN for w in words)
-    return "de" if de > en else "en"
-
 
 # ---- LLM output schema --------------------------------------------------------------------------
 

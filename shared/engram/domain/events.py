@@ -10,14 +10,16 @@ from __future__ import annotations
 import builtins
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from cloudevents.http import CloudEvent
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from engram.domain.errors import InvalidEvent
 from engram.domain.models import FeedbackKind
-from engram.domain.observation import Key, Priority, Scope, Tag, TeamId, TypeName
+from engram.domain.observation import Change, Key, Priority, Scope, Tag, TeamId, TypeName, WriteOutcome
 
 EXTENSION_NAME = re.compile(r"^[a-z][a-z0-9]{0,19}$")
 TYPE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,254}$")
@@ -26,10 +28,6 @@ KNOWN_EXTENSIONS = ("tenantid", "userid", "correlationid", "causationid", "trace
 CORE_ATTRIBUTES = frozenset({"id", "source", "specversion", "type", "datacontenttype", "dataschema", "subject", "time"})
 SCHEMA_BASE = "urn:engram:schema:"
 SOURCE_PREFIX = "/engram/"
-
-
-class InvalidEvent(ValueError):
-    """An event that can never be processed: dead-lettered with this reason, never retried."""
 
 
 def check_extension_names(attributes: dict[str, Any]) -> None:
@@ -259,3 +257,19 @@ def observation_changed(
         subject=f"observation/{observation_id}",
         event_id=event_id,
     )
+
+
+def change_events(changes: Sequence[Change], source: str) -> list[CloudEvent]:
+    """observation.created / .updated for what a write changed; ids are deterministic per revision."""
+    events: list[CloudEvent] = []
+    seen: set[uuid.UUID] = set()
+    for c in changes:
+        if c.outcome is WriteOutcome.deduplicated or c.id in seen:
+            continue
+        seen.add(c.id)
+        revision = c.revision.isoformat()
+        etype = OBSERVATION_CREATED if c.outcome is WriteOutcome.created else OBSERVATION_UPDATED
+        events.append(
+            observation_changed(etype, c.id, revision, tenant_id=c.tenant_id, source=source, user_id=c.user_id)
+        )
+    return events

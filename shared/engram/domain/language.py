@@ -1,8 +1,13 @@
-"""Which text-search language a text is in (German or English), by its function words. Pure."""
+"""Which language a text is in (German or English), by its function words. Pure.
+
+One rule for everything that asks: the search index (which stemmer a document gets), chat
+extraction (the conversation's language) and the offline answer.
+"""
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 SEARCH_LANGUAGES = ("english", "german")
 
@@ -20,11 +25,19 @@ _ENGLISH = frozenset(
 )
 
 
-def detect_language(text: str) -> str:
-    """'german' when German function words outnumber English ones and umlauts agree, else 'english'."""
+Language = Literal["de", "en"]
+
+
+def detect_language(text: str) -> Language:
+    """'de' when German function words outnumber English ones (an umlaut counts as one), else 'en'."""
     words = [w.casefold() for w in _WORD.findall(text[:4000])]
     german = sum(w in _GERMAN for w in words)
     english = sum(w in _ENGLISH for w in words)
     if any(ch in text for ch in "äöüßÄÖÜ"):
         german += 1
-    return "german" if german > english else "english"
+    return "de" if german > english else "en"
+
+
+def search_config(language: Language) -> str:
+    """The PostgreSQL text-search configuration (stemmer) of a language."""
+    return "german" if language == "de" else "english"

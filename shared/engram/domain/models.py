@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -29,6 +30,37 @@ class ObservationFeedback(BaseModel):
     query_id: uuid.UUID | None = None
     stream_origin: str | None = None
     created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class FeedbackRow:
+    """One `observation_feedback` row to write (the tenant comes from the transaction)."""
+
+    observation_id: uuid.UUID | None
+    user_id: str | None
+    kind: FeedbackKind
+    rating: int | None = None
+    query_id: uuid.UUID | None = None
+    stream_origin: str | None = None
+
+
+@dataclass
+class FeedbackCounts:
+    """What a batch of feedback adds to one observation's counters; `verify` sets `verified`."""
+
+    retrieved: int = 0
+    cited: int = 0
+    confirmed: int = 0
+    rejected: int = 0
+    verify: bool = False
+
+
+@dataclass(frozen=True)
+class FeedbackTarget:
+    """An observation feedback is about, as locked for the update: its owner and whether verified."""
+
+    user_id: str | None
+    verified: bool
 
 
 class SessionStatus(StrEnum):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
@@ -192,3 +193,36 @@ class WriteOutcome(StrEnum):
     created = "created"
     updated = "updated"
     deduplicated = "deduplicated"
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a write did to one row: enough to announce it, without loading the row."""
+
+    id: uuid.UUID
+    tenant_id: str
+    user_id: str | None
+    outcome: WriteOutcome
+    revision: datetime
+
+
+@dataclass(frozen=True)
+class Written:
+    """An observation as a write left it, and what the write did."""
+
+    observation: Observation
+    outcome: WriteOutcome
+
+    @property
+    def change(self) -> Change:
+        o = self.observation
+        return Change(o.id, o.tenant_id, o.user_id, self.outcome, o.updated_at)
+
+
+@dataclass(frozen=True)
+class KnownObservation:
+    """What chat extraction tells the model about a memory it may reuse (its key above all)."""
+
+    type: str
+    title: str
+    key: str | None

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engram.domain.events import InvalidEvent
+from engram.domain.errors import InvalidEvent
 from engram.domain.observation import Priority, Scope, TypeName
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from engram.domain.errors import Forbidden
 from engram.domain.observation import Observation, Scope, Source
 
 
@@ -97,3 +98,9 @@ class Visibility:
         if obs.scope is Scope.public:
             return True
         return self.include_sensitive  # sensitive
+
+
+def require(principal: Principal, permission: Permission) -> None:
+    """Forbidden unless the principal holds `permission`."""
+    if not principal.has(permission):
+        raise Forbidden(f"permission {permission.value!r} is required")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engram.domain.language import detect_language
+from engram.domain.language import detect_language, search_config
 from engram.domain.observation import Observation
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def index_document(obs: Observation, embedding: Vector) -> IndexDocument:
         revision=obs.updated_at,
         title=title,
         body=body,
-        language=detect_language(f"{title}\n{body}"),
+        language=search_config(detect_language(f"{title}\n{body}")),
         embedding=embedding,
     )
 

@@ -6,14 +6,16 @@ Metadata is stored with the camelCase field names the source documents use
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-
-class TelemetryError(ValueError):
-    """An unknown event name or malformed metadata: rejected in code, never stored."""
+from engram.domain.errors import TelemetryError
 
 
 class _Meta(BaseModel):
@@ -26,7 +28,9 @@ class _Meta(BaseModel):
 NonNeg = Field(ge=0)
 
 
-class ChatTurnCompleted(_Meta):
+class ChatTurnMetrics(_Meta):
+    """`chat.turn_completed`: what one turn cost (not the `chat.turn.completed` CloudEvent)."""
+
     model: str
     tier: str | None = None
     input_tokens: int = NonNeg
@@ -105,7 +109,7 @@ class ChatAdvisorAutoTriggered(_Meta):
 
 
 TELEMETRY_EVENTS: dict[str, type[_Meta]] = {
-    "chat.turn_completed": ChatTurnCompleted,
+    "chat.turn_completed": ChatTurnMetrics,
     "chat.tool_used": ChatToolUsed,
     "chat.error": ChatError,
     "chat.ptl_recovery": ChatPtlRecovery,
@@ -137,3 +141,57 @@ def validate_metadata(name: str, metadata: dict[str, Any] | _Meta) -> dict[str, 
         return model.model_validate(metadata).dump()
     except ValidationError as exc:
         raise TelemetryError(f"malformed {name!r} metadata: {exc.errors(include_url=False)}") from exc
+
+
+@dataclass(frozen=True)
+class TelemetryRecord:
+    """One `ai_events` row to be written (`TelemetryStore.write`), validated when built."""
+
+    tenant_id: str
+    name: str
+    metadata: dict[str, Any]
+    user_id: str | None = None
+    chat_id: uuid.UUID | None = None
+    created_at: datetime | None = None
+
+
+def record(
+    tenant_id: str,
+    name: str,
+    metadata: Any,
+    *,
+    user_id: str | None = None,
+    chat_id: uuid.UUID | None = None,
+) -> TelemetryRecord:
+    """Validate now (raises TelemetryError), write later with `TelemetryStore.write`."""
+    return TelemetryRecord(tenant_id, name, validate_metadata(name, metadata), user_id, chat_id)
+
+
+def records_of(
+    tenant_id: str, metas: list[_Meta], *, user_id: str | None = None, chat_id: uuid.UUID | None = None
+) -> list[TelemetryRecord]:
+    """Typed events of one user and chat as rows."""
+    return [record(tenant_id, event_name(m), m, user_id=user_id, chat_id=chat_id) for m in metas]
+
+
+# ---- what the telemetry API asks for (R-10) ------------------------------------------------------
+
+
+class Metric(StrEnum):
+    """What `/timeseries` can draw."""
+
+    events = "events"
+    turns = "turns"
+    cost = "cost"
+    tokens = "tokens"
+    errors = "errors"
+    tool_calls = "tool_calls"
+    ptl_recoveries = "ptl_recoveries"
+    cache_hit_rate = "cache_hit_rate"
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    event_name: str | None = None
+    chat_id: uuid.UUID | None = None
+    user_id: str | None = None

@@ -19,13 +19,18 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engram.adapters.postgres import TenantRequired
 from engram.bootstrap import Services, get_services
-from engram.domain.events import InvalidEvent
+from engram.domain.errors import (
+    Forbidden,
+    InvalidEvent,
+    NotFound,
+    RecallUnavailable,
+    TelemetryError,
+    TenantRequired,
+    Unauthorized,
+    Unprocessable,
+)
 from engram.domain.scopes import Principal
-from engram.domain.telemetry import TelemetryError
-from engram.runtime.auth import Unauthorized
-from engram.services.memory import Forbidden, NotFound, RecallUnavailable, Unprocessable
 
 log = structlog.get_logger(__name__)
 

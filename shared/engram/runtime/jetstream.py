@@ -1,39 +1,32 @@
-"""A JetStream pull runner around a functions-framework CloudEvent function (R-2.1).
+"""The JetStream pull runner (R-2.1): the transport under `engram.runtime.worker`.
 
-The same function that serves CloudEvents over HTTP is invoked here from a durable pull
-consumer: batch fetch, explicit ack, `nak(delay)` with capped exponential backoff for
-transient failures, dead-letter (reason and original headers) plus `term()` for invalid
-input, `in_progress()` while long work runs, and a clean drain on SIGTERM.
+A durable pull consumer: batch fetch, explicit ack, `nak(delay)` with capped exponential
+backoff for transient failures, dead-letter (reason and original headers) plus `term()` for
+poison, `in_progress()` while long work runs, and a clean stop on SIGTERM.
 
-Errors are classified the way the Knative NATS broker reads HTTP status codes, so a function
-maps its errors once: 4xx (except 408 and 429) and `InvalidEvent` are poison; anything else is
-transient and retried until `max_deliver`, after which the message is dead-lettered too:
-nothing is dropped silently.
+Outcomes are classified once (`engram.domain.deliveries.classify`): poison (an invalid event,
+a 4xx other than 408 and 429) is dead-lettered at once; anything else is retried until
+`max_deliver`, after which the message is dead-lettered too: nothing is dropped silently.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import inspect
-import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, cast
 
 import structlog
 from cloudevents.http import CloudEvent
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from pydantic import ValidationError
 
 from engram.adapters.nats_binding import from_nats
-from engram.domain.events import InvalidEvent
-from engram.topology import ConsumerSpec
+from engram.domain.deliveries import classify, reason
+from engram.domain.errors import InvalidEvent, Poison
+from engram.operations.topology import ConsumerSpec
 
 log = structlog.get_logger(__name__)
 
@@ -41,42 +34,20 @@ Outcome = BaseException | None
 BatchHandler = Callable[[list[CloudEvent]], Awaitable[Sequence[Outcome]]]
 GaveUpHook = Callable[[CloudEvent, str], Awaitable[None]]
 GAVE_UP_HOOK_SECONDS = 5.0
-EventFunction = Callable[[CloudEvent], Awaitable[None]]
 
 
 def is_poison(exc: BaseException) -> bool:
-    """Invalid input that no retry can fix."""
-    if isinstance(exc, InvalidEvent | ValidationError):
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and 400 <= status < 500 and status not in (408, 429)
+    """Invalid input that no retry can fix (`engram.domain.deliveries.classify`)."""
+    return isinstance(classify(exc), Poison)
 
 
 def reason_of(exc: BaseException) -> str:
-    detail = getattr(exc, "detail", None)
-    text = str(detail) if detail else (str(exc) or type(exc).__name__)
-    return " ".join(text.split())[:1000]
+    return " ".join(reason(exc).split())[:1000]
 
 
 def backoff_delay(num_delivered: int, base: float = 1.0, cap: float = 60.0) -> float:
     """1 s, 2 s, 4 s, ... capped: a flapping dependency is not hammered."""
     return float(min(cap, base * (2 ** max(0, num_delivered - 1))))
-
-
-def per_event(function: EventFunction) -> BatchHandler:
-    """Run a single-event CloudEvent function over a batch, one event at a time."""
-
-    async def handle(events: list[CloudEvent]) -> list[Outcome]:
-        outcomes: list[Outcome] = []
-        for event in events:
-            try:
-                await function(event)
-                outcomes.append(None)
-            except Exception as exc:
-                outcomes.append(exc)
-        return outcomes
-
-    return handle
 
 
 @dataclass
@@ -244,84 +215,3 @@ class PullRunner:
             for msg in msgs:
                 with contextlib.suppress(Exception):
                     await msg.in_progress()
-
-
-def load_gave_up(module_name: str, target: str) -> GaveUpHook | None:
-    """`<target>_gave_up(event, reason)` if the module has one: called after an event is
-    dead-lettered because its last delivery failed too (a poison event is the handler's own
-    verdict, which it records itself)."""
-    hook = getattr(importlib.import_module(module_name), f"{target}_gave_up", None)
-    return cast(GaveUpHook, hook) if hook is not None else None
-
-
-def load_handler(module_name: str, target: str) -> BatchHandler:
-    """`<target>_batch` if the module has one (batched work), else the CloudEvent function per event."""
-    module = importlib.import_module(module_name)
-    batch = getattr(module, f"{target}_batch", None)
-    if batch is not None:
-        return batch  # type: ignore[no-any-return]
-    function = getattr(module, target)
-    if not inspect.iscoroutinefunction(function):
-        raise TypeError(f"{module_name}.{target} must be an async CloudEvent function")
-    return per_event(function)
-
-
-async def serve(
-    module_name: str,
-    target: str,
-    durable: str,
-    *,
-    batch_size: int = 100,
-    on_start: Callable[[], Awaitable[Any]] | None = None,
-    on_stop: Callable[[], Awaitable[Any]] | None = None,
-    ready_file: Path | None = None,
-) -> None:
-    """Run one worker until SIGTERM/SIGINT, then finish the batch in hand and drain.
-
-    `ready_file` exists exactly while the runner consumes: the Kubernetes readiness probe and
-    `bench.cold_start` look for it (`ENGRAM_READY_FILE`).
-    """
-    from engram.adapters.nats_bus import connect
-    from engram.settings import get_settings
-    from engram.topology import consumer
-
-    settings = get_settings()
-    handler = load_handler(module_name, target)
-    nc = await connect(settings.require_nats_url(), name=durable)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    spec = consumer(durable, settings.engram_stream)
-    runner = PullRunner(
-        nc.jetstream(), spec, handler, batch_size=batch_size, on_gave_up=load_gave_up(module_name, target)
-    )
-    marker = asyncio.create_task(_mark_ready(runner, ready_file)) if ready_file is not None else None
-    try:
-        if on_start is not None:
-            await on_start()
-        await runner.run(stop)
-    finally:
-        if marker is not None:
-            marker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await marker
-        if ready_file is not None:
-            _flag(ready_file, ready=False)
-        if on_stop is not None:
-            await on_stop()
-        await nc.drain()
-
-
-async def _mark_ready(runner: PullRunner, ready_file: Path) -> None:
-    await runner.consuming.wait()
-    _flag(ready_file, ready=True)
-
-
-def _flag(path: Path, *, ready: bool) -> None:
-    """An empty file on local disk: creating or removing it does not block the loop noticeably."""
-    if ready:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
-    else:
-        path.unlink(missing_ok=True)

@@ -6,22 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engram.adapters.observations import Written
-from engram.adapters.postgres import Database
 from engram.domain.conversation import ConversationSession, turn_units
-from engram.domain.observation import Scope, Source
-from engram.ports import EventBus
-from engram.services import outbox
-from engram.services.memory import write_and_stage
+from engram.domain.events import change_events
+from engram.domain.observation import Scope, Source, Written
+from engram.ports import UnitOfWork
 
 SOURCE = "/engram/conversations"
 WRITE_BATCH = 500
 
 
 class ConversationIngest:
-    def __init__(self, db: Database, bus: EventBus) -> None:
-        self.db = db
-        self.bus = bus
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
 
     async def ingest(
         self,
@@ -47,8 +43,8 @@ class ConversationIngest:
         )
         written: list[Written] = []
         for start in range(0, len(drafts), WRITE_BATCH):
-            async with self.db.tenant(tenant_id) as conn:
-                batch, pending = await write_and_stage(conn, tenant_id, drafts[start : start + WRITE_BATCH], SOURCE)
-            await outbox.publish(self.db, self.bus, pending)
+            async with self.uow.tenant(tenant_id) as tx:
+                batch = await tx.observations.write_many(drafts[start : start + WRITE_BATCH])
+                tx.emit(change_events([w.change for w in batch], SOURCE))
             written.extend(batch)
         return written

@@ -12,18 +12,15 @@ from datetime import UTC, datetime, timedelta
 
 from cloudevents.http import CloudEvent
 
-from engram.adapters.observations import ObservationStore, live_sql, to_observation, visibility_sql
-from engram.adapters.postgres import Connection, Database
+from engram.domain.errors import Forbidden, NotFound
 from engram.domain.events import (
     OBSERVATION_DELETED,
     OBSERVATION_UPDATED,
     observation_changed,
 )
 from engram.domain.observation import Observation
-from engram.domain.scopes import Permission, Principal, Visibility
-from engram.ports import EventBus
-from engram.services import outbox
-from engram.services.memory import Forbidden, NotFound, require
+from engram.domain.scopes import Permission, Principal, Visibility, require
+from engram.ports import TenantTx, UnitOfWork
 
 SOURCE = "/engram/memory-api"
 MAX_WITHIN = timedelta(days=3650)
@@ -41,12 +38,11 @@ def deleted_event(obs: Observation, deleted_at: datetime, source: str = SOURCE) 
 
 
 class CurationService:
-    def __init__(self, db: Database, bus: EventBus) -> None:
-        self.db = db
-        self.bus = bus
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
 
-    async def _visible(self, principal: Principal, observation_id: uuid.UUID, conn: Connection) -> Observation:
-        obs = await ObservationStore(conn).get(observation_id)
+    async def _visible(self, principal: Principal, observation_id: uuid.UUID, tx: TenantTx) -> Observation:
+        obs = await tx.observations.get(observation_id)
         if obs is None or not Visibility.for_principal(principal, want_sensitive=True).allows(obs):
             raise NotFound(f"observation {observation_id} not found")
         return obs
@@ -54,14 +50,13 @@ class CurationService:
     async def delete(self, principal: Principal, observation_id: uuid.UUID) -> Observation:
         """The owner deletes their own; anything else (team, public, tenant-wide) needs manage:AiObservation."""
         require(principal, Permission.delete_observation)
-        async with self.db.tenant(principal.tenant_id) as conn:
-            obs = await self._visible(principal, observation_id, conn)
+        async with self.uow.tenant(principal.tenant_id) as tx:
+            obs = await self._visible(principal, observation_id, tx)
             own = obs.user_id is not None and obs.user_id == principal.user_id
             if not own and not principal.has(Permission.manage_observation):
                 raise Forbidden("only the owner (or manage:AiObservation) may delete this observation")
-            await conn.execute("DELETE FROM observations WHERE id = $1", observation_id)
-            pending = await outbox.stage(conn, principal.tenant_id, [deleted_event(obs, datetime.now(UTC))])
-        await outbox.publish(self.db, self.bus, pending)
+            await tx.observations.delete(observation_id)
+            tx.emit([deleted_event(obs, datetime.now(UTC))])
         return obs
 
     async def verify(self, principal: Principal, observation_id: uuid.UUID) -> Observation:
@@ -69,35 +64,25 @@ class CurationService:
         require(principal, Permission.update_observation)
         if not principal.is_human:
             raise Forbidden("only a human may verify an observation; agent keys cannot")
-        async with self.db.tenant(principal.tenant_id) as conn:
-            await self._visible(principal, observation_id, conn)
-            row = await conn.fetchrow(
-                "UPDATE observations SET verified = true, confidence = greatest(confidence, 1.0),"
-                " updated_at = greatest(clock_timestamp(), updated_at + interval '1 microsecond')"
-                " WHERE id = $1 AND NOT verified RETURNING *",
-                observation_id,
-            )
-            if row is None:  # already verified
-                current = await ObservationStore(conn).get(observation_id)
+        async with self.uow.tenant(principal.tenant_id) as tx:
+            await self._visible(principal, observation_id, tx)
+            obs = await tx.observations.verify(observation_id)
+            if obs is None:  # already verified
+                current = await tx.observations.get(observation_id)
                 assert current is not None
                 return current
-            obs = to_observation(row)
-            revision = obs.updated_at.isoformat()
-            pending = await outbox.stage(
-                conn,
-                principal.tenant_id,
+            tx.emit(
                 [
                     observation_changed(
                         OBSERVATION_UPDATED,
                         obs.id,
-                        revision,
+                        obs.updated_at.isoformat(),
                         tenant_id=obs.tenant_id,
                         source=SOURCE,
                         user_id=principal.user_id,
                     )
-                ],
+                ]
             )
-        await outbox.publish(self.db, self.bus, pending)
         return obs
 
     async def expiring(
@@ -108,15 +93,6 @@ class CurationService:
         if include_sensitive and not principal.has(Permission.view_sensitive):
             raise Forbidden("listing sensitive observations needs 'view:SensitiveAiMemory'")
         now = datetime.now(UTC)
-        params: list[object] = []
-        vis = visibility_sql(Visibility.for_principal(principal, want_sensitive=include_sensitive), params)
-        params.append(now)
-        live = live_sql(f"${len(params)}")
-        params.extend([now + min(within, MAX_WITHIN), limit])
-        async with self.db.tenant(principal.tenant_id) as conn:
-            rows = await conn.fetch(
-                f"SELECT * FROM observations WHERE {vis} AND {live} AND expires_at IS NOT NULL"
-                f" AND expires_at <= ${len(params) - 1} ORDER BY expires_at, id LIMIT ${len(params)}",
-                *params,
-            )
-        return [to_observation(r) for r in rows]
+        visibility = Visibility.for_principal(principal, want_sensitive=include_sensitive)
+        async with self.uow.tenant(principal.tenant_id) as tx:
+            return await tx.observations.expiring(visibility, now=now, until=now + min(within, MAX_WITHIN), limit=limit)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
@@ -24,30 +23,25 @@ import structlog
 from cloudevents.http import CloudEvent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engram.adapters.observations import ObservationStore
-from engram.adapters.postgres import Database
+from engram.domain.deliveries import Batch, Delivery
+from engram.domain.errors import InvalidEvent, NotFound, Unprocessable
 from engram.domain.events import (
     FEEDBACK_RECORDED,
     OBSERVATION_UPDATED,
     FeedbackRecorded,
-    InvalidEvent,
     new_event,
     observation_changed,
     parse_data,
 )
-from engram.domain.models import FeedbackKind
-from engram.domain.scopes import Permission, Principal, Visibility
-from engram.ports import EventBus
-from engram.services import outbox
-from engram.services.memory import NotFound, Unprocessable, require
+from engram.domain.models import FeedbackCounts, FeedbackKind, FeedbackRow
+from engram.domain.scopes import Permission, Principal, Visibility, require
+from engram.ports import EventBus, TenantTx, UnitOfWork
 
 log = structlog.get_logger(__name__)
 
 CONSUMER = "record-feedback"
 API_SOURCE = "/engram/memory-api"
 WORKER_SOURCE = "/engram/record-feedback"
-
-Outcome = BaseException | None
 
 
 class FeedbackRequest(BaseModel):
@@ -65,8 +59,8 @@ class FeedbackRequest(BaseModel):
 class FeedbackService:
     """The API side: check, then publish `feedback.recorded` (the worker applies it)."""
 
-    def __init__(self, db: Database, bus: EventBus) -> None:
-        self.db = db
+    def __init__(self, uow: UnitOfWork, bus: EventBus) -> None:
+        self.uow = uow
         self.bus = bus
 
     async def submit(self, principal: Principal, body: FeedbackRequest) -> str:
@@ -86,8 +80,8 @@ class FeedbackService:
         if body.kind in (FeedbackKind.rejected, FeedbackKind.confirmed) and principal.user_id is None:
             raise Unprocessable("kind", f"'{body.kind.value}' is a user's judgement; this agent key acts for no user")
         if data.observation_id is not None:
-            async with self.db.tenant(principal.tenant_id) as conn:
-                obs = await ObservationStore(conn).get(data.observation_id)
+            async with self.uow.tenant(principal.tenant_id) as tx:
+                obs = await tx.observations.get(data.observation_id)
             if obs is None or not Visibility.for_principal(principal, want_sensitive=True).allows(obs):
                 raise NotFound(f"observation {data.observation_id} not found")
         subject = f"observation/{data.observation_id}" if data.observation_id else f"query/{data.query_id}"
@@ -103,22 +97,38 @@ class FeedbackService:
         return str(event["id"])
 
 
+@dataclass(frozen=True)
+class FeedbackEvent:
+    """A `feedback.recorded` event as record-feedback applies it."""
+
+    data: FeedbackRecorded
+    at: datetime | None  # when it was given (its `time`)
+
+
+def decode_feedback(event: CloudEvent) -> FeedbackEvent:
+    if event["type"] != FEEDBACK_RECORDED.type:
+        raise InvalidEvent(f"record-feedback does not handle {event['type']}")
+    data = cast(FeedbackRecorded, parse_data(event["type"], event.get_data()))
+    if data.kind in (FeedbackKind.rejected, FeedbackKind.confirmed) and not event.get("userid"):
+        raise InvalidEvent(f"'{data.kind.value}' feedback needs the 'userid' extension")
+    sent = event.get("time")
+    try:
+        at = datetime.fromisoformat(str(sent).replace("Z", "+00:00")) if sent else None
+    except ValueError as exc:
+        raise InvalidEvent(f"'time' is not an RFC 3339 timestamp: {sent!r}") from exc
+    if at is not None and at.tzinfo is None:
+        raise InvalidEvent(f"'time' needs a UTC offset: {sent!r}")
+    return FeedbackEvent(data, at)
+
+
 @dataclass
-class _Parsed:
-    index: int
+class _Item:
+    """Feedback on one observation (or one rating) with the inbox key it is claimed under."""
+
     key: str
     user_id: str | None
     data: FeedbackRecorded
     time: datetime | None
-
-
-@dataclass
-class _Delta:
-    retrieved: int = 0
-    cited: int = 0
-    confirmed: int = 0
-    rejected: int = 0
-    human_confirmed: bool = False
 
 
 @dataclass
@@ -130,191 +140,125 @@ class BatchReport:
     verified: list[uuid.UUID] = field(default_factory=list)
 
 
-def event_key(event: CloudEvent) -> str:
-    return f"{event['source']}\x1f{event['id']}"
-
-
-def _parse(index: int, event: CloudEvent) -> tuple[str, list[_Parsed]]:
+def _items(delivery: Delivery[FeedbackEvent]) -> list[_Item]:
     """The event as one item per observation: a search's `retrieved` event with `observation_ids`
     becomes one item per hit, each with a key of its own (claimed and counted like single events)."""
-    tenant = event.get("tenantid")
-    if not isinstance(tenant, str) or not tenant.strip():
-        raise InvalidEvent("the 'tenantid' extension is required")
-    if event["type"] != FEEDBACK_RECORDED.type:
-        raise InvalidEvent(f"record-feedback does not handle {event['type']}")
-    data = cast(FeedbackRecorded, parse_data(event["type"], event.get_data()))
-    user = event.get("userid")
-    user_id = str(user) if user else None
-    if data.kind in (FeedbackKind.rejected, FeedbackKind.confirmed) and user_id is None:
-        raise InvalidEvent(f"'{data.kind.value}' feedback needs the 'userid' extension")
-    sent = event.get("time")
-    try:
-        at = datetime.fromisoformat(str(sent).replace("Z", "+00:00")) if sent else None
-    except ValueError as exc:
-        raise InvalidEvent(f"'time' is not an RFC 3339 timestamp: {sent!r}") from exc
-    if at is not None and at.tzinfo is None:
-        raise InvalidEvent(f"'time' needs a UTC offset: {sent!r}")
-    key = event_key(event)
+    data, user_id, key = delivery.data.data, delivery.meta.user_id, delivery.key
     if data.observation_ids is None:
-        return tenant, [_Parsed(index, key, user_id, data, at)]
-    return tenant, [
-        _Parsed(
-            index,
+        return [_Item(key, user_id, data, delivery.data.at)]
+    return [
+        _Item(
             f"{key}\x1f{observation_id}",
             user_id,
             data.model_copy(update={"observation_id": observation_id, "observation_ids": None}),
-            at,
+            delivery.data.at,
         )
         for observation_id in data.observation_ids
     ]
 
 
-def _erased(p: _Parsed, erased_at: dict[str, datetime]) -> bool:
+def _erased(item: _Item, erased_at: dict[str, datetime]) -> bool:
     """Given before its user's personal memory was erased (an event without a time counts as before)."""
-    when = erased_at.get(p.user_id or "")
-    return when is not None and (p.time is None or p.time <= when)
+    when = erased_at.get(item.user_id or "")
+    return when is not None and (item.time is None or item.time <= when)
+
+
+def _counts(items: list[_Item], targets: set[uuid.UUID]) -> tuple[dict[uuid.UUID, FeedbackCounts], set[uuid.UUID]]:
+    """The counters the items add per observation, and the observations a human confirmed."""
+    counts: dict[uuid.UUID, FeedbackCounts] = defaultdict(FeedbackCounts)
+    confirmed_by_human: set[uuid.UUID] = set()
+    for item in items:
+        obs_id = item.data.observation_id
+        if obs_id is None or obs_id not in targets:
+            continue
+        c = counts[obs_id]
+        kind = item.data.kind
+        if kind is FeedbackKind.retrieved:
+            c.retrieved += 1
+        elif kind is FeedbackKind.cited:
+            c.cited += 1
+        elif kind is FeedbackKind.confirmed:
+            c.confirmed += 1
+            if item.data.actor == "human":
+                confirmed_by_human.add(obs_id)
+        elif kind is FeedbackKind.rejected:
+            c.rejected += 1
+    return counts, confirmed_by_human
 
 
 class FeedbackRecorder:
     """The worker side (record-feedback)."""
 
-    def __init__(self, db: Database, bus: EventBus) -> None:
-        self.db = db
-        self.bus = bus
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.uow = uow
         self.last_report = BatchReport()
 
-    async def handle_batch(self, events: Sequence[CloudEvent]) -> list[Outcome]:
-        outcomes: list[Outcome] = [None] * len(events)
-        tenants: dict[str, list[_Parsed]] = defaultdict(list)
-        for i, event in enumerate(events):
-            try:
-                tenant, parsed = _parse(i, event)
-                tenants[tenant].extend(parsed)
-            except InvalidEvent as exc:
-                outcomes[i] = exc
+    async def handle(self, batch: Batch[FeedbackEvent]) -> None:
         report = BatchReport()
-        for tenant, items in tenants.items():
+        for tenant, deliveries in batch.by_tenant().items():
             try:
-                await self._apply(tenant, items, report)
+                await self._apply(tenant, [item for d in deliveries for item in _items(d)], report)
             except Exception as exc:  # transient: the whole tenant batch is retried
                 log.warning("feedback.tenant_batch_failed", tenant=tenant, error=str(exc))
-                for p in items:
-                    outcomes[p.index] = exc
+                for d in deliveries:
+                    d.retry(exc)
         self.last_report = report
-        return outcomes
 
-    async def _apply(self, tenant: str, items: list[_Parsed], report: BatchReport) -> None:
-        unique = {p.key: p for p in items}  # the same event twice in one fetch counts once
+    async def _apply(self, tenant: str, items: list[_Item], report: BatchReport) -> None:
+        unique = {item.key: item for item in items}  # the same event twice in one fetch counts once
         report.duplicates += len(items) - len(unique)
-        pending: list[outbox.Pending] = []
-        async with self.db.tenant(tenant) as conn:
-            claimed = {
-                r["event_key"]
-                for r in await conn.fetch(
-                    "INSERT INTO processed_events (tenant_id, consumer, event_key)"
-                    " SELECT $1, $2, k FROM unnest($3::text[]) AS k"
-                    " ON CONFLICT DO NOTHING RETURNING event_key",
-                    tenant,
-                    CONSUMER,
-                    list(unique),
-                )
-            }
-            todo = [p for k, p in unique.items() if k in claimed]
+        async with self.uow.tenant(tenant, consumer=CONSUMER) as tx:
+            claimed = await tx.inbox.claim(list(unique))
+            todo = [item for k, item in unique.items() if k in claimed]
             report.duplicates += len(unique) - len(todo)
             if not todo:
                 return
-            users = sorted({p.user_id for p in todo if p.user_id is not None})
-            erased_at = {
-                r["user_id"]: r["erased_at"]
-                for r in await conn.fetch(
-                    "SELECT user_id, erased_at FROM personal_data_erasures WHERE tenant_id = $1"
-                    " AND user_id = ANY($2::text[])",
-                    tenant,
-                    users,
-                )
-            }
+            users = sorted({item.user_id for item in todo if item.user_id is not None})
+            erased_at = await tx.feedback.erasures(users)
             if erased_at:
                 before = len(todo)
-                todo = [p for p in todo if not _erased(p, erased_at)]
+                todo = [item for item in todo if not _erased(item, erased_at)]
                 report.erased += before - len(todo)
-            wanted = sorted({p.data.observation_id for p in todo if p.data.observation_id is not None})
-            # lock the observations in id order (no deadlock between workers) and learn
-            # which still exist and which are verified already
-            rows = await conn.fetch(
-                "SELECT id, user_id, verified FROM observations WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE",
-                wanted,
-            )
-            existing = {r["id"]: r for r in rows}
-            kept = [p for p in todo if p.data.observation_id is None or p.data.observation_id in existing]
-            report.orphaned += len(todo) - len(kept)
-            if len(kept) < len(todo):
-                log.info("feedback.observation_gone", tenant=tenant, skipped=len(todo) - len(kept))
-            await conn.execute(
-                "INSERT INTO observation_feedback"
-                " (tenant_id, observation_id, user_id, kind, rating, query_id, stream_origin)"
-                " SELECT $1, o, u, k, r, q, s"
-                " FROM unnest($2::uuid[], $3::text[], $4::text[], $5::smallint[], $6::uuid[], $7::text[])"
-                " AS x(o, u, k, r, q, s)",
-                tenant,
-                [p.data.observation_id for p in kept],
-                [p.user_id for p in kept],
-                [p.data.kind.value for p in kept],
-                [p.data.rating for p in kept],
-                [p.data.query_id for p in kept],
-                [p.data.stream_origin for p in kept],
-            )
-            deltas: dict[uuid.UUID, _Delta] = defaultdict(_Delta)
-            for p in kept:
-                if p.data.observation_id is None:
-                    continue
-                d = deltas[p.data.observation_id]
-                kind = p.data.kind
-                if kind is FeedbackKind.retrieved:
-                    d.retrieved += 1
-                elif kind is FeedbackKind.cited:
-                    d.cited += 1
-                elif kind is FeedbackKind.confirmed:
-                    d.confirmed += 1
-                    d.human_confirmed = d.human_confirmed or p.data.actor == "human"
-                elif kind is FeedbackKind.rejected:
-                    d.rejected += 1
-            if deltas:
-                ids = sorted(deltas)
-                newly_verified = {i for i in ids if deltas[i].human_confirmed and not existing[i]["verified"]}
-                updated = await conn.fetch(
-                    "UPDATE observations o SET"
-                    " relevance_count = o.relevance_count + d.retrieved,"
-                    " cited_count = o.cited_count + d.cited,"
-                    " confirmed_count = o.confirmed_count + d.confirmed,"
-                    " rejected_count = o.rejected_count + d.rejected,"
-                    " verified = o.verified OR d.verify,"
-                    " updated_at = CASE WHEN d.verify AND NOT o.verified"
-                    "   THEN greatest(clock_timestamp(), o.updated_at + interval '1 microsecond')"
-                    "   ELSE o.updated_at END"
-                    " FROM unnest($1::uuid[], $2::int[], $3::int[], $4::int[], $5::int[], $6::boolean[])"
-                    "   AS d(id, retrieved, cited, confirmed, rejected, verify)"
-                    " WHERE o.id = d.id"
-                    " RETURNING o.id, o.updated_at",
-                    ids,
-                    [deltas[i].retrieved for i in ids],
-                    [deltas[i].cited for i in ids],
-                    [deltas[i].confirmed for i in ids],
-                    [deltas[i].rejected for i in ids],
-                    [i in newly_verified for i in ids],
+            await self._count(tx, tenant, todo, report)
+
+    async def _count(self, tx: TenantTx, tenant: str, todo: list[_Item], report: BatchReport) -> None:
+        # lock the observations (no deadlock between workers) and learn which still exist and
+        # which are verified already
+        existing = await tx.observations.lock(
+            sorted({item.data.observation_id for item in todo if item.data.observation_id is not None})
+        )
+        kept = [item for item in todo if item.data.observation_id is None or item.data.observation_id in existing]
+        report.orphaned += len(todo) - len(kept)
+        if len(kept) < len(todo):
+            log.info("feedback.observation_gone", tenant=tenant, skipped=len(todo) - len(kept))
+        await tx.feedback.add(
+            [
+                FeedbackRow(
+                    item.data.observation_id,
+                    item.user_id,
+                    item.data.kind,
+                    item.data.rating,
+                    item.data.query_id,
+                    item.data.stream_origin,
                 )
-                revisions: dict[uuid.UUID, datetime] = {r["id"]: r["updated_at"] for r in updated}
-                events = [
-                    observation_changed(
-                        OBSERVATION_UPDATED,
-                        i,
-                        revisions[i].isoformat(),
-                        tenant_id=tenant,
-                        source=WORKER_SOURCE,
-                        user_id=existing[i]["user_id"],
-                    )
-                    for i in sorted(newly_verified)
-                ]
-                pending = await outbox.stage(conn, tenant, events)
-                report.verified.extend(sorted(newly_verified))
-            report.applied += len(kept)
-        await outbox.publish(self.db, self.bus, pending)
+                for item in kept
+            ]
+        )
+        counts, confirmed_by_human = _counts(kept, set(existing))
+        newly_verified = {i for i in confirmed_by_human if not existing[i].verified}
+        for i in newly_verified:
+            counts[i].verify = True
+        revisions = await tx.observations.count_feedback(counts)
+        tx.emit(
+            observation_changed(
+                OBSERVATION_UPDATED,
+                i,
+                revisions[i].isoformat(),
+                tenant_id=tenant,
+                source=WORKER_SOURCE,
+                user_id=existing[i].user_id,
+            )
+            for i in sorted(newly_verified)
+        )
+        report.verified.extend(sorted(newly_verified))
+        report.applied += len(kept)

@@ -12,35 +12,31 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
 import structlog
 from cloudevents.http import CloudEvent
 
-from engram.adapters.embedders import EmbeddingRejected
-from engram.adapters.observations import ObservationStore
-from engram.adapters.pgvector_index import vector_literal
-from engram.adapters.postgres import Connection, Database
+from engram.domain.deliveries import Batch, Delivery
+from engram.domain.errors import EmbeddingRejected, InvalidEvent
 from engram.domain.events import (
     OBSERVATION_CREATED,
     OBSERVATION_DELETED,
     OBSERVATION_UPDATED,
-    InvalidEvent,
     ObservationChanged,
     parse_data,
 )
 from engram.domain.observation import Observation
 from engram.domain.search import Vector, index_document, passage_text
-from engram.ports import Embedder, SearchIndex
+from engram.ports import Embedder, SearchIndex, UnitOfWork
 
 log = structlog.get_logger(__name__)
 
 CONSUMER = "embed-index"
 HANDLED = frozenset({OBSERVATION_CREATED.type, OBSERVATION_UPDATED.type, OBSERVATION_DELETED.type})
 
-Outcome = BaseException | None
 Progress = Callable[[int, int], None]
 
 
@@ -50,7 +46,7 @@ def text_hash(model: str, text: str) -> str:
 
 @dataclass
 class _TenantWork:
-    events: list[tuple[int, str]] = field(default_factory=list)  # (batch position, observation id)
+    events: list[tuple[Delivery[ObservationChanged] | None, str]] = field(default_factory=list)  # (event, id)
     live: dict[str, Observation] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
     vectors: dict[str, Vector] = field(default_factory=dict)  # text hash -> vector
@@ -58,52 +54,45 @@ class _TenantWork:
 
 
 class Indexer:
-    def __init__(self, db: Database, index: SearchIndex, embedder: Embedder) -> None:
-        self.db = db
+    def __init__(self, uow: UnitOfWork, index: SearchIndex, embedder: Embedder) -> None:
+        self.uow = uow
         self.index = index
         self.embedder = embedder
 
     # ---- event path -------------------------------------------------------------------------
 
-    async def handle_batch(self, events: Sequence[CloudEvent]) -> list[Outcome]:
-        outcomes: list[Outcome] = [None] * len(events)
+    async def handle(self, batch: Batch[ObservationChanged]) -> None:
         work: dict[str, _TenantWork] = defaultdict(_TenantWork)
-        for i, event in enumerate(events):
-            try:
-                tenant, obs_id = parse_change(event)
-            except InvalidEvent as exc:
-                outcomes[i] = exc
-                continue
-            work[tenant].events.append((i, obs_id))
+        for delivery in batch:
+            work[delivery.tenant].events.append((delivery, str(delivery.data.observation_id)))
         if not work:
-            return outcomes
+            return
         try:
             await self._load(work)
             await self._embed(work)
         except Exception as exc:  # the whole batch shares a transient failure (database, embedder)
             log.warning("indexing.batch_failed", error=str(exc))
-            for w in work.values():
-                for i, _ in w.events:
-                    outcomes[i] = exc
-            return outcomes
+            for delivery in batch:
+                delivery.retry(exc)
+            return
         for tenant, w in work.items():
             try:
                 await self._apply(tenant, w)
             except Exception as exc:
                 log.warning("indexing.tenant_failed", tenant=tenant, error=str(exc))
-                for i, _ in w.events:
-                    outcomes[i] = exc
+                for d, _ in w.events:
+                    if d is not None:
+                        d.retry(exc)
                 continue
-            for i, obs_id in w.events:
-                if obs_id in w.failed:
-                    outcomes[i] = InvalidEvent(f"observation {obs_id} cannot be embedded: {w.failed[obs_id]}")
-        return outcomes
+            for d, obs_id in w.events:
+                if d is not None and obs_id in w.failed:
+                    d.poison(f"observation {obs_id} cannot be embedded: {w.failed[obs_id]}")
 
     async def _load(self, work: dict[str, _TenantWork]) -> None:
         for tenant, w in work.items():
             ids = list(dict.fromkeys(obs_id for _, obs_id in w.events))
-            async with self.db.tenant(tenant) as conn:
-                rows = await ObservationStore(conn).get_many([uuid.UUID(i) for i in ids])
+            async with self.uow.tenant(tenant) as tx:
+                rows = await tx.observations.get_many([uuid.UUID(i) for i in ids])
             w.live = {str(o.id): o for o in rows if o.superseded_by is None}
             w.gone = set(ids) - set(w.live)
 
@@ -115,8 +104,8 @@ class Indexer:
             texts = {text_hash(model, passage_text(o)): passage_text(o) for o in w.live.values()}
             if not texts:
                 continue
-            async with self.db.tenant(tenant) as conn:
-                w.vectors = await cached_vectors(conn, model, list(texts))
+            async with self.uow.tenant(tenant) as tx:
+                w.vectors = await tx.embeddings.cached(model, list(texts))
             missing.extend((tenant, h, t) for h, t in texts.items() if h not in w.vectors)
         if not missing:
             return
@@ -141,8 +130,8 @@ class Indexer:
                 work[tenant].vectors[h] = by_text[t]
                 fresh[tenant][h] = by_text[t]
         for tenant, entries in fresh.items():
-            async with self.db.tenant(tenant) as conn:
-                await store_vectors(conn, tenant, model, entries)
+            async with self.uow.tenant(tenant) as tx:
+                await tx.embeddings.store(model, entries)
 
     async def _apply(self, tenant: str, w: _TenantWork) -> None:
         model = self.embedder.model
@@ -158,18 +147,15 @@ class Indexer:
 
     async def reindex(self, tenant_id: str, *, batch_size: int = 256, progress: Progress | None = None) -> int:
         """Rebuild a tenant's index from PostgreSQL; entries of vanished observations are removed."""
-        async with self.db.tenant(tenant_id) as conn:
-            ids = [
-                str(r["id"])
-                for r in await conn.fetch("SELECT id FROM observations WHERE superseded_by IS NULL ORDER BY id")
-            ]
+        async with self.uow.tenant(tenant_id) as tx:
+            ids = await tx.observations.live_ids()
         stale = await self.index.indexed_ids(tenant_id) - set(ids)
         await self.index.delete(tenant_id, sorted(stale))
         total = len(ids)
         if progress:
             progress(0, total)
         for start in range(0, total, batch_size):
-            w = _TenantWork(events=[(0, i) for i in ids[start : start + batch_size]])
+            w = _TenantWork(events=[(None, i) for i in ids[start : start + batch_size]])
             work = {tenant_id: w}
             await self._load(work)
             await self._embed(work)
@@ -179,41 +165,8 @@ class Indexer:
         return total
 
 
-def parse_change(event: CloudEvent) -> tuple[str, str]:
-    tenant = event.get("tenantid")
-    if not isinstance(tenant, str) or not tenant.strip():
-        raise InvalidEvent("the 'tenantid' extension is required")
+def decode_change(event: CloudEvent) -> ObservationChanged:
     etype = event["type"]
     if etype not in HANDLED:
         raise InvalidEvent(f"embed-index does not handle {etype}")
-    data = cast(ObservationChanged, parse_data(etype, event.get_data()))
-    return tenant, str(data.observation_id)
-
-
-async def cached_vectors(conn: Connection, model: str, hashes: Sequence[str]) -> dict[str, Vector]:
-    rows = await conn.fetch(
-        "SELECT text_hash, embedding::text AS v FROM embedding_cache WHERE model = $1 AND text_hash = ANY($2::text[])",
-        model,
-        list(hashes),
-    )
-    return {r["text_hash"]: parse_vector(r["v"]) for r in rows}
-
-
-async def store_vectors(conn: Connection, tenant_id: str, model: str, entries: dict[str, Vector]) -> None:
-    if not entries:
-        return
-    await conn.execute(
-        "INSERT INTO embedding_cache (tenant_id, model, text_hash, embedding)"
-        " SELECT $1, $2, h, v::vector FROM unnest($3::text[], $4::text[]) AS x(h, v)"
-        " ON CONFLICT DO NOTHING",
-        tenant_id,
-        model,
-        list(entries),
-        [vector_literal(v) for v in entries.values()],
-    )
-
-
-def parse_vector(text: str) -> Vector:
-    import numpy as np
-
-    return np.array([float(x) for x in text.strip("[]").split(",")], dtype=np.float32)
+    return cast(ObservationChanged, parse_data(etype, event.get_data()))

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from cloudevents.http import CloudEvent
 
-from engram.adapters.nats_bus import Published
+from engram.domain.errors import Forbidden, InvalidEvent
 from engram.domain.events import (
     OBSERVATION_MARKED,
-    InvalidEvent,
     check_extension_names,
     is_engram_type,
     parse_data,
     subject_for,
 )
-from engram.domain.scopes import Permission, Principal
-from engram.ports import EventBus
-from engram.services.memory import Forbidden, require
+from engram.domain.scopes import Permission, Principal, require
+from engram.ports import EventBus, Published
 
 
 class EventIngest:

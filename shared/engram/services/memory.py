@@ -8,19 +8,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from cloudevents.http import CloudEvent
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.adapters.observations import Change, ObservationStore, Written
-from engram.adapters.postgres import Connection, Database
-from engram.domain.events import (
-    OBSERVATION_CREATED,
-    OBSERVATION_MARKED,
-    OBSERVATION_UPDATED,
-    ObservationMarked,
-    new_event,
-    observation_changed,
-)
+from engram.domain.errors import Forbidden, NotFound, Unprocessable
+from engram.domain.events import OBSERVATION_MARKED, ObservationMarked, change_events, new_event
 from engram.domain.observation import (
     Key,
     Observation,
@@ -33,39 +24,13 @@ from engram.domain.observation import (
     TeamId,
     TriggerSource,
     TypeName,
-    WriteOutcome,
+    Written,
     default_confidence,
 )
-from engram.domain.scopes import Permission, Principal, Visibility
-from engram.ports import EventBus
-from engram.services import outbox
+from engram.domain.scopes import Permission, Principal, Visibility, require
+from engram.ports import EventBus, UnitOfWork
 
 SOURCE = "/engram/memory-api"
-
-
-class Forbidden(PermissionError):
-    """The caller is authenticated but may not do this (HTTP 403)."""
-
-
-class NotFound(LookupError):
-    """No such resource in the caller's tenant, or not visible to the caller (HTTP 404)."""
-
-
-class RecallUnavailable(RuntimeError):
-    """No recall service is wired (`Services.recall` is None): nothing can be recalled (HTTP 503)."""
-
-
-class Unprocessable(ValueError):
-    """Well-formed but semantically invalid input (HTTP 422), with the field at fault."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-def require(principal: Principal, permission: Permission) -> None:
-    if not principal.has(permission):
-        raise Forbidden(f"permission {permission.value!r} is required")
 
 
 class RememberRequest(BaseModel):
@@ -113,33 +78,9 @@ class Page:
     size: int
 
 
-def change_events(changes: Sequence[Change], source: str) -> list[CloudEvent]:
-    """observation.created / .updated for what a write changed; ids are deterministic per revision."""
-    events: list[CloudEvent] = []
-    seen: set[uuid.UUID] = set()
-    for c in changes:
-        if c.outcome is WriteOutcome.deduplicated or c.id in seen:
-            continue
-        seen.add(c.id)
-        revision = c.revision.isoformat()
-        etype = OBSERVATION_CREATED if c.outcome is WriteOutcome.created else OBSERVATION_UPDATED
-        events.append(
-            observation_changed(etype, c.id, revision, tenant_id=c.tenant_id, source=source, user_id=c.user_id)
-        )
-    return events
-
-
-async def write_and_stage(
-    conn: Connection, tenant_id: str, drafts: Sequence[ObservationDraft], source: str
-) -> tuple[list[Written], list[outbox.Pending]]:
-    written = await ObservationStore(conn).write_many(drafts)
-    pending = await outbox.stage(conn, tenant_id, change_events([w.change for w in written], source))
-    return written, pending
-
-
 class MemoryService:
-    def __init__(self, db: Database, bus: EventBus, observation_types: frozenset[str]) -> None:
-        self.db = db
+    def __init__(self, uow: UnitOfWork, bus: EventBus, observation_types: frozenset[str]) -> None:
+        self.uow = uow
         self.bus = bus
         self.observation_types = observation_types
 
@@ -191,9 +132,9 @@ class MemoryService:
             )
         except ValueError as exc:
             raise Unprocessable("body", str(exc)) from exc
-        async with self.db.tenant(principal.tenant_id) as conn:
-            written, pending = await write_and_stage(conn, principal.tenant_id, [draft], SOURCE)
-        await outbox.publish(self.db, self.bus, pending)
+        async with self.uow.tenant(principal.tenant_id) as tx:
+            written = await tx.observations.write_many([draft])
+            tx.emit(change_events([w.change for w in written], SOURCE))
         return written[0]
 
     async def list(
@@ -214,8 +155,8 @@ class MemoryService:
         if include_sensitive and not principal.has(Permission.view_sensitive):
             raise Forbidden("listing sensitive observations needs 'view:SensitiveAiMemory'")
         visibility = Visibility.for_principal(principal, want_sensitive=include_sensitive)
-        async with self.db.tenant(principal.tenant_id) as conn:
-            items, total = await ObservationStore(conn).list_visible(
+        async with self.uow.tenant(principal.tenant_id) as tx:
+            items, total = await tx.observations.list_visible(
                 visibility,
                 types=types,
                 tags=tags,
@@ -232,8 +173,8 @@ class MemoryService:
     async def get(self, principal: Principal, observation_id: uuid.UUID, *, want_sensitive: bool = True) -> Observation:
         """One observation the caller may see; anything else is 404 (existence is not leaked)."""
         require(principal, Permission.read_observation)
-        async with self.db.tenant(principal.tenant_id) as conn:
-            obs = await ObservationStore(conn).get(observation_id)
+        async with self.uow.tenant(principal.tenant_id) as tx:
+            obs = await tx.observations.get(observation_id)
         visibility = Visibility.for_principal(principal, want_sensitive=want_sensitive)
         if obs is None or not visibility.allows(obs):
             raise NotFound(f"observation {observation_id} not found")

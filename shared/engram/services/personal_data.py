@@ -22,7 +22,6 @@ A user may export or erase their own memory; another user's needs `manage:AiObse
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -30,14 +29,10 @@ from typing import Any, Protocol
 import structlog
 from pydantic import BaseModel
 
-from engram.adapters.observations import to_observation
-from engram.adapters.postgres import Database
-from engram.adapters.s3_archive import ArchiveError
+from engram.domain.errors import ArchiveError, Forbidden, Unprocessable
 from engram.domain.events import OBSERVATION_DELETED, observation_changed
-from engram.domain.scopes import Permission, Principal
-from engram.ports import EventBus
-from engram.services import outbox
-from engram.services.memory import Forbidden, Unprocessable, require
+from engram.domain.scopes import Permission, Principal, require
+from engram.ports import UnitOfWork
 
 log = structlog.get_logger(__name__)
 
@@ -58,33 +53,8 @@ class Erasure(BaseModel):
     archived_events: int = 0  # lines naming the user removed from the S3 telemetry archive
 
 
-def _count(status: str) -> int:
-    """Rows affected, from asyncpg's command status ("DELETE 3")."""
-    return int(status.split()[-1])
-
-
-_OF_USER = "tenant_id = $1 AND user_id = $2"
-# The user's conversation history ($1 tenant, $2 user), in export order:
-# count name -> (export record, table, the user's rows). A chat's messages and a session's
-# summaries go with it, as do the user's own messages and summaries elsewhere.
-_HISTORY = {
-    "chats": ("chat", "chats", _OF_USER),
-    "messages": (
-        "message",
-        "chat_messages",
-        f"tenant_id = $1 AND (user_id = $2 OR chat_id IN (SELECT id FROM chats WHERE {_OF_USER}))",
-    ),
-    "sessions": ("session", "sessions", _OF_USER),
-    "summaries": (
-        "summary",
-        "summaries",
-        f"tenant_id = $1 AND (user_id = $2 OR session_id IN (SELECT id FROM sessions WHERE {_OF_USER}))",
-    ),
-}
-# children before parents, so a cascade never removes rows before they are counted
-_ERASE_ORDER = ("messages", "summaries", "sessions", "chats")
-# per-user telemetry rollups (the user's raw ai_events go too; tenant totals name nobody and stay)
-_ROLLUPS = ("ai_events_hourly_users", "ai_events_daily_users")
+# the export's record name for each part of the user's conversation history, in export order
+_HISTORY_RECORDS = {"chats": "chat", "messages": "message", "sessions": "session", "summaries": "summary"}
 
 
 def _line(record: dict[str, Any]) -> bytes:
@@ -114,10 +84,9 @@ class TelemetryArchive(Protocol):
 
 
 class PersonalData:
-    def __init__(self, db: Database, bus: EventBus, archive: TelemetryArchive | None = None) -> None:
+    def __init__(self, uow: UnitOfWork, archive: TelemetryArchive | None = None) -> None:
         """`archive`: the telemetry archive (`Retention`); None when none is configured."""
-        self.db = db
-        self.bus = bus
+        self.uow = uow
         self.archive = archive
 
     @staticmethod
@@ -156,22 +125,12 @@ class PersonalData:
             }
         )
         counts = {"observations": 0, "feedback": 0}
-        async with self.db.tenant(tenant_id) as conn:
-            async for row in conn.cursor(
-                "SELECT * FROM observations WHERE tenant_id = $1 AND owner_key = $2 ORDER BY created_at, id",
-                tenant_id,
-                user_id,
-                prefetch=500,
-            ):
+        seen: set[int] = set()
+        async with self.uow.tenant(tenant_id) as tx:
+            async for obs in tx.personal.observations(user_id):
                 counts["observations"] += 1
-                yield _line({"record": "observation", **to_observation(row).model_dump(mode="json")})
-            async for row in conn.cursor(
-                "SELECT observation_id, kind, rating, query_id, stream_origin, created_at FROM observation_feedback"
-                " WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at, id",
-                tenant_id,
-                user_id,
-                prefetch=2_000,
-            ):
+                yield _line({"record": "observation", **obs.model_dump(mode="json")})
+            async for row in tx.personal.feedback(user_id):
                 counts["feedback"] += 1
                 yield _line(
                     {
@@ -184,22 +143,14 @@ class PersonalData:
                         "created_at": row["created_at"].isoformat(),
                     }
                 )
-            for name, (record, table, rows) in _HISTORY.items():
+            for name, record in _HISTORY_RECORDS.items():
                 counts[name] = 0
-                sql = f"SELECT * FROM {table} WHERE {rows} ORDER BY created_at, id"
-                async for row in conn.cursor(sql, tenant_id, user_id, prefetch=500):
+                async for row in tx.personal.history(name, user_id):
                     counts[name] += 1
-                    yield _line({"record": record, **{k: v for k, v in dict(row).items() if k != "tenant_id"}})
+                    yield _line({"record": record, **{k: v for k, v in row.items() if k != "tenant_id"}})
             # the user's telemetry still in the database
             counts["telemetry_events"] = 0
-            seen: set[int] = set()
-            async for row in conn.cursor(
-                "SELECT id, event_name, chat_id, metadata, created_at FROM ai_events"
-                f" WHERE {_OF_USER} ORDER BY created_at, id",
-                tenant_id,
-                user_id,
-                prefetch=2_000,
-            ):
+            async for row in tx.personal.telemetry(user_id):
                 counts["telemetry_events"] += 1
                 seen.add(row["id"])
                 yield _telemetry_line(row["event_name"], row["chat_id"], row["metadata"], row["created_at"].isoformat())
@@ -223,61 +174,23 @@ class PersonalData:
     async def erase(self, principal: Principal, user: str | None) -> Erasure:
         user_id = self.target(principal, user, Permission.delete_observation)
         tenant_id = principal.tenant_id
-        async with self.db.tenant(tenant_id) as conn:
-            ids: list[uuid.UUID] = [
-                r["id"]
-                for r in await conn.fetch(
-                    "SELECT id FROM observations WHERE tenant_id = $1 AND owner_key = $2 ORDER BY id FOR UPDATE",
-                    tenant_id,
-                    user_id,
-                )
-            ]
-            feedback = _count(
-                await conn.execute(
-                    "DELETE FROM observation_feedback WHERE tenant_id = $1"
-                    " AND (user_id = $2 OR observation_id = ANY($3::uuid[]))",
-                    tenant_id,
-                    user_id,
-                    ids,
-                )
-            )
-            # in-flight feedback the user gave before now is dropped by record-feedback
-            await conn.execute(
-                "INSERT INTO personal_data_erasures (tenant_id, user_id, erased_at) VALUES ($1, $2, now())"
-                " ON CONFLICT (tenant_id, user_id) DO UPDATE SET erased_at = EXCLUDED.erased_at",
-                tenant_id,
-                user_id,
-            )
-            history: dict[str, int] = {}
-            for name in _ERASE_ORDER:
-                _, table, rows = _HISTORY[name]
-                history[name] = _count(await conn.execute(f"DELETE FROM {table} WHERE {rows}", tenant_id, user_id))
-            history["telemetry_events"] = _count(
-                await conn.execute(f"DELETE FROM ai_events WHERE {_OF_USER}", tenant_id, user_id)
-            )
-            for table in _ROLLUPS:
-                await conn.execute(f"DELETE FROM {table} WHERE {_OF_USER}", tenant_id, user_id)
-            deleted = await conn.fetch(
-                "DELETE FROM observations WHERE tenant_id = $1 AND id = ANY($2::uuid[]) RETURNING id, user_id",
-                tenant_id,
-                ids,
-            )
+        async with self.uow.tenant(tenant_id) as tx:
+            erased = await tx.personal.erase(user_id)
             revision = datetime.now(UTC).isoformat()
             events = [
                 observation_changed(
-                    OBSERVATION_DELETED, r["id"], revision, tenant_id=tenant_id, source=SOURCE, user_id=r["user_id"]
+                    OBSERVATION_DELETED, obs_id, revision, tenant_id=tenant_id, source=SOURCE, user_id=owner
                 )
-                for r in deleted
+                for obs_id, owner in erased.observations
             ]
-            pending = await outbox.stage(conn, tenant_id, events)
-        await outbox.publish(self.db, self.bus, pending)
+            tx.emit(events)
         # after the commit: rows the user had in the database cannot reach the archive any more
         archived = await self.archive.scrub_user(tenant_id, user_id) if self.archive is not None else 0
         return Erasure(
             user_id=user_id,
-            observations=len(deleted),
-            feedback=feedback,
+            observations=len(erased.observations),
+            feedback=erased.feedback,
             index_entries=len(events),
             archived_events=archived,
-            **history,
+            **erased.history,
         )

@@ -24,18 +24,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import unicodedata
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 
-from engram.adapters.observations import live_sql, rejected_ids, to_observation, visibility_sql
-from engram.adapters.postgres import Connection, Database
 from engram.domain.dates import mentioned_dates
+from engram.domain.errors import Unprocessable
 from engram.domain.events import FEEDBACK_RECORDED, FeedbackRecorded, new_event
 from engram.domain.models import FeedbackKind
 from engram.domain.observation import Observation
@@ -47,80 +44,48 @@ from engram.domain.ranking import (
     date_support,
     observation_time,
     padded_words,
-    rrf_fuse,
     session_support,
     tag_support,
 )
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
-from engram.domain.scopes import Permission, Principal, Visibility
+from engram.domain.scopes import Permission, Principal, Visibility, require
 from engram.domain.search import Ranked, SearchFilter, SearchPlan, Vector
-from engram.ports import BatchQueryEmbedder, Embedder, EventBus, SearchIndex, SharedDatabaseIndex
-from engram.services.memory import Unprocessable, require
+from engram.ports import (
+    BatchQueryEmbedder,
+    Embedder,
+    EventBus,
+    SearchIndex,
+    SharedDatabaseIndex,
+    TenantSearch,
+    TenantTx,
+    UnitOfWork,
+)
+from engram.services.recall_plan import (
+    CANDIDATES,
+    MAX_LIMIT,
+    Plan,
+    groups,
+    shared_limit,
+    shared_list,
+    validate_query_text,
+)
 
 log = structlog.get_logger(__name__)
 
 SOURCE = "/engram/recall"
-MAX_QUERY_CHARS = 2_000
-MAX_LIMIT = 100
-# Candidates per list: at least this many, and twice the hits asked for. Fusion works on each
-# list's head; deep ranks (the kNN list above all, whose cosine scores sit in a narrow band)
-# mostly add noise to RRF. LoCoMo dev, hybrid: limit 5 recall@5 0.704 with 10 candidates, 0.695
-# with 12, 0.678 with 20; limit 8 recall@8 0.757 with 16, 0.760 with 20 (nDCG@10 0.602 / 0.596).
-CANDIDATES = 10
-MAX_SHARED = 200  # the longest list one shared search of several streams asks for
-SHARED_SLACK = 2  # a shared search asks for this many times the sum of the streams' pools
-_ALLOWED_CONTROLS = {"\t", "\n", "\r"}
-
-
-def validate_query_text(text: str, field: str = "q") -> str:
-    """A recall query: 1..2000 characters of text, no control characters. Returns it trimmed."""
-    if not isinstance(text, str) or not text.strip():
-        raise Unprocessable(field, "the query is empty")
-    if len(text) > MAX_QUERY_CHARS:
-        raise Unprocessable(field, f"the query has {len(text)} characters; at most {MAX_QUERY_CHARS} are allowed")
-    bad = next((ch for ch in text if unicodedata.category(ch) == "Cc" and ch not in _ALLOWED_CONTROLS), None)
-    if bad is not None:
-        raise Unprocessable(field, f"the query contains the control character U+{ord(bad):04X}")
-    return " ".join(text.split())
-
-
-@dataclass
-class _Plan:
-    """One valid query of a `search_many` call and what the searches found for it."""
-
-    query: RecallQuery
-    text: str  # BM25
-    vector_text: str  # kNN
-    visibility: Visibility
-    where: SearchFilter
-    pool: int
-    lexical: list[Ranked] = field(default_factory=list)
-    vector: list[Ranked] = field(default_factory=list)
-    fused: list[Fused] = field(default_factory=list)
-
-    def fuse(self) -> None:
-        self.fused = rrf_fuse([r.id for r in self.lexical], [r.id for r in self.vector])[: self.pool]
-
-    @property
-    def wants_lexical(self) -> bool:
-        return self.query.mode in ("hybrid", "lexical")
-
-    @property
-    def wants_vector(self) -> bool:
-        return self.query.mode in ("hybrid", "vector")
 
 
 class RecallService:
     def __init__(
         self,
-        db: Database,
+        uow: UnitOfWork,
         index: SearchIndex,
         embedder: Embedder,
         bus: EventBus | None,
         *,
         candidates: int = CANDIDATES,
     ) -> None:
-        self.db = db
+        self.uow = uow
         self.index = index
         self.embedder = embedder
         self.bus = bus
@@ -155,7 +120,7 @@ class RecallService:
         require(principal, Permission.read_observation)
         now = datetime.now(UTC)
         results: list[RecallResult | Exception | None] = [None] * len(queries)
-        plans: dict[int, _Plan] = {}
+        plans: dict[int, Plan] = {}
         for i, query in enumerate(queries):
             try:
                 plans[i] = self._plan(principal, query, now)
@@ -198,18 +163,18 @@ class RecallService:
         return [r for r in results if r is not None]
 
     async def _search(
-        self, principal: Principal, plans: list[_Plan], embedding: asyncio.Future[dict[str, Vector]] | None
+        self, principal: Principal, plans: list[Plan], embedding: asyncio.Future[dict[str, Vector]] | None
     ) -> dict[str, Observation]:
         if isinstance(self.index, SharedDatabaseIndex):
             return await self._search_shared(self.index, principal, plans, embedding)
         return await self._search_separate(principal, plans, embedding)
 
-    def _plan(self, principal: Principal, query: RecallQuery, now: datetime) -> _Plan:
+    def _plan(self, principal: Principal, query: RecallQuery, now: datetime) -> Plan:
         text = validate_query_text(query.text, "query")
         vector_text = text if query.vector_text is None else validate_query_text(query.vector_text, "vector_text")
         if not 1 <= query.limit <= MAX_LIMIT:
             raise Unprocessable("limit", f"limit must be between 1 and {MAX_LIMIT}")
-        return _Plan(
+        return Plan(
             query=query,
             text=text,
             vector_text=vector_text,
@@ -244,7 +209,7 @@ class RecallService:
         self,
         index: SharedDatabaseIndex,
         principal: Principal,
-        plans: list[_Plan],
+        plans: list[Plan],
         embedding: asyncio.Future[dict[str, Vector]] | None,
     ) -> dict[str, Observation]:
         """The searches in tenant transactions on the index's own PostgreSQL: one if the texts
@@ -252,30 +217,31 @@ class RecallService:
         connection is held while a recall waits for the model (pool size vs. concurrency)."""
         tenant_id = principal.tenant_id
         limit = shared_limit(plans)
-        async with self.db.tenant(tenant_id) as conn:
-            await _hide_rejected(conn, principal, plans)
+        async with self.uow.tenant(tenant_id) as tx:
+            await _hide_rejected(tx, principal, plans)
+            search = index.within(tx)
 
             async def lexical(vis: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
-                return await index.lexical_in(conn, vis, text, where, limit)
+                return await search.lexical(vis, text, where, limit)
 
             # the texts are embedded meanwhile; BM25 runs before `prepare` turns on custom plans
             # for the kNN: its cached generic plan saves ~1 ms of planning per statement
-            for group in _groups([p for p in plans if p.wants_lexical], "text"):
-                for plan, ranked in zip(group, await _shared_list(group, group[0].text, lexical), strict=True):
+            for group in groups([p for p in plans if p.wants_lexical], "text"):
+                for plan, ranked in zip(group, await shared_list(group, group[0].text, lexical), strict=True):
                     plan.lexical = ranked
             if embedding is None or embedding.done():
-                scan = await index.prepare(conn, tenant_id, limit)
-                return await self._vector_and_hydrate(index, conn, plans, embedding, scan)
+                return await self._vector_and_hydrate(tx, search, plans, embedding, await search.prepare(limit))
         await embedding
-        async with self.db.tenant(tenant_id) as conn:
-            scan = await index.prepare(conn, tenant_id, limit)  # scan settings are per transaction
-            return await self._vector_and_hydrate(index, conn, plans, embedding, scan)
+        async with self.uow.tenant(tenant_id) as tx:
+            search = index.within(tx)
+            scan = await search.prepare(limit)  # scan settings are per transaction
+            return await self._vector_and_hydrate(tx, search, plans, embedding, scan)
 
     async def _vector_and_hydrate(
         self,
-        index: SharedDatabaseIndex,
-        conn: Connection,
-        plans: list[_Plan],
+        tx: TenantTx,
+        search: TenantSearch,
+        plans: list[Plan],
         embedding: asyncio.Future[dict[str, Vector]] | None,
         scan: SearchPlan,
     ) -> dict[str, Observation]:
@@ -283,28 +249,28 @@ class RecallService:
             vectors = await embedding
 
             async def vector(vis: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
-                return await index.vector_in(conn, vis, vectors[text], where, limit, scan)
+                return await search.vector(vis, vectors[text], where, limit, scan)
 
-            for group in _groups([p for p in plans if p.wants_vector], "vector_text"):
-                for plan, ranked in zip(group, await _shared_list(group, group[0].vector_text, vector), strict=True):
+            for group in groups([p for p in plans if p.wants_vector], "vector_text"):
+                for plan, ranked in zip(group, await shared_list(group, group[0].vector_text, vector), strict=True):
                     plan.vector = ranked
         for plan in plans:
             plan.fuse()
-        return await self._hydrate(conn, plans)
+        return await self._hydrate(tx, plans)
 
     async def _search_separate(
         self,
         principal: Principal,
-        plans: list[_Plan],
+        plans: list[Plan],
         embedding: asyncio.Future[dict[str, Vector]] | None,
     ) -> dict[str, Observation]:
         """An index elsewhere (Elasticsearch): its lists run concurrently, then one hydration."""
         if principal.user_id is not None:
-            async with self.db.tenant(principal.tenant_id) as conn:
-                await _hide_rejected(conn, principal, plans)
+            async with self.uow.tenant(principal.tenant_id) as tx:
+                await _hide_rejected(tx, principal, plans)
         server_fusion = getattr(self.index, "server_side_fusion", False)
 
-        async def run(plan: _Plan) -> None:
+        async def run(plan: Plan) -> None:
             if plan.query.mode == "hybrid" and server_fusion:
                 assert embedding is not None
                 vector = (await embedding)[plan.vector_text]
@@ -332,10 +298,10 @@ class RecallService:
         await asyncio.gather(*(run(p) for p in plans))
         if not any(p.fused for p in plans):
             return {}
-        async with self.db.tenant(principal.tenant_id) as conn:
-            return await self._hydrate(conn, plans)
+        async with self.uow.tenant(principal.tenant_id) as tx:
+            return await self._hydrate(tx, plans)
 
-    async def _hydrate(self, conn: Connection, plans: list[_Plan]) -> dict[str, Observation]:
+    async def _hydrate(self, tx: TenantTx, plans: list[Plan]) -> dict[str, Observation]:
         """The fused candidates of all plans as stored now: visible and in force, else absent."""
         ids = list(dict.fromkeys(f.id for p in plans for f in p.fused))
         if not ids:
@@ -346,20 +312,9 @@ class RecallService:
         for plan in plans[1:]:
             if plan.visibility.include_sensitive:
                 widest = plan.visibility
-        params: list[Any] = [[uuid.UUID(i) for i in ids]]
-        vis = visibility_sql(widest, params, "o")
-        params.append(plans[0].where.now)
-        live = live_sql(f"${len(params)}", "o")
-        # a join on the primary key, one probe per id: `id = ANY(...)` under the kNN's custom
-        # plans walked the tenant's whole (tenant_id, created_at) index instead (1.5 vs 0.2 ms)
-        rows = await conn.fetch(
-            f"SELECT o.* FROM unnest($1::uuid[]) AS wanted(id) JOIN observations o ON o.id = wanted.id"
-            f" WHERE {vis} AND {live}",
-            *params,
-        )
-        return {str(r["id"]): to_observation(r) for r in rows}
+        return await tx.observations.visible(ids, widest, plans[0].where.now)
 
-    def _hits(self, plan: _Plan, found: dict[str, Observation], now: datetime) -> list[SearchHit]:
+    def _hits(self, plan: Plan, found: dict[str, Observation], now: datetime) -> list[SearchHit]:
         query = plan.query
         hits = []
         visible: list[tuple[Fused, Observation]] = []
@@ -443,57 +398,9 @@ def _everyones(exc: Exception) -> bool:
     return isinstance(exc, (OSError, asyncpg.InterfaceError, asyncpg.TooManyConnectionsError))
 
 
-def shared_limit(plans: Sequence[_Plan]) -> int:
-    """How long a list one search shared by several plans asks for: twice the sum of their pools.
-    A plan's types can be a minority among the best entries of the union (vectors cluster by
-    type); with just the sum, 9 of 10 chat turns of the chat bench needed a second kNN search."""
-    return min(MAX_SHARED, SHARED_SLACK * sum(p.pool for p in plans))
-
-
-def _groups(plans: Sequence[_Plan], side: Literal["text", "vector_text"]) -> list[list[_Plan]]:
-    """Plans that search the same text (BM25: `text`, kNN: `vector_text`) with the same
-    visibility (streams of one turn)."""
-    groups: dict[tuple[str, Visibility], list[_Plan]] = {}
-    for plan in plans:
-        groups.setdefault((getattr(plan, side), plan.visibility), []).append(plan)
-    return list(groups.values())
-
-
-async def _shared_list(
-    group: list[_Plan],
-    text: str,
-    search: Callable[[Visibility, str, SearchFilter, int], Awaitable[list[Ranked]]],
-) -> list[list[Ranked]]:
-    """One ranked list per plan of a group, from one search where possible.
-
-    The group searches once over the union of its plans' types for `shared_limit` entries;
-    each plan keeps the entries of its own types, in order, up to its pool. A list score does
-    not depend on the type filter, so this is the plan's own list unless the shared list was
-    cut before the plan had its pool: then (and for entries without a type) the plan searches
-    on its own. Three streams of a chat turn cost one statement instead of three.
-    """
-    first = group[0]
-    if len(group) == 1:
-        return [await search(first.visibility, text, first.where, first.pool)]
-    union: tuple[str, ...] = ()
-    if all(p.query.types for p in group):
-        union = tuple(dict.fromkeys(t for p in group for t in p.query.types))
-    limit = shared_limit(group)
-    shared = await search(first.visibility, text, SearchFilter(now=first.where.now, types=union), limit)
-    complete = len(shared) < limit  # nothing was cut: every matching entry is in the list
-    lists = []
-    for plan in group:
-        types = set(plan.query.types)
-        own = [r for r in shared if not types or r.type in types][: plan.pool]
-        if any(r.type is None for r in shared) or (len(own) < plan.pool and not complete):
-            own = await search(plan.visibility, text, plan.where, plan.pool)
-        lists.append(own)
-    return lists
-
-
-async def _hide_rejected(conn: Connection, principal: Principal, plans: Sequence[_Plan]) -> None:
+async def _hide_rejected(tx: TenantTx, principal: Principal, plans: Sequence[Plan]) -> None:
     """What the caller rejected is hidden from every plan's searches and hydration (R-7.5)."""
-    hidden = await rejected_ids(conn, principal.user_id)
+    hidden = await tx.feedback.rejected_ids(principal.user_id)
     if hidden:
         for plan in plans:
             plan.visibility = dataclasses.replace(plan.visibility, hidden_ids=plan.visibility.hidden_ids | hidden)

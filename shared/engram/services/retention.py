@@ -33,12 +33,10 @@ from urllib.parse import quote
 
 import structlog
 
-from engram.adapters.postgres import Database
-from engram.adapters.s3_archive import ArchiveError, S3Archive
+from engram.domain.errors import ArchiveError
+from engram.ports import ObjectArchive, RetentionStore
 
 log = structlog.get_logger(__name__)
-
-_LOCK_ID = 0x656E6772616D01  # "engram" + 1: retention
 
 
 @dataclass
@@ -128,16 +126,16 @@ def _line(row: Any) -> bytes:
 class Retention:
     def __init__(
         self,
-        db: Database,
+        store: RetentionStore,
         *,
         retention_days: int,
-        archive: S3Archive | None = None,
+        archive: ObjectArchive | None = None,
         prefix: str = "ai-events",
         batch_size: int = 5_000,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be positive")
-        self.db = db
+        self.store = store
         self.retention_days = retention_days
         self.archive = archive
         self.prefix = prefix.strip("/")
@@ -150,29 +148,21 @@ class Retention:
         report = RetentionReport(
             cutoff=cutoff, archived_to=f"s3://{self.archive.bucket}/{self.prefix}/" if self.archive else None
         )
-        async with self.db.pool.acquire() as lock_conn:
-            if not await lock_conn.fetchval("SELECT pg_try_advisory_lock($1)", _LOCK_ID):
+        async with self.store.exclusive() as locked:
+            if not locked:
                 log.warning("retention.already_running")
                 report.skipped_locked = True
                 return report
-            try:
-                async with self.db.system() as conn:
-                    groups = await conn.fetch(
-                        "SELECT tenant_id, (date_trunc('day', created_at, 'UTC') AT TIME ZONE 'UTC')::date AS day,"
-                        " count(*) AS n FROM ai_events WHERE created_at < $1 GROUP BY 1, 2 ORDER BY 2, 1",
-                        cutoff,
-                    )
-                log.info(
-                    "retention.start",
-                    cutoff=cutoff.isoformat(),
-                    days=len(groups),
-                    rows=sum(g["n"] for g in groups),
-                    archive=report.archived_to,
-                )
-                for g in groups:
-                    report.days.append(await self._day(g["tenant_id"], g["day"], cutoff))
-            finally:
-                await lock_conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
+            groups = await self.store.expired_days(cutoff)
+            log.info(
+                "retention.start",
+                cutoff=cutoff.isoformat(),
+                days=len(groups),
+                rows=sum(g.rows for g in groups),
+                archive=report.archived_to,
+            )
+            for g in groups:
+                report.days.append(await self._day(g.tenant_id, g.day, cutoff))
         report.seconds = time.perf_counter() - started
         log.info("retention.done", **report.summary())
         return report
@@ -190,21 +180,15 @@ class Retention:
         if self.archive is None:
             return 0
         archive = self.archive
-        deadline = time.monotonic() + wait_seconds
-        async with self.db.pool.acquire() as lock_conn:
-            while not await lock_conn.fetchval("SELECT pg_try_advisory_lock($1)", _LOCK_ID):
-                if time.monotonic() > deadline:
-                    raise ArchiveError(f"a retention run held the archive for over {wait_seconds:.0f}s")
-                await asyncio.sleep(0.2)
-            try:
-                removed = 0
-                for key in await self.archived_keys(tenant_id):
-                    removed += await asyncio.to_thread(_without_user, archive, key, user_id)
-                if removed:
-                    log.info("retention.user_scrubbed", tenant=tenant_id, removed=removed)
-                return removed
-            finally:
-                await lock_conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
+        async with self.store.exclusive(wait_seconds) as locked:
+            if not locked:
+                raise ArchiveError(f"a retention run held the archive for over {wait_seconds:.0f}s")
+            removed = 0
+            for key in await self.archived_keys(tenant_id):
+                removed += await asyncio.to_thread(_without_user, archive, key, user_id)
+            if removed:
+                log.info("retention.user_scrubbed", tenant=tenant_id, removed=removed)
+            return removed
 
     async def archived_keys(self, tenant_id: str) -> list[str]:
         """The tenant's archive objects, oldest day first (ArchiveError if the archive cannot be
@@ -237,17 +221,9 @@ class Retention:
         with tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024) as spool:
             hashing = _Md5Writer(spool)
             with gzip.GzipFile(fileobj=hashing, mode="wb", mtime=0) as gz:
-                async with self.db.system() as conn:
-                    async for row in conn.cursor(
-                        "SELECT id, tenant_id, event_name, user_id, chat_id, metadata, created_at FROM ai_events"
-                        " WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3 ORDER BY id",
-                        tenant_id,
-                        start,
-                        end,
-                        prefetch=2_000,
-                    ):
-                        ids.append(row["id"])
-                        gz.write(_line(row))
+                async for row in self.store.day_rows(tenant_id, start, end):
+                    ids.append(row["id"])
+                    gz.write(_line(row))
             result.rows = len(ids)
             if not ids:
                 return result
@@ -276,9 +252,7 @@ class Retention:
         deleted = 0
         for offset in range(0, len(ids), self.batch_size):
             chunk = list(ids[offset : offset + self.batch_size])
-            async with self.db.system() as conn:
-                status = await conn.execute("DELETE FROM ai_events WHERE id = ANY($1::bigint[])", chunk)
-            deleted += int(status.split()[-1])
+            deleted += await self.store.delete_events(chunk)
             log.info("retention.progress", tenant=tenant_id, day=day.isoformat(), deleted=deleted, of=len(ids))
         return deleted
 
@@ -290,7 +264,7 @@ def _archive_order(key: str) -> tuple[str, int]:
     return folder, int(first) if first.isdigit() else 0
 
 
-def _user_lines(archive: S3Archive, key: str, user_id: str) -> list[dict[str, Any]]:
+def _user_lines(archive: ObjectArchive, key: str, user_id: str) -> list[dict[str, Any]]:
     """The user's lines of one archive object, decompressed as a stream."""
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(archive.get(key))) as lines:
@@ -304,7 +278,7 @@ def _user_lines(archive: S3Archive, key: str, user_id: str) -> list[dict[str, An
         raise ArchiveError(f"reading s3://{archive.bucket}/{key} failed: {exc}") from exc
 
 
-def _without_user(archive: S3Archive, key: str, user_id: str) -> int:
+def _without_user(archive: ObjectArchive, key: str, user_id: str) -> int:
     """Rewrite one archive object without the user's lines; how many lines went."""
     try:
         lines = gzip.decompress(archive.get(key)).splitlines(keepends=True)

@@ -21,12 +21,9 @@ from typing import Any
 
 import structlog
 
-from engram.adapters.chats import ChatStore
-from engram.adapters.postgres import Database
 from engram.domain.events import SESSION_ENDED, SessionEnded, new_event
 from engram.domain.models import Session
-from engram.ports import EventBus
-from engram.services import outbox
+from engram.ports import Maintenance, UnitOfWork
 
 log = structlog.get_logger(__name__)
 
@@ -51,8 +48,8 @@ def session_ended_event(tenant_id: str, session: Session, chat_id: uuid.UUID | N
 
 
 async def end_idle_sessions(
-    db: Database,
-    bus: EventBus,
+    uow: UnitOfWork,
+    maintenance: Maintenance,
     idle: timedelta,
     *,
     now: datetime | None = None,
@@ -63,23 +60,13 @@ async def end_idle_sessions(
     longest idle first), in all tenants, and publish their `session.ended` events. Returns how
     many ended."""
     idle_before = (now or datetime.now(UTC)) - idle - grace
-    async with db.system() as conn:
-        rows = await conn.fetch(
-            "SELECT tenant_id, array_agg(id ORDER BY updated_at) AS ids FROM"
-            " (SELECT tenant_id, id, updated_at FROM sessions WHERE status = 'active' AND updated_at < $1"
-            "  ORDER BY updated_at LIMIT $2) idle GROUP BY tenant_id",
-            idle_before,
-            limit,
-        )
     ended = 0
-    for row in rows:
-        tenant_id, ids = row["tenant_id"], list(row["ids"])
+    for tenant_id, ids in await maintenance.idle_sessions(idle_before, limit):
         for start in range(0, len(ids), BATCH):
-            async with db.tenant(tenant_id) as conn:
-                sessions = await ChatStore(conn).end_idle_sessions(ids[start : start + BATCH], idle_before)
-                events = [session_ended_event(tenant_id, s, s.chat_id, s.user_id) for s in sessions]
-                pending = await outbox.stage(conn, tenant_id, events)
-            await outbox.publish(db, bus, pending)  # what fails to go out stays for the relay
+            # what fails to go out after the commit stays in the outbox for the relay
+            async with uow.tenant(tenant_id) as tx:
+                sessions = await tx.chats.end_idle_sessions(ids[start : start + BATCH], idle_before)
+                tx.emit(session_ended_event(tenant_id, s, s.chat_id, s.user_id) for s in sessions)
             ended += len(sessions)
     if ended:
         log.info("sessions.ended_idle", count=ended, idle_before=idle_before.isoformat())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 async def apply_migrations(url: str) -> str:
     """Apply every SQL migration not yet applied (idempotent); a summary line."""
-    from engram.migrate import migrate
+    from engram.operations.migrate import migrate
 
     applied = await migrate(url)
     names = f" ({', '.join(m.name for m in applied)})" if applied else " (up to date)"

@@ -1,8 +1,9 @@
-"""Transactional outbox: events are written with the rows they describe, published after commit.
+"""Transactional outbox on PostgreSQL: events are written with the rows they describe and
+published after the commit (the unit of work's `Announce.outbox` and `Announce.deferred`).
 
-A writer stores its events in `outbox` inside its transaction, publishes them right after
-commit and deletes what was published. If it dies in between, the relay (running in every
-worker and API process) publishes leftovers; `Nats-Msg-Id` makes a double publish harmless.
+`stage` stores a transaction's events in `outbox`; after the commit `publish` sends them and
+deletes what went out. If the process dies in between, the relay (running in every worker and
+API process) publishes leftovers; `Nats-Msg-Id` makes a double publish harmless.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ import structlog
 from cloudevents.http import CloudEvent
 
 from engram.adapters.nats_binding import to_nats_binary
-from engram.adapters.nats_bus import RawMessage
 from engram.adapters.postgres import Connection, Database
 from engram.domain.events import subject_for
-from engram.ports import EventBus
+from engram.ports import EventBus, RawMessage
 
 log = structlog.get_logger(__name__)
 

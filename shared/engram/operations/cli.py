@@ -17,13 +17,13 @@ console = Console(stderr=False, highlight=False)
 
 
 async def _migrate(url: str) -> None:
-    from engram.provision import apply_migrations
+    from engram.operations.provision import apply_migrations
 
     console.print(await apply_migrations(url))
 
 
 async def _declare(url: str, stream: str) -> None:
-    from engram.provision import declare_streams
+    from engram.operations.provision import declare_streams
 
     console.print(await declare_streams(url, stream))
 
@@ -56,7 +56,7 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from engram.runtime.auth import issue_jwt
+    from engram.services.auth import issue_jwt
     from engram.settings import get_settings
 
     secret = get_settings().engram_jwt_secret
@@ -78,14 +78,15 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 def cmd_agent_key(args: argparse.Namespace) -> int:
     from engram.adapters.postgres import Database
-    from engram.runtime.auth import create_agent_key
+    from engram.adapters.unit_of_work import PgUnitOfWork
+    from engram.services.auth import create_agent_key
     from engram.settings import get_settings
 
     async def run() -> Any:
         db = await Database.connect(get_settings().require_database_url(), max_size=1)
         try:
             return await create_agent_key(
-                db,
+                PgUnitOfWork(db, None),
                 tenant_id=args.tenant,
                 name=args.name,
                 user_id=args.user,
@@ -131,7 +132,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    from engram.localstack import run_local_stack
+    from engram.development.localstack import run_local_stack
 
     return run_local_stack(seed=not args.no_seed)
 

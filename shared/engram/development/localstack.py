@@ -23,12 +23,12 @@ import httpx
 from rich.console import Console
 from rich.panel import Panel
 
-from engram.devstack import EmbeddedNats, EmbeddedPostgres
-from engram.runtime.auth import issue_jwt
+from engram.development.embedded import EmbeddedNats, EmbeddedPostgres
+from engram.services.auth import issue_jwt
 
 console = Console(highlight=False)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEMO_TENANT = "demo"
 DEMO_USER = "alice"
 DEMO_PERMISSIONS = [
@@ -304,7 +304,7 @@ def run_local_stack(*, seed: bool = True) -> int:
             nats = EmbeddedNats(data_dir / "nats").start()
             nats_url = nats.url
 
-        from engram.provision import apply_migrations, declare_streams
+        from engram.operations.provision import apply_migrations, declare_streams
 
         console.print(asyncio.run(apply_migrations(pg_url)))
         console.print(asyncio.run(declare_streams(nats_url, settings.engram_stream)))

@@ -1,6 +1,6 @@
 """Chat extraction and session summaries in extract-observation (R-5.2, R-5.5, R-4.3).
 
-`ChatMemory` is the `chat_extractor` hook of `engram.services.extraction.Extraction`:
+`ChatExtractor` is the chat hook of `engram.services.extraction.Extraction`:
 
 - `io.engram.chat.turn.completed.v1`: the LLM returns observations through the
   `record_observations` tool (JSON schema from pydantic, validated by pydantic); invalid output
@@ -20,17 +20,12 @@ The turn's extraction status ("done" or "failed") is written by `Extraction` wit
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import structlog
-from cloudevents.http import CloudEvent
 from pydantic import BaseModel, ValidationError
 
-from engram.adapters.chats import ChatStore
-from engram.adapters.postgres import Connection, Database
 from engram.domain.chat_extraction import (
     ExtractionOutput,
     InvalidExtraction,
@@ -38,24 +33,21 @@ from engram.domain.chat_extraction import (
     SummaryOutput,
     Turn,
     check_types,
-    detect_language,
     extraction_tool_schema,
     offline_observations,
     offline_summary,
     summary_draft,
     to_drafts,
 )
-from engram.domain.events import (
-    CHAT_TURN_COMPLETED,
-    SESSION_ENDED,
-    ChatTurnCompleted,
-    InvalidEvent,
-    SessionEnded,
-    parse_data,
-)
+from engram.domain.deliveries import Delivery, EventMeta
+from engram.domain.errors import InvalidEvent
+from engram.domain.events import ChatTurnCompleted, SessionEnded
+from engram.domain.language import detect_language
 from engram.domain.llm import LlmReply, LlmRequest, Priority, Profile, ToolSpec, Usage
 from engram.domain.models import SessionStatus
 from engram.domain.observation import ObservationDraft
+from engram.ports import TenantTx, UnitOfWork
+from engram.services.extraction import CONSUMER, ChatEvent, Extracted
 from engram.services.gateway import LlmGateway
 
 log = structlog.get_logger(__name__)
@@ -64,18 +56,6 @@ EXTRACTION_TOOL = "record_observations"
 SUMMARY_TOOL = "record_summary"
 
 M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass
-class Extracted:
-    """What the chat hook returns: drafts plus what `memory.extraction` reports about the call."""
-
-    drafts: list[ObservationDraft]
-    model: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    duration_ms: int = 0
-    message_id: uuid.UUID | None = None  # a chat turn's assistant message (its trace shows the status)
 
 
 class InvalidOutput(InvalidEvent):
@@ -96,23 +76,17 @@ def _problems(exc: ValidationError | InvalidExtraction) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors())[:1_000]
 
 
-class ChatMemory:
-    def __init__(self, gateway: LlmGateway, observation_types: frozenset[str]) -> None:
+class ChatExtractor:
+    def __init__(self, uow: UnitOfWork, gateway: LlmGateway, observation_types: frozenset[str]) -> None:
+        self.uow = uow
         self.gateway = gateway
         self.observation_types = observation_types
 
-    async def __call__(self, db: Database, event: CloudEvent) -> Extracted:
-        etype = event["type"]
-        if etype == CHAT_TURN_COMPLETED.type:
-            return await self.turn(db, event)
-        if etype == SESSION_ENDED.type:
-            return await self.session(db, event)
-        raise InvalidEvent(f"extract-observation does not handle {etype}")
-
-    async def _already_applied(self, conn: Connection, event: CloudEvent) -> bool:
-        from engram.services.extraction import applied
-
-        return await applied(conn, event)
+    async def __call__(self, delivery: Delivery[ChatEvent]) -> Extracted:
+        data = delivery.data
+        if isinstance(data, ChatTurnCompleted):
+            return await self.turn(delivery.tenant, delivery.meta, data)
+        return await self.session(delivery.tenant, delivery.meta, data)
 
     # ---- one LLM call with a forced tool, validated, retried once -------------------------------
 
@@ -155,7 +129,7 @@ class ChatMemory:
                 return parsed, reply, usage
             except (ValidationError, InvalidExtraction) as exc:
                 last_error = _problems(exc)
-                log.info("chat_memory.invalid_output", tool=tool.name, attempt=attempt, error=last_error)
+                log.info("chat_extraction.invalid_output", tool=tool.name, attempt=attempt, error=last_error)
                 if uses:
                     correction[:] = [
                         {"role": "assistant", "content": [dict(uses[0])]},
@@ -185,18 +159,16 @@ class ChatMemory:
 
     # ---- chat turns ------------------------------------------------------------------------------
 
-    async def turn(self, db: Database, event: CloudEvent) -> Extracted:
+    async def turn(self, tenant: str, meta: EventMeta, data: ChatTurnCompleted) -> Extracted:
         started = time.perf_counter()
-        data = cast(ChatTurnCompleted, parse_data(event["type"], event.get_data()))
-        user = event.get("userid")
-        if not user:
-            raise InvalidEvent("a chat turn event needs the 'userid' extension")
-        origin = Origin(str(event["tenantid"]), str(user), data.session_id, data.user_message_id, str(event["id"]))
+        user = meta.user_id
+        assert user is not None  # the decoder requires it
+        origin = Origin(tenant, user, data.session_id, data.user_message_id, meta.id)
         language = data.language or detect_language(data.user_message)
-        async with db.tenant(str(event["tenantid"])) as conn:
-            if await self._already_applied(conn, event):
+        async with self.uow.tenant(tenant, consumer=CONSUMER) as tx:
+            if await tx.inbox.seen([meta.key]):
                 return Extracted([])  # redelivered: the inbox marks it as a duplicate, no second LLM call
-            known = await self._known(conn, str(user)) if self.gateway.available else ""
+            known = await self._known(tx, user) if self.gateway.available else ""
         if not self.gateway.available:
             drafts = offline_observations(data.user_message, origin, self.observation_types)
             return Extracted(
@@ -236,34 +208,28 @@ class ChatMemory:
             message_id=data.assistant_message_id,
         )
 
-    async def _known(self, conn: Connection, user_id: str) -> str:
-        rows = await conn.fetch(
-            "SELECT type, title, key FROM observations WHERE user_id = $1 AND superseded_by IS NULL"
-            " AND scope <> 'sensitive' ORDER BY updated_at DESC LIMIT 30",
-            user_id,
-        )
-        return "\n".join(f"- [{r['type']}] {r['title']}" + (f" (key: {r['key']})" if r["key"] else "") for r in rows)
+    async def _known(self, tx: TenantTx, user_id: str) -> str:
+        known = await tx.observations.known(user_id, 30)
+        return "\n".join(f"- [{k.type}] {k.title}" + (f" (key: {k.key})" if k.key else "") for k in known)
 
     # ---- sessions ----------------------------------------------------------------------------------
 
-    async def session(self, db: Database, event: CloudEvent) -> Extracted:
+    async def session(self, tenant: str, meta: EventMeta, data: SessionEnded) -> Extracted:
         started = time.perf_counter()
-        data = cast(SessionEnded, parse_data(event["type"], event.get_data()))
-        async with db.tenant(str(event["tenantid"])) as conn:
-            if await self._already_applied(conn, event):
+        async with self.uow.tenant(tenant, consumer=CONSUMER) as tx:
+            if await tx.inbox.seen([meta.key]):
                 return Extracted([])  # redelivered: the inbox marks it as a duplicate, no second LLM call
-            store = ChatStore(conn)
-            session = await store.get_session(data.session_id)
+            session = await tx.chats.get_session(data.session_id)
             if session is None:
-                raise InvalidEvent(f"session {data.session_id} does not exist in tenant {event['tenantid']}")
+                raise InvalidEvent(f"session {data.session_id} does not exist in tenant {tenant}")
             if session.status is SessionStatus.active:
-                await store.end_session(session.id)
-            messages = await store.session_messages(session.id)
+                await tx.chats.end_session(session.id)
+            messages = await tx.chats.session_messages(session.id)
         turns = [Turn(m.role, m.content) for m in messages if m.role in ("user", "assistant")]
         if not turns and session.user_prompt:
             turns = [Turn("user", session.user_prompt)]
         language = detect_language(" ".join(t.content for t in turns if t.role == "user")) if turns else "en"
-        user = session.user_id or event.get("userid")
+        user = session.user_id or meta.user_id
         model_name = "offline"
         usage = Usage()
         if self.gateway.available and turns:
@@ -275,13 +241,11 @@ class ChatMemory:
             model_name = reply.model
         else:
             summary = offline_summary(turns, language)
-        async with db.tenant(str(event["tenantid"])) as conn:
-            await ChatStore(conn).save_summary(
-                str(event["tenantid"]), session.id, session.user_id, summary.model_dump(), model_name
-            )
+        async with self.uow.tenant(tenant) as tx:
+            await tx.chats.save_summary(session.id, session.user_id, summary.model_dump(), model_name)
         drafts: list[ObservationDraft] = []
         if user:
-            origin = Origin(str(event["tenantid"]), str(user), session.id, None, str(event["id"]))
+            origin = Origin(tenant, user, session.id, None, meta.id)
             draft = summary_draft(summary, origin, session.id, model_name)
             if draft.type not in self.observation_types:
                 draft = draft.model_copy(update={"type": "note" if "note" in self.observation_types else draft.type})

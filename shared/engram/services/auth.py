@@ -1,8 +1,9 @@
 """Authentication (R-12.1): JWTs for humans (HS256 locally, RS256 with a key or JWKS), agent keys.
 
 JWT claims: `tenant_id` (or `tid`), `sub` (user), `teams`, `permissions`, `exp` (required).
-Agent keys (`egk_...`) are random 256-bit secrets stored as SHA-256 and resolved through a
-narrow SECURITY DEFINER function, since the tenant is not known before the key is.
+Agent keys (`egk_...`) are random 256-bit secrets stored as SHA-256 and resolved through the
+`AgentKeyDirectory` port (a narrow SECURITY DEFINER function on PostgreSQL), since the tenant
+is not known before the key is.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engram.adapters.postgres import Database
+from engram.domain.errors import Unauthorized
 from engram.domain.hashing import secret_hash
 from engram.domain.scopes import Principal, PrincipalKind
+from engram.ports import AgentKeyDirectory, UnitOfWork
 from engram.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,10 +27,6 @@ if TYPE_CHECKING:
 # event workers build the same services but never authenticate, and start ~50 ms sooner for it.
 
 AGENT_KEY_PREFIX = "egk_"
-
-
-class Unauthorized(Exception):
-    """No valid credentials (HTTP 401)."""
 
 
 @dataclass(frozen=True)
@@ -42,9 +40,9 @@ def new_agent_secret() -> str:
 
 
 class Authenticator:
-    def __init__(self, settings: Settings, db: Database | None) -> None:
+    def __init__(self, settings: Settings, keys: AgentKeyDirectory | None) -> None:
         self.settings = settings
-        self.db = db
+        self.keys = keys
         self._jwks: jwt.PyJWKClient | None = None
         self._key_cache: dict[str, tuple[float, Principal]] = {}
 
@@ -108,18 +106,17 @@ class Authenticator:
         now = time.monotonic()
         if cached and cached[0] > now:
             return cached[1]
-        if self.db is None:
+        if self.keys is None:
             raise Unauthorized("agent keys need the database")
-        async with self.db.pool.acquire() as conn:
-            row = await conn.fetchrow("SELECT * FROM engram_resolve_agent_key($1)", digest)
-        if row is None:
+        found = await self.keys.resolve(digest)
+        if found is None:
             raise Unauthorized("unknown or revoked agent key")
         principal = Principal(
-            tenant_id=row["tenant_id"],
-            user_id=row["user_id"],
+            tenant_id=found.tenant_id,
+            user_id=found.user_id,
             kind=PrincipalKind.agent,
-            teams=frozenset(row["teams"]),
-            permissions=frozenset(row["permissions"]),
+            teams=found.teams,
+            permissions=found.permissions,
         )
         self._key_cache[digest] = (now + 30, principal)
         return principal
@@ -163,7 +160,7 @@ def issue_jwt(
 
 
 async def create_agent_key(
-    db: Database,
+    uow: UnitOfWork,
     *,
     tenant_id: str,
     name: str,
@@ -173,16 +170,8 @@ async def create_agent_key(
 ) -> IssuedKey:
     secret = new_agent_secret()
     key_id = uuid.uuid4()
-    async with db.tenant(tenant_id) as conn:
-        await conn.execute(
-            "INSERT INTO agent_keys (id, tenant_id, name, key_hash, user_id, teams, permissions)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            key_id,
-            tenant_id,
-            name,
-            secret_hash(secret),
-            user_id,
-            teams,
-            permissions,
+    async with uow.tenant(tenant_id) as tx:
+        await tx.agent_keys.create(
+            key_id, name=name, key_hash=secret_hash(secret), user_id=user_id, teams=teams, permissions=permissions
         )
     return IssuedKey(key_id, secret)

@@ -1,18 +1,38 @@
-"""Ports: what the services need from the outside world (typing.Protocol)."""
+"""The other ports: the event bus, recall, the search index, embeddings and the model provider."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import IO, Protocol, runtime_checkable
 
 from cloudevents.http import CloudEvent
 
-from engram.adapters.nats_bus import Published, RawMessage
-from engram.adapters.postgres import Connection
 from engram.domain.llm import LlmReply, LlmRequest
 from engram.domain.recall import RecallQuery, RecallResult
 from engram.domain.scopes import Principal, Visibility
 from engram.domain.search import IndexDocument, Ranked, SearchFilter, SearchPlan, Vector
+from engram.ports.storage import TenantTx
+
+# ---- the bus ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RawMessage:
+    """An encoded event as it goes on the bus (the outbox stores this form)."""
+
+    subject: str
+    headers: dict[str, str]
+    body: bytes
+    event_id: str
+
+
+@dataclass(frozen=True)
+class Published:
+    event_id: str
+    subject: str
+    duplicate: bool
+    seq: int
 
 
 class EventBus(Protocol):
@@ -25,6 +45,9 @@ class EventBus(Protocol):
     async def publish_raw_many(
         self, items: Sequence[RawMessage], *, timeout: float = 10.0
     ) -> list[Published | BaseException]: ...
+
+
+# ---- search, embeddings, models ------------------------------------------------------------------
 
 
 class Recall(Protocol):
@@ -121,29 +144,40 @@ class SearchIndex(Protocol):
     async def indexed_ids(self, tenant_id: str) -> set[str]: ...
 
 
+class TenantSearch(Protocol):
+    """An index's searches inside one tenant transaction (`prepare` first, then any number of
+    `lexical` / `vector`)."""
+
+    async def prepare(self, limit: int) -> SearchPlan: ...
+
+    async def lexical(
+        self, visibility: Visibility, text: str, where: SearchFilter, limit: int, plan: SearchPlan | None = None
+    ) -> list[Ranked]: ...
+
+    async def vector(
+        self, visibility: Visibility, embedding: Vector, where: SearchFilter, limit: int, plan: SearchPlan
+    ) -> list[Ranked]: ...
+
+
 @runtime_checkable
 class SharedDatabaseIndex(SearchIndex, Protocol):
     """An index in the application's PostgreSQL (pgvector): recall runs its searches inside its
-    own tenant transaction (`prepare` first, then any number of `lexical_in` / `vector_in`)."""
+    own tenant transaction, with the rejected ids and the hydration."""
 
-    async def prepare(self, conn: Connection, tenant_id: str, limit: int) -> SearchPlan: ...
+    def within(self, tx: TenantTx) -> TenantSearch: ...
 
-    async def lexical_in(
-        self,
-        conn: Connection,
-        visibility: Visibility,
-        text: str,
-        where: SearchFilter,
-        limit: int,
-        plan: SearchPlan | None = None,
-    ) -> list[Ranked]: ...
 
-    async def vector_in(
-        self,
-        conn: Connection,
-        visibility: Visibility,
-        embedding: Vector,
-        where: SearchFilter,
-        limit: int,
-        plan: SearchPlan,
-    ) -> list[Ranked]: ...
+class ObjectArchive(Protocol):
+    """An S3-compatible bucket for archived telemetry (R-11.1). Blocking calls (run in a thread);
+    every failure to store or delete is an `ArchiveError`."""
+
+    @property
+    def bucket(self) -> str: ...
+
+    def put(self, key: str, body: IO[bytes], *, size: int, content_md5: bytes, metadata: dict[str, str]) -> None: ...
+
+    def get(self, key: str) -> bytes: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def keys(self, prefix: str = "") -> list[str]: ...

@@ -18,7 +18,7 @@ import structlog
 
 log = structlog.get_logger(__name__)
 
-MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+MIGRATIONS_DIR = Path(__file__).parent.parent / "migrations"
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _LOCK_ID = 0x656E6772616D  # "engram"
 

@@ -1,0 +1,99 @@
+"""Work across tenants on PostgreSQL, as the connecting role (the tables' owner): the session
+sweep's scan, the retention job's rows and lock (`engram.ports.Maintenance`,
+`engram.ports.RetentionStore`), and agent key resolution (`engram.ports.AgentKeyDirectory`),
+which happens before the tenant is known."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+from engram.adapters.postgres import Database
+from engram.ports import AgentKeyRecord, ExpiredDay
+
+RETENTION_LOCK = 0x656E6772616D01  # "engram" + 1: retention runs and archive scrubs
+
+
+class PgMaintenance:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def idle_sessions(self, before: datetime, limit: int) -> list[tuple[str, list[uuid.UUID]]]:
+        async with self.db.system() as conn:
+            rows = await conn.fetch(
+                "SELECT tenant_id, array_agg(id ORDER BY updated_at) AS ids FROM"
+                " (SELECT tenant_id, id, updated_at FROM sessions WHERE status = 'active' AND updated_at < $1"
+                "  ORDER BY updated_at LIMIT $2) idle GROUP BY tenant_id",
+                before,
+                limit,
+            )
+        return [(r["tenant_id"], list(r["ids"])) for r in rows]
+
+
+class PgRetentionStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @asynccontextmanager
+    async def exclusive(self, wait_seconds: float = 0.0) -> AsyncIterator[bool]:
+        """A session-level advisory lock on a connection of its own, held for the block."""
+        deadline = time.monotonic() + wait_seconds
+        async with self.db.pool.acquire() as lock_conn:
+            while not await lock_conn.fetchval("SELECT pg_try_advisory_lock($1)", RETENTION_LOCK):
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                await asyncio.sleep(0.2)
+            try:
+                yield True
+            finally:
+                await lock_conn.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
+
+    async def expired_days(self, cutoff: datetime) -> list[ExpiredDay]:
+        async with self.db.system() as conn:
+            groups = await conn.fetch(
+                "SELECT tenant_id, (date_trunc('day', created_at, 'UTC') AT TIME ZONE 'UTC')::date AS day,"
+                " count(*) AS n FROM ai_events WHERE created_at < $1 GROUP BY 1, 2 ORDER BY 2, 1",
+                cutoff,
+            )
+        return [ExpiredDay(g["tenant_id"], g["day"], g["n"]) for g in groups]
+
+    async def day_rows(self, tenant_id: str, start: datetime, end: datetime) -> AsyncIterator[Mapping[str, Any]]:
+        async with self.db.system() as conn:
+            async for row in conn.cursor(
+                "SELECT id, tenant_id, event_name, user_id, chat_id, metadata, created_at FROM ai_events"
+                " WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3 ORDER BY id",
+                tenant_id,
+                start,
+                end,
+                prefetch=2_000,
+            ):
+                yield row
+
+    async def delete_events(self, ids: Sequence[int]) -> int:
+        async with self.db.system() as conn:
+            status = await conn.execute("DELETE FROM ai_events WHERE id = ANY($1::bigint[])", list(ids))
+        return int(status.split()[-1])
+
+
+class PgAgentKeyDirectory:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def resolve(self, key_hash: str) -> AgentKeyRecord | None:
+        # a narrow SECURITY DEFINER function: the only way to read a key without its tenant
+        async with self.db.pool.acquire() as conn:
+            row = await conn.fetchrow("SELECT * FROM engram_resolve_agent_key($1)", key_hash)
+        if row is None:
+            return None
+        return AgentKeyRecord(
+            tenant_id=row["tenant_id"],
+            user_id=row["user_id"],
+            teams=frozenset(row["teams"]),
+            permissions=frozenset(row["permissions"]),
+        )

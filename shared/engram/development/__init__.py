@@ -1,0 +1,1 @@
+"""Development: embedded PostgreSQL and NATS from PyPI wheels, and the local stack (`make run`)."""

@@ -1,0 +1,1 @@
+"""Operations: migrations, the stream topology, provisioning and the `engram` command line."""
