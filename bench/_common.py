@@ -30,8 +30,9 @@ def servers() -> Iterator[Servers]:
     """Embedded PostgreSQL and NATS in a temporary folder (or the configured ones), migrated and declared."""
     import asyncio
 
+    from engram.adapters.migrations import apply_migrations
+    from engram.adapters.nats_bus import declare_streams
     from engram.development.embedded import EmbeddedNats, EmbeddedPostgres
-    from engram.operations.provision import apply_migrations, declare_streams
 
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     pg = None if os.environ.get("DATABASE_URL") else EmbeddedPostgres(tmp / "pg").start()

@@ -165,7 +165,7 @@ async def wait_for_index(services: Any, timeout: float) -> None:
     """Run the embed-index worker in this process until its consumer has no pending messages."""
     import importlib.util
 
-    from engram.operations.topology import consumer
+    from engram.domain.topology import consumer
     from engram.runtime.jetstream import PullRunner
 
     if importlib.util.find_spec("functions.embed_index") is None:
@@ -472,8 +472,9 @@ def main() -> int:
     os.environ.setdefault("ENGRAM_FAST_MODEL", "claude-fast-bench")
     os.environ.setdefault("ENGRAM_JWT_SECRET", secrets.token_urlsafe(32))
 
+    from engram.adapters.migrations import apply_migrations
+    from engram.adapters.nats_bus import declare_streams
     from engram.development.embedded import EmbeddedNats, EmbeddedPostgres
-    from engram.operations.provision import apply_migrations, declare_streams
 
     tmp = Path(args.state).resolve() if args.state else Path(tempfile.mkdtemp(prefix="engram-bench-"))
     pg = nats = None

@@ -206,8 +206,9 @@ class Result:
 @contextlib.contextmanager
 def backing_services(workdir: Path) -> Iterator[dict[str, str]]:
     """PostgreSQL and NATS from the PyPI wheels, migrated and declared."""
+    from engram.adapters.migrations import apply_migrations
+    from engram.adapters.nats_bus import declare_streams
     from engram.development.embedded import EmbeddedNats, EmbeddedPostgres
-    from engram.operations.provision import apply_migrations, declare_streams
 
     pg = EmbeddedPostgres(workdir / "postgres").start()
     try:

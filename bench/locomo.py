@@ -165,8 +165,8 @@ async def ts_rank_ranking(db: Database, tenant: str, question: str, limit: int) 
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from engram.adapters.migrations import migrate
     from engram.development.embedded import EmbeddedPostgres
-    from engram.operations.migrate import migrate
 
     samples = args.samples
     pg = EmbeddedPostgres(args.state_dir / "postgres").start()

@@ -370,8 +370,8 @@ def index_options(args: argparse.Namespace) -> dict[str, int]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from engram.adapters.migrations import migrate
     from engram.development.embedded import EmbeddedPostgres
-    from engram.operations.migrate import migrate
 
     # sized for a 100k-vector index (the embedded default of 256 MB is for development)
     pg = EmbeddedPostgres(args.state_dir / "postgres", settings={"shared_buffers": args.shared_buffers}).start()

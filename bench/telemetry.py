@@ -173,7 +173,8 @@ async def run(events: int, runs: int) -> dict[str, Any]:
         import httpx
 
         from engram import bootstrap
-        from engram.operations.provision import apply_migrations, declare_streams
+        from engram.adapters.migrations import apply_migrations
+        from engram.adapters.nats_bus import declare_streams
         from engram.services.auth import issue_jwt
         from engram.settings import get_settings
 

@@ -58,7 +58,8 @@ def stack() -> Iterator[dict[str, str]]:
     get_settings.cache_clear()
     import asyncio
 
-    from engram.operations.provision import apply_migrations, declare_streams
+    from engram.adapters.migrations import apply_migrations
+    from engram.adapters.nats_bus import declare_streams
 
     asyncio.run(apply_migrations(urls["database_url"]))
     asyncio.run(declare_streams(urls["nats_url"], "ENGRAM"))
@@ -193,7 +194,7 @@ async def workers(services: Any) -> AsyncIterator[dict[str, Any]]:
     the services installed at that moment (`CurrentServices`)."""
     import asyncio
 
-    from engram.operations.topology import consumer
+    from engram.domain.topology import consumer
     from engram.runtime.jetstream import PullRunner
     from functions.embed_index.main import WORKER as EMBED_INDEX
     from functions.extract_observation.main import WORKER as EXTRACT_OBSERVATION

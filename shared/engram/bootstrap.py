@@ -120,7 +120,7 @@ class Services:
 
     async def schema_current(self) -> bool:
         """True once every migration this code knows is applied: a new revision takes traffic only then."""
-        from engram.operations.migrate import applied_version, latest_version
+        from engram.adapters.migrations import applied_version, latest_version
 
         async with self.database.pool.acquire() as conn:
             return await applied_version(conn) >= latest_version()

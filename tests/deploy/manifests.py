@@ -483,9 +483,9 @@ def go_duration(text: str) -> float:
 
 
 def check_topology(docs: list[Doc]) -> list[str]:
-    """The NACK Streams and Consumers say exactly what `engram declare` applies (engram.operations.topology)."""
+    """The NACK Streams and Consumers say exactly what `engram declare` applies (engram.domain.topology)."""
     from engram.adapters.nats_bus import _consumer_config, _stream_config
-    from engram.operations.topology import consumers, streams
+    from engram.domain.topology import consumers, streams
 
     problems = []
     config = data_of(generated(docs, "ConfigMap", "engram-config"))

@@ -63,7 +63,7 @@ def test_cross_checks(rendered: dict[str, Docs], overlay: str, check: Any) -> No
 
 
 def test_workers_scale_on_their_own_durable(rendered: dict[str, Docs]) -> None:
-    from engram.operations.topology import consumers
+    from engram.domain.topology import consumers
 
     docs = rendered["prod"]
     durables = {c.durable for c in consumers()}

@@ -13,7 +13,7 @@ from nats.js import api as js_api
 from starlette.exceptions import HTTPException
 
 from engram.adapters.nats_binding import from_nats, to_nats_binary, to_nats_structured
-from engram.operations.topology import ConsumerSpec
+from engram.domain.topology import ConsumerSpec
 from engram.runtime.jetstream import PullRunner, backoff_delay
 from tests.conftest import eventually
 from tests.strategies import cloud_events

@@ -13,8 +13,8 @@ from typing import Any
 
 import asyncpg
 
+from engram.adapters.migrations import applied_version, latest_version, migrate
 from engram.adapters.postgres import Database
-from engram.operations.migrate import applied_version, latest_version, migrate
 
 
 async def _fresh_database(url: str) -> str:

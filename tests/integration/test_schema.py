@@ -10,9 +10,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from engram.adapters.migrations import MIGRATIONS_DIR, MigrationError, migrate
 from engram.adapters.observations import PgObservationStore
 from engram.domain.observation import ObservationDraft, Scope, WriteOutcome
-from engram.operations.migrate import MIGRATIONS_DIR, MigrationError, migrate
 
 
 async def test_migrate_is_idempotent(stack: dict[str, str]) -> None:

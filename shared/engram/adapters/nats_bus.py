@@ -16,7 +16,7 @@ from nats.js.errors import NotFoundError
 
 from engram.adapters.nats_binding import to_nats_binary
 from engram.domain.events import subject_for
-from engram.operations.topology import ConsumerSpec, StreamSpec, consumers, streams
+from engram.domain.topology import ConsumerSpec, StreamSpec, consumers, streams
 from engram.ports import Published, RawMessage
 
 log = structlog.get_logger(__name__)
@@ -138,3 +138,15 @@ async def declare_topology(js: JetStreamContext, main: str = "ENGRAM") -> dict[s
         report["consumers"].append({"name": cspec.durable, "stream": cspec.stream})
     log.info("nats.topology_declared", **report)
     return report
+
+
+async def declare_streams(url: str, stream: str) -> str:
+    """Declare the JetStream streams and durable consumers (idempotent); a summary line (`engram declare`)."""
+    nc = await connect(url)
+    try:
+        report = await declare_topology(nc.jetstream(), stream)
+    finally:
+        await nc.drain()
+    streams = [s["name"] for s in report["streams"]]
+    consumers = [c["name"] for c in report["consumers"]]
+    return f"streams: {streams}, consumers: {consumers}"

@@ -304,7 +304,8 @@ def run_local_stack(*, seed: bool = True) -> int:
             nats = EmbeddedNats(data_dir / "nats").start()
             nats_url = nats.url
 
-        from engram.operations.provision import apply_migrations, declare_streams
+        from engram.adapters.migrations import apply_migrations
+        from engram.adapters.nats_bus import declare_streams
 
         console.print(asyncio.run(apply_migrations(pg_url)))
         console.print(asyncio.run(declare_streams(nats_url, settings.engram_stream)))

@@ -17,13 +17,13 @@ console = Console(stderr=False, highlight=False)
 
 
 async def _migrate(url: str) -> None:
-    from engram.operations.provision import apply_migrations
+    from engram.adapters.migrations import apply_migrations
 
     console.print(await apply_migrations(url))
 
 
 async def _declare(url: str, stream: str) -> None:
-    from engram.operations.provision import declare_streams
+    from engram.adapters.nats_bus import declare_streams
 
     console.print(await declare_streams(url, stream))
 

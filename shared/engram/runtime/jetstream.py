@@ -26,7 +26,7 @@ from nats.js import JetStreamContext
 from engram.adapters.nats_binding import from_nats
 from engram.domain.deliveries import classify, reason
 from engram.domain.errors import InvalidEvent, Poison
-from engram.operations.topology import ConsumerSpec
+from engram.domain.topology import ConsumerSpec
 
 log = structlog.get_logger(__name__)
 

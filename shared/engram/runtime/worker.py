@@ -170,7 +170,7 @@ async def serve(worker: Worker[Any], *, batch_size: int, ready_file: Path | None
     `bench.cold_start` look for it (`ENGRAM_READY_FILE`).
     """
     from engram.bootstrap import get_services, shutdown
-    from engram.operations.topology import consumer
+    from engram.domain.topology import consumer
     from engram.runtime.jetstream import PullRunner
 
     stop = asyncio.Event()

@@ -8,14 +8,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engram.domain.llm import LlmError, LlmRequest, Profile, SystemBlock, ToolSpec
 from engram.domain.telemetry import ChatAdvisorAutoTriggered
-from engram.services.gateway.calls import Tool, ToolContext
-
-if TYPE_CHECKING:
-    from engram.services.gateway.fallback import LlmGateway
+from engram.services.gateway.calls import Completes, Tool, ToolContext
 
 ADVISOR_TOOL = ToolSpec(
     name="consult_advisor",
@@ -38,7 +35,7 @@ ADVISOR_TOOL = ToolSpec(
 )
 
 
-def advisor_tool(gateway: LlmGateway, context: str = "") -> Tool:
+def advisor_tool(gateway: Completes, context: str = "") -> Tool:
     """`consult_advisor`: the executor asks the smart model; its answer goes back into the loop."""
     return Tool(ADVISOR_TOOL, _Consult(gateway, context))
 
@@ -47,7 +44,7 @@ def advisor_tool(gateway: LlmGateway, context: str = "") -> Tool:
 class _Consult:
     """The tool's handler, for one conversation's context."""
 
-    gateway: LlmGateway
+    gateway: Completes
     context: str
 
     async def __call__(self, arguments: Mapping[str, Any], ctx: ToolContext) -> str:

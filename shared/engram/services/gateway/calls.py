@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from engram.domain.llm import Compaction, LlmReply, LlmRequest, Profile, ToolSpec, Usage
+from engram.domain.llm import Compaction, LlmReply, LlmRequest, Priority, Profile, PromptLibrary, ToolSpec, Usage
 from engram.domain.telemetry import _Meta
 
 TextSink = Callable[[str], Awaitable[None]]
@@ -73,3 +73,23 @@ class TurnOutcome:
     content_blocks: list[dict[str, Any]]  # what the next turn sends back (compaction + text)
     llm_ms: float
     iterations: int
+
+
+class Completes(Protocol):
+    """What the tool loop and the advisor call: one request through a task's fallback chain
+    (`LlmGateway`), and the prompt library it renders for the model actually called."""
+
+    @property
+    def prompts(self) -> PromptLibrary: ...
+
+    async def complete(
+        self,
+        task: str,
+        request: RequestSource,
+        *,
+        priority: Priority = Priority.realtime,
+        telemetry: TelemetryBuffer | None = None,
+        model_override: str | None = None,
+        on_text: TextSink | None = None,
+        timeout: float | None = None,
+    ) -> LlmReply: ...

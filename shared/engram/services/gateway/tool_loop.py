@@ -13,11 +13,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engram.domain.llm import Compaction, LlmReply, LlmRequest, Message, Profile, Usage
 from engram.domain.telemetry import ChatCompactionFired, ChatToolUsed
 from engram.services.gateway.calls import (
+    Completes,
     RequestSource,
     TelemetryBuffer,
     TextSink,
@@ -27,16 +28,13 @@ from engram.services.gateway.calls import (
     TurnOutcome,
 )
 
-if TYPE_CHECKING:
-    from engram.services.gateway.fallback import LlmGateway
-
 
 class ToolLoop:
     """One run of the loop; `run` returns what the turn produced. The attributes are its state."""
 
     def __init__(
         self,
-        gateway: LlmGateway,
+        gateway: Completes,
         task: str,
         request: RequestSource,
         tools: Mapping[str, Tool],

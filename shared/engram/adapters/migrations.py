@@ -106,3 +106,10 @@ async def applied_version(conn: asyncpg.Connection) -> int:
     if await conn.fetchval("SELECT to_regclass('schema_migrations') IS NULL"):
         return 0
     return int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))
+
+
+async def apply_migrations(url: str) -> str:
+    """Apply every SQL migration not yet applied (idempotent); a summary line (`engram migrate`)."""
+    applied = await migrate(url)
+    names = f" ({', '.join(m.name for m in applied)})" if applied else " (up to date)"
+    return f"migrations: {len(applied)} applied{names}"
