@@ -83,6 +83,15 @@ class CollectingBus:
         return taken
 
 
+async def index_events(indexer: Indexer, events: Sequence[CloudEvent]) -> None:
+    """Hand the collected change events to embed-index's code, in the runner's batch size."""
+    for start in range(0, len(events), 200):
+        outcomes = await indexer.handle_batch(events[start : start + 200])
+        failed = [o for o in outcomes if o is not None]
+        if failed:
+            raise RuntimeError(f"indexing failed: {failed[0]}")
+
+
 def session_date(text: str) -> datetime:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
@@ -202,12 +211,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
         await ingest.ingest(
             tenant_id=tenant, user_id="reader", conversation_id=sid, sessions=sessions, window=args.window
         )
-        events = bus.take()
-        for start in range(0, len(events), 200):  # the runner's batch size
-            outcomes = await indexer.handle_batch(events[start : start + 200])
-            failed = [o for o in outcomes if o is not None]
-            if failed:
-                raise RuntimeError(f"indexing failed: {failed[0]}")
+        await index_events(indexer, bus.take())
         ingest_seconds += time.perf_counter() - t0
         console.print(f"{sid}: {len(known)} turns stored and indexed in {time.perf_counter() - t0:.1f} s")
         for qa in sample["qa"]:
