@@ -140,14 +140,19 @@ async def evaluate(db: Database, args: argparse.Namespace) -> dict[str, Any]:
             principal = Principal(tenant_id=tenant, user_id=USER, permissions=frozenset({Permission.read_observation}))
             for qid in ids:
                 question = data[q_lang][1][qid]
+                ranked: dict[str, list[str]] = {}
                 for mode in MODES:
                     result = await recall.search(principal, RecallQuery(text=question.text, limit=10, mode=mode))
-                    refs = [(h.observation.provenance.source_event_id or "#").split("#", 1)[1] for h in result.hits]
+                    ranked[mode] = [
+                        (h.observation.provenance.source_event_id or "#").split("#", 1)[1] for h in result.hits
+                    ]
                     for k in KS:
-                        hits[(f"{q_lang}-{p_lang}.{mode}", f"recall@{k}")].append(float(question.gold in refs[:k]))
-                    if ranked_out is not None:
-                        row = {"id": qid, "direction": f"{q_lang}-{p_lang}", "mode": mode, "gold": [question.gold]}
-                        ranked_out.write(json.dumps({**row, "ranked": refs}) + "\n")
+                        hits[(f"{q_lang}-{p_lang}.{mode}", f"recall@{k}")].append(
+                            float(question.gold in ranked[mode][:k])
+                        )
+                if ranked_out is not None:
+                    row = {"id": qid, "direction": f"{q_lang}-{p_lang}", "gold": [question.gold], "ranked": ranked}
+                    ranked_out.write(json.dumps(row) + "\n")
             console.print(f"{q_lang}->{p_lang}: {len(ids)} questions")
     finally:
         if ranked_out is not None:
@@ -200,7 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="ask only N questions (evenly spread)")
     parser.add_argument("--embedder", default="e5", choices=["e5", "use", "static"])
     parser.add_argument("--state", default=".engram/bench", help="embedded PostgreSQL (embedding cache) folder")
-    parser.add_argument("--ranked-out", type=Path, default=None, help="write each ranking as JSON Lines here")
+    parser.add_argument(
+        "--ranked-out",
+        type=Path,
+        default=None,
+        help="one JSON line per question and direction: id, gold, ranked per mode",
+    )
     args = parser.parse_args(argv)
     from engram.runtime.logs import configure_logging
 
