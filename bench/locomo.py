@@ -58,6 +58,7 @@ MODES: tuple[Literal["lexical", "vector", "hybrid", "ts_rank"], ...] = (
     "hybrid",
     "ts_rank",
 )
+REPORTED = {"lexical": "bm25"}  # the figures' name of a mode
 METRICS = ("recall@1", "recall@5", "recall@10", "ndcg@10")
 _ID = re.compile(r"^D:?(\d+):0*(\d+)$")
 
@@ -276,7 +277,7 @@ def report(
         "total_seconds": round(total_s, 1),
     }
     for mode in MODES:
-        name = {"lexical": "bm25"}.get(mode, mode)
+        name = REPORTED.get(mode, mode)
         for metric in METRICS:
             figures[f"{name}.{metric}"] = round(scores.mean(mode, pooled, metric), 4)
             for c in args.categories:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from bench.assistant_chats import stale_first
 from bench.chatgen import CATEGORIES, LANGUAGES, generate, pack
 from bench.locomo import gold_ids, sessions_of
 from engram.domain.language import language_of
@@ -85,3 +86,13 @@ def test_every_template_fills_with_every_value() -> None:
                 ]:
                     template.format(**slots)
             assert bool(kind.update) == bool(kind.changes)
+
+
+def test_stale_first_counts_a_superseded_statement_ranked_above_the_current_one() -> None:
+    samples = [{"sample_id": "s", "qa": [{"stale_evidence": ["D1:1"]}, {"stale_evidence": ["D1:3"]}, {}]}]
+    rows = [
+        {"id": "s:0", "gold": ["D2:1"], "ranked": {"hybrid": ["D1:1", "D2:1"], "vector": ["D2:1", "D1:1"]}},
+        {"id": "s:1", "gold": ["D2:5"], "ranked": {"hybrid": ["D2:5"], "vector": ["D9:9"]}},
+        {"id": "s:2", "gold": ["D3:1"], "ranked": {"hybrid": ["D1:1"], "vector": []}},
+    ]
+    assert stale_first(samples, rows) == {"hybrid": 0.5, "vector": 0.0}
