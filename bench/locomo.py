@@ -6,9 +6,11 @@ handed to the same `Indexer.handle` that embed-index runs; questions go through
 `RecallService.search`). One tenant and one user per conversation; each turn unit carries the
 session date (`valid_from`) and its `dia_id` as provenance, so a hit names exactly one turn.
 
-For every question of categories 1-4: recall@5, recall@10 and nDCG@10 over turns, for BM25
-only, vector only and hybrid, plus PostgreSQL's `ts_rank_cd` over the same units as the
-"plain ts_rank" reference, and hybrid query latency (including the query embedding).
+For every question of categories 1-4: recall@1, recall@5, recall@10 and nDCG@10 over turns,
+for BM25 only, vector only and hybrid, plus PostgreSQL's `ts_rank_cd` over the same units as
+the "plain ts_rank" reference, and hybrid query latency (including the query embedding).
+`--ranked-out FILE` writes one JSON line per question (`id` "<sample>:<qa index>", `category`,
+`gold` turn ids, `ranked`: the turn ids per mode), so rankings can be compared offline.
 
 Embeddings are cached by text hash in a persistent embedded PostgreSQL
 (`.engram/bench/postgres`), so a re-run does not re-embed. The data is read from the path
@@ -26,11 +28,11 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cloudevents.http import CloudEvent
 from rich.console import Console
@@ -53,7 +55,14 @@ from functions.embed_index.main import WORKER as EMBED_INDEX
 
 DEFAULT_DATA = "/work/shared/bench/locomo/dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-MODES = ("lexical", "vector", "hybrid", "ts_rank")
+MODES: tuple[Literal["lexical", "vector", "hybrid", "ts_rank"], ...] = (
+    "lexical",
+    "vector",
+    "hybrid",
+    "ts_rank",
+)
+REPORTED = {"lexical": "bm25"}  # the figures' name of a mode
+METRICS = ("recall@1", "recall@5", "recall@10", "ndcg@10")
 _ID = re.compile(r"^D:?(\d+):0*(\d+)$")
 
 console = Console(stderr=True)
@@ -86,6 +95,15 @@ class CollectingBus:
         return taken
 
 
+async def index_events(indexer: Indexer, events: Sequence[CloudEvent]) -> None:
+    """Hand the collected change events to embed-index's code, in the runner's batch size."""
+    for start in range(0, len(events), 200):
+        outcomes = await EMBED_INDEX.run(indexer.handle, events[start : start + 200])
+        failed = [o for o in outcomes if o is not None]
+        if failed:
+            raise RuntimeError(f"indexing failed: {failed[0]}")
+
+
 def session_date(text: str) -> datetime:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
@@ -116,9 +134,9 @@ def gold_ids(evidence: Sequence[Any], known: set[str]) -> set[str]:
 
 
 def metrics(ranked: Sequence[str], gold: set[str]) -> dict[str, float]:
-    """recall@k over the turns covered by the first k units; binary nDCG@10 on new gold turns."""
+    """recall@1/5/10 over the turns covered by the first k units; binary nDCG@10 on new gold turns."""
     seen: list[str] = list(dict.fromkeys(ranked))
-    out = {f"recall@{k}": len(gold & set(seen[:k])) / len(gold) for k in (5, 10)}
+    out = {f"recall@{k}": len(gold & set(seen[:k])) / len(gold) for k in (1, 5, 10)}
     dcg, covered = 0.0, set()
     for i, turn in enumerate(seen[:10], 1):
         if turn in gold and turn not in covered:
@@ -193,54 +211,66 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     started = time.perf_counter()
     ingest_seconds = 0.0
     questions = 0
-    for sample in samples:
-        sid = sample["sample_id"]
-        tenant = f"locomo-{sid}"
-        principal = Principal(tenant_id=tenant, user_id="reader", permissions=frozenset({Permission.read_observation}))
-        sessions = sessions_of(sample)
-        known = {t.turn_id for s in sessions for t in s.turns}
-        t0 = time.perf_counter()
-        async with db.tenant(tenant) as conn:  # a fresh store per run; the embedding cache stays
-            await conn.execute("DELETE FROM observations")
-            await conn.execute("DELETE FROM search_stats")
-        await ingest.ingest(
-            tenant_id=tenant, user_id="reader", conversation_id=sid, sessions=sessions, window=args.window
-        )
-        events = bus.take()
-        for start in range(0, len(events), 200):  # the runner's batch size
-            outcomes = await EMBED_INDEX.run(indexer.handle, events[start : start + 200])
-            failed = [o for o in outcomes if o is not None]
-            if failed:
-                raise RuntimeError(f"indexing failed: {failed[0]}")
-        ingest_seconds += time.perf_counter() - t0
-        console.print(f"{sid}: {len(known)} turns stored and indexed in {time.perf_counter() - t0:.1f} s")
-        for qa in sample["qa"]:
-            category = int(qa.get("category", 0))
-            if category not in CATEGORIES:
-                continue
-            gold = gold_ids(qa.get("evidence", []), known)
-            if not gold:
-                continue
-            questions += 1
-            question = str(qa["question"])
-            for mode in MODES:
-                if mode == "ts_rank":
-                    refs = await ts_rank_ranking(db, tenant, question, 10)
-                    ranked = [turn_id_of(r) or "" for r in refs]
-                else:
-                    q0 = time.perf_counter()
-                    result = await recall.search(principal, RecallQuery(text=question, limit=args.limit, mode=mode))
-                    if mode == "hybrid":
-                        scores.latencies_ms.append((time.perf_counter() - q0) * 1000)
-                    ranked = [turn_id_of(h.observation.provenance.source_event_id) or "" for h in result.hits]
-                scores.add(mode, category, metrics(ranked, gold))
+    ranked_out = args.ranked_out.open("w", encoding="utf-8") if args.ranked_out else None
+    try:
+        for sample in samples:
+            sid = sample["sample_id"]
+            tenant = f"locomo-{sid}"
+            principal = Principal(
+                tenant_id=tenant, user_id="reader", permissions=frozenset({Permission.read_observation})
+            )
+            sessions = sessions_of(sample)
+            known = {t.turn_id for s in sessions for t in s.turns}
+            t0 = time.perf_counter()
+            async with db.tenant(tenant) as conn:  # a fresh store per run; the embedding cache stays
+                await conn.execute("DELETE FROM observations")
+                await conn.execute("DELETE FROM search_stats")
+            await ingest.ingest(
+                tenant_id=tenant, user_id="reader", conversation_id=sid, sessions=sessions, window=args.window
+            )
+            await index_events(indexer, bus.take())
+            ingest_seconds += time.perf_counter() - t0
+            console.print(f"{sid}: {len(known)} turns stored and indexed in {time.perf_counter() - t0:.1f} s")
+            for number, qa in enumerate(sample["qa"]):
+                category = int(qa.get("category", 0))
+                gold = gold_ids(qa.get("evidence", []), known)
+                if category not in args.categories or not gold:
+                    continue
+                questions += 1
+                ranked = await ask(db, recall, principal, str(qa["question"]), args.limit, scores)
+                for mode, turns in ranked.items():
+                    scores.add(mode, category, metrics(turns, gold))
+                if ranked_out is not None:
+                    row = {"id": f"{sid}:{number}", "category": category, "gold": sorted(gold), "ranked": ranked}
+                    ranked_out.write(json.dumps(row) + "\n")
+    finally:
+        if ranked_out is not None:
+            ranked_out.close()
     return report(scores, embedder.model, questions, ingest_seconds, time.perf_counter() - started, args)
+
+
+async def ask(
+    db: Database, recall: RecallService, principal: Principal, question: str, limit: int, scores: Scores
+) -> dict[str, list[str]]:
+    """The ranked turn ids of one question in every mode (hybrid latency goes to `scores`)."""
+    ranked: dict[str, list[str]] = {}
+    for mode in MODES:
+        if mode == "ts_rank":
+            refs = await ts_rank_ranking(db, principal.tenant_id, question, 10)
+            ranked[mode] = [turn_id_of(r) or "" for r in refs]
+            continue
+        q0 = time.perf_counter()
+        result = await recall.search(principal, RecallQuery(text=question, limit=limit, mode=mode))
+        if mode == "hybrid":
+            scores.latencies_ms.append((time.perf_counter() - q0) * 1000)
+        ranked[mode] = [turn_id_of(h.observation.provenance.source_event_id) or "" for h in result.hits]
+    return ranked
 
 
 def report(
     scores: Scores, model: str, questions: int, ingest_s: float, total_s: float, args: argparse.Namespace
 ) -> dict[str, Any]:
-    pooled = list(CATEGORIES)
+    pooled = list(args.categories)
     figures: dict[str, Any] = {
         "embedder": model,
         "window": args.window,
@@ -251,10 +281,10 @@ def report(
         "total_seconds": round(total_s, 1),
     }
     for mode in MODES:
-        name = {"lexical": "bm25"}.get(mode, mode)
-        for metric in ("recall@5", "recall@10", "ndcg@10"):
+        name = REPORTED.get(mode, mode)
+        for metric in METRICS:
             figures[f"{name}.{metric}"] = round(scores.mean(mode, pooled, metric), 4)
-            for c in CATEGORIES:
+            for c in args.categories:
                 figures[f"{name}.cat{c}.{metric}"] = round(scores.mean(mode, [c], metric), 4)
     lat = sorted(scores.latencies_ms)
     if lat:
@@ -263,17 +293,19 @@ def report(
     return figures
 
 
-def print_table(figures: dict[str, Any]) -> None:
-    table = Table(title=f"LoCoMo turn retrieval ({figures['embedder']}, {figures['questions']} questions)")
+def print_table(
+    figures: dict[str, Any], categories: Mapping[int, str] = CATEGORIES, title: str = "LoCoMo turn retrieval"
+) -> None:
+    table = Table(title=f"{title} ({figures['embedder']}, {figures['questions']} questions)")
     table.add_column("method")
     table.add_column("category")
-    for metric in ("recall@5", "recall@10", "ndcg@10"):
+    for metric in METRICS:
         table.add_column(metric, justify="right")
     for mode in ("bm25", "vector", "hybrid", "ts_rank"):
-        for c in [*CATEGORIES, 0]:
-            label = "1-4 pooled" if c == 0 else f"{c} {CATEGORIES[c]}"
+        for c in [*categories, 0]:
+            label = f"{min(categories)}-{max(categories)} pooled" if c == 0 else f"{c} {categories[c]}"
             key = f"{mode}." if c == 0 else f"{mode}.cat{c}."
-            table.add_row(mode, label, *(f"{figures[key + m]:.3f}" for m in ("recall@5", "recall@10", "ndcg@10")))
+            table.add_row(mode, label, *(f"{figures[key + m]:.3f}" for m in METRICS))
         table.add_section()
     Console().print(table)
     Console().print(
@@ -296,7 +328,14 @@ def main(argv: list[str] | None = None) -> int:
         default=CANDIDATES,
         help="BM25 and kNN candidates per list before fusion (at least twice the limit are taken)",
     )
+    parser.add_argument(
+        "--ranked-out",
+        type=Path,
+        default=None,
+        help="write each question's ranked turn ids per mode as JSON Lines (id, category, gold, ranked)",
+    )
     args = parser.parse_args(argv)
+    args.categories = CATEGORIES
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")

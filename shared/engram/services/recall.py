@@ -3,7 +3,8 @@
 1. The caller's visibility (R-7.2) plus the observations they rejected become one filter that
    both index lists apply inside their search.
 2. BM25 and kNN run concurrently (the query is embedded while BM25 runs) and are fused with
-   reciprocal rank fusion (k = 60).
+   reciprocal rank fusion (k = 60); a memory in another language than the query keeps only its
+   kNN part (`ranking.cross_language_factor`).
 3. The best candidates are read from PostgreSQL (visibility and "in force" checked again, so a
    stale index can never leak), boosted (priority, recency, relevance, verified, feedback,
    the stream's type boosts) and cut to the limit.
@@ -34,6 +35,7 @@ import structlog
 from engram.domain.dates import mentioned_dates
 from engram.domain.errors import Unprocessable
 from engram.domain.events import FEEDBACK_RECORDED, FeedbackRecorded, new_event
+from engram.domain.language import language_of
 from engram.domain.models import FeedbackKind
 from engram.domain.observation import Observation
 from engram.domain.ranking import (
@@ -41,7 +43,9 @@ from engram.domain.ranking import (
     Fused,
     boosted,
     boosts,
+    cross_language_factor,
     date_support,
+    memory_language,
     observation_time,
     padded_words,
     session_support,
@@ -323,13 +327,23 @@ class RecallService:
             if obs is None or (query.types and obs.type not in query.types) or not plan.visibility.allows(obs):
                 continue
             visible.append((f, obs))
-        # session, date and tag support are part of fusion (hybrid only), from what this caller may see
+        # the language gate, session, date and tag support are part of fusion (hybrid only), from
+        # what this caller may see
         hybrid = query.mode == "hybrid"
-        support = session_support([(f.id, f.rrf, obs.provenance.session_id) for f, obs in visible]) if hybrid else {}
+        language = language_of(plan.text) if hybrid else None
+        gate = {
+            f.id: cross_language_factor(f, language, memory_language(obs))
+            for f, obs in visible
+            if language and f.lexical_rank
+        }
+        fused = [(f.id, f.rrf * gate.get(f.id, 1.0), obs.provenance.session_id) for f, obs in visible]
+        support = session_support(fused) if hybrid else {}
         dates = mentioned_dates(plan.text) if hybrid else ()
         query_words = padded_words(plan.text) if hybrid else ""
         for f, obs in visible:
             applied = boosts(obs, now, query.type_boosts)
+            if gate.get(f.id, 1.0) != 1.0:
+                applied["cross_language"] = round(gate[f.id], 6)
             if support.get(f.id, 1.0) != 1.0:
                 applied["session"] = round(support[f.id], 6)
             if dates and (on_day := date_support(observation_time(obs), dates)) != 1.0:

@@ -1,0 +1,234 @@
+"""Deterministic generator of long user-assistant chats with questions about the user's facts.
+
+Why: LoCoMo is two people chatting in short turns. An assistant's memory looks different: the
+user mentions a fact about their life in one sentence of a request ("Can you plan my meals?
+By the way, I'm allergic to peanuts."), the assistant answers with hundreds of words, and
+weeks later the user asks about it. The facts change (a new job, a move), and some questions
+need two facts at once. `generate(seed)` builds such conversations in English and German from
+templates (`bench.chatgen_en`, `bench.chatgen_de`): no downloads, same seed, same data.
+
+The output has LoCoMo's layout (`sample_id`, `conversation` with `session_<n>` turn lists and
+`session_<n>_date_time`, `qa` with `question`, `answer`, `evidence` turn ids, `category`), so
+`bench.locomo`'s evaluation scores it. Categories (`CATEGORIES`), per language:
+
+- single-hop: the answer is one user sentence, buried among long assistant turns;
+- updated: the user stated the fact and later changed it; the evidence is the latest statement
+  (recall@1 = "the current value ranks first"), `stale_evidence` the superseded ones;
+- multi-hop: the question asks for two facts; the evidence is both user turns.
+
+Questions paraphrase the facts (different words, the same meaning) and the user mentions each
+topic elsewhere without the fact ("I talked to my sister yesterday"), so keyword overlap alone
+does not find the answer.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+CATEGORIES = {
+    1: "single-hop en",
+    2: "updated en",
+    3: "multi-hop en",
+    4: "single-hop de",
+    5: "updated de",
+    6: "multi-hop de",
+}
+KINDS = ("single-hop", "updated", "multi-hop")
+LANGUAGES = ("en", "de")
+START = datetime(2025, 1, 6, 9, 30, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class FactKind:
+    """One kind of personal fact and how the user says it, changes it and asks about it."""
+
+    key: str
+    values: Sequence[dict[str, str]]  # slot fillings, e.g. {"rel": "sister", "name": "Lena", "city": "Porto"}
+    say: Sequence[str]  # sentences stating the fact ({slot} placeholders)
+    ask: Sequence[str]  # questions about it, in other words than `say`
+    about: str  # the fact as a noun phrase, for questions about two facts ("my employer")
+    mention: Sequence[str]  # the user on the topic, without the fact ("I talked to my {rel} yesterday.")
+    echo: Sequence[str]  # the assistant on the topic, without the fact ("I hope your {rel} settles in.")
+    update: Sequence[str] = ()  # sentences stating a changed value (empty: the fact never changes)
+    changes: Sequence[str] = ()  # the slots an update changes
+    answer: str = ""  # the slots that answer a question, as a template
+
+
+@dataclass(frozen=True)
+class Topic:
+    """What a session is about: the user's requests and the assistant's sentences on it."""
+
+    requests: Sequence[str]
+    sentences: Sequence[str]
+
+
+@dataclass(frozen=True)
+class Pack:
+    """Everything one language needs (`bench.chatgen_en.PACK`, `bench.chatgen_de.PACK`)."""
+
+    language: str
+    user: str
+    assistant: str
+    facts: Sequence[FactKind]
+    topics: Sequence[Topic]
+    leads: Sequence[str]  # "By the way," before a fact sentence
+    follow_ups: Sequence[tuple[str, str]]  # user turns after the first (and the reply's first sentence)
+    intros: Sequence[str]  # the assistant's first sentence of a session
+    outros: Sequence[str]
+    multi_hop: Sequence[str]  # questions with {a} and {b} (`FactKind.about`)
+
+
+@dataclass
+class _Fact:
+    kind: FactKind
+    slots: dict[str, str]
+    turns: list[str] = field(default_factory=list)  # dia_ids of its statements, oldest first
+    updated: bool = False
+
+
+@dataclass
+class _Turn:
+    speaker: str
+    text: str
+    fact: _Fact | None = None  # the fact this user turn states (first or changed)
+    dia_id: str = ""
+
+
+def rows(spec: str, *slots: str) -> list[dict[str, str]]:
+    """Slot fillings from "a|b; c|d" (one row per `;`, one slot per `|`), for compact templates."""
+    return [dict(zip(slots, (v.strip() for v in row.split("|")), strict=True)) for row in spec.split(";")]
+
+
+def pack(language: str) -> Pack:
+    module = importlib.import_module(f"bench.chatgen_{language}")
+    found: Pack = module.PACK
+    return found
+
+
+def locomo_date(when: datetime) -> str:
+    """LoCoMo's session time, "1:56 pm on 8 May, 2023" (English month names in both languages)."""
+    hour = when.hour % 12 or 12
+    return f"{hour}:{when.minute:02d} {'am' if when.hour < 12 else 'pm'} on {when.day} {when:%B}, {when.year}"
+
+
+def fill(template: str, slots: dict[str, str]) -> str:
+    text = template.format(**slots)
+    return text[:1].upper() + text[1:]
+
+
+def generate(seed: int = 21, conversations: int = 10, languages: Sequence[str] = LANGUAGES) -> list[dict[str, Any]]:
+    """`conversations` samples per language, all drawn from one `random.Random(seed)`."""
+    rng = random.Random(seed)
+    samples = []
+    for language in languages:
+        for n in range(conversations):
+            samples.append(_conversation(rng, pack(language), f"chat-{language}-{n + 1}"))
+    return samples
+
+
+def _conversation(rng: random.Random, p: Pack, sample_id: str) -> dict[str, Any]:
+    kinds = list(p.facts)
+    updatable = [k for k in kinds if k.update]
+    changing = rng.sample(updatable, 3)
+    rest = rng.sample([k for k in kinds if k not in changing], 5)
+    facts = [_Fact(k, dict(rng.choice(k.values))) for k in [*changing, *rest]]
+    rng.shuffle(facts)
+    sessions = 8
+    # each fact is stated in one of the first five sessions; each change in a later session than
+    # the one before
+    plan: dict[int, list[tuple[_Fact, str]]] = {s: [] for s in range(1, sessions + 1)}
+    for fact in facts:
+        first = rng.randint(1, 5)
+        plan[first].append((fact, "say"))
+        if fact.kind in changing:
+            plan[rng.randint(first + 1, sessions)].append((fact, "update"))
+    for fact in facts:
+        plan[rng.randint(1, sessions)].append((fact, "mention"))
+    conversation: dict[str, Any] = {"speaker_a": p.user, "speaker_b": p.assistant}
+    when = START + timedelta(days=rng.randint(0, 20))
+    for s in range(1, sessions + 1):
+        turns = _session(rng, p, plan[s])
+        for i, turn in enumerate(turns, 1):
+            turn.dia_id = f"D{s}:{i}"
+        for turn in turns:
+            if turn.fact is not None:
+                turn.fact.turns.append(turn.dia_id)
+                turn.fact.updated = len(turn.fact.turns) > 1
+        conversation[f"session_{s}"] = [{"speaker": t.speaker, "dia_id": t.dia_id, "text": t.text} for t in turns]
+        conversation[f"session_{s}_date_time"] = locomo_date(when)
+        when += timedelta(days=rng.randint(3, 12), minutes=rng.randint(0, 600))
+    return {"sample_id": sample_id, "conversation": conversation, "qa": _questions(rng, p, facts)}
+
+
+def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]]) -> list[_Turn]:
+    """Three to five exchanges on one topic; each fact event goes into its own user turn."""
+    topic = rng.choice(p.topics)
+    exchanges = max(len(events), rng.randint(3, 5))
+    by_slot = dict(zip(rng.sample(range(exchanges), len(events)), events, strict=True))
+    unsaid: list[str] = []  # the topic's sentences not yet said in this session
+    turns: list[_Turn] = []
+    for e in range(exchanges):
+        request, intro = (rng.choice(topic.requests), rng.choice(p.intros)) if e == 0 else rng.choice(p.follow_ups)
+        user, echo = _Turn(p.user, request), ""
+        if (event := by_slot.get(e)) is not None:
+            fact, what = event
+            sentence = _statement(rng, p, fact, what)
+            user.text = " ".join([sentence, request] if rng.random() < 0.5 else [request, sentence])
+            if what != "mention":
+                user.fact = fact
+                echo = fill(rng.choice(fact.kind.echo), fact.slots) if rng.random() < 0.5 else ""
+        body = []
+        for _ in range(rng.randint(14, 16) if e == 0 else rng.randint(10, 12)):
+            if not unsaid:
+                unsaid = rng.sample(list(topic.sentences), len(topic.sentences))
+            body.append(unsaid.pop())
+        others = [s for t in p.topics if t is not topic for s in t.sentences]
+        at = rng.randint(1, len(body) - 1)
+        body[at:at] = rng.sample(others, 2)  # assistants drift a little
+        turns.append(user)
+        turns.append(_Turn(p.assistant, " ".join([intro, *([echo] if echo else []), *body, rng.choice(p.outros)])))
+    return turns
+
+
+def _statement(rng: random.Random, p: Pack, fact: _Fact, what: str) -> str:
+    if what == "update":
+        new = dict(rng.choice([v for v in fact.kind.values if any(v[c] != fact.slots[c] for c in fact.kind.changes)]))
+        fact.slots.update({c: new[c] for c in fact.kind.changes})
+    templates = {"say": fact.kind.say, "update": fact.kind.update, "mention": fact.kind.mention}[what]
+    template = rng.choice(templates)
+    if what != "mention" and rng.random() < 0.6:  # templates start as they would after "By the way,"
+        return f"{rng.choice(p.leads)} {template.format(**fact.slots)}"
+    return fill(template, fact.slots)
+
+
+def _questions(rng: random.Random, p: Pack, facts: list[_Fact]) -> list[dict[str, Any]]:
+    offset = 3 * LANGUAGES.index(p.language)
+    qa = []
+    for fact in facts:
+        kind = KINDS.index("updated" if fact.updated else "single-hop")
+        item: dict[str, Any] = {
+            "question": fill(rng.choice(fact.kind.ask), fact.slots),
+            "answer": fill(fact.kind.answer, fact.slots),
+            "evidence": [fact.turns[-1]],
+            "category": offset + kind + 1,
+        }
+        if fact.updated:
+            item["stale_evidence"] = fact.turns[:-1]
+        qa.append(item)
+    pairs = [(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :]]
+    for a, b in rng.sample(pairs, 3):
+        question = rng.choice(p.multi_hop).format(a=a.kind.about.format(**a.slots), b=b.kind.about.format(**b.slots))
+        qa.append(
+            {
+                "question": question[:1].upper() + question[1:],
+                "answer": f"{fill(a.kind.answer, a.slots)}; {fill(b.kind.answer, b.slots)}",
+                "evidence": [a.turns[-1], b.turns[-1]],
+                "category": offset + KINDS.index("multi-hop") + 1,
+            }
+        )
+    return qa

@@ -1,0 +1,279 @@
+"""German templates of `bench.chatgen`: the user's facts, the topics of the sessions, the
+assistant's sentences. Written for this benchmark; questions use other words than the facts."""
+
+from __future__ import annotations
+
+from bench.chatgen import FactKind, Pack, rows
+from bench.chatgen_topics import TOPICS_DE as TOPICS
+
+_RELATIVES = [
+    {"rel": "Schwester", "my": "meine", "name": "Lena", "pron": "sie"},
+    {"rel": "Bruder", "my": "mein", "name": "Tobias", "pron": "er"},
+    {"rel": "Schwester", "my": "meine", "name": "Miriam", "pron": "sie"},
+    {"rel": "Bruder", "my": "mein", "name": "Jonas", "pron": "er"},
+    {"rel": "Schwester", "my": "meine", "name": "Aylin", "pron": "sie"},
+    {"rel": "Bruder", "my": "mein", "name": "Felix", "pron": "er"},
+]
+_CITIES = ["Leipzig", "Graz", "Freiburg", "Kopenhagen", "Bremen", "Zürich", "Rostock", "Salzburg"]
+
+FACTS = [
+    FactKind(
+        key="relative_city",
+        values=[{**r, "city": c} for r in _RELATIVES for c in _CITIES],
+        say=[
+            "{my} {rel} {name} ist gerade nach {city} gezogen.",
+            "{name}, {my} {rel}, wohnt seit dem Frühjahr in {city}.",
+            "{my} {rel} {name} hat endlich eine Wohnung in {city} gefunden.",
+        ],
+        update=[
+            "{my} {rel} {name} ist schon wieder umgezogen, {pron} wohnt jetzt in {city}.",
+            "{name} hat die Koffer gepackt, {my} {rel} lebt inzwischen in {city}.",
+        ],
+        changes=["city"],
+        ask=[
+            "Wo wohnt {my} {rel} zurzeit?",
+            "An welche Stadt soll ich die Geburtstagskarte für {name} schicken?",
+            "In welchem Ort ist {my} {rel} im Moment zu Hause?",
+        ],
+        about="die Stadt, in der {my} {rel} lebt",
+        answer="{city}",
+        mention=["Ich habe gestern lange mit {name} telefoniert.", "{name} hat mir wieder Fotos geschickt."],
+        echo=["Schön, dass Sie mit {name} in Kontakt bleiben.", "Ich hoffe, es geht {name} gut."],
+    ),
+    FactKind(
+        key="employer",
+        values=[
+            {"job": "Krankenpflegerin", "at": "beim Klinikum Nord"},
+            {"job": "Datenanalyst", "at": "bei der Hansa Versicherung"},
+            {"job": "Lehrerin", "at": "an der Lindenschule"},
+            {"job": "Softwareentwickler", "at": "bei Nordlicht Software"},
+            {"job": "Steuerberaterin", "at": "bei Becker & Partner"},
+            {"job": "Produktdesigner", "at": "bei Formwerk"},
+        ],
+        say=[
+            "ich habe vor zwei Wochen als {job} {at} angefangen.",
+            "ich arbeite jetzt als {job} {at}.",
+            "seit ich als {job} {at} bin, sind meine Tage lang.",
+        ],
+        update=[
+            "ich habe die Stelle gewechselt, ich bin jetzt {job} {at}.",
+            "ich habe gekündigt; seit Montag arbeite ich als {job} {at}.",
+        ],
+        changes=["job", "at"],
+        ask=["Für wen arbeite ich?", "Was ist mein aktueller Beruf?", "Welche Firma zahlt mir im Moment das Gehalt?"],
+        about="mein Arbeitgeber",
+        answer="{job} {at}",
+        mention=["Die Arbeit war diese Woche anstrengend.", "Mein Chef wollte schon wieder, dass ich länger bleibe."],
+        echo=["Herzlichen Glückwunsch zur neuen Aufgabe!", "Ein neuer Arbeitsplatz braucht immer etwas Eingewöhnung."],
+    ),
+    FactKind(
+        key="pet",
+        values=[
+            {"animal": "einen Hund", "pet": "Bruno"},
+            {"animal": "eine Katze", "pet": "Mimi"},
+            {"animal": "ein Kaninchen", "pet": "Flocke"},
+            {"animal": "einen Hund", "pet": "Paule"},
+            {"animal": "eine Katze", "pet": "Luna"},
+            {"animal": "einen Wellensittich", "pet": "Pieps"},
+        ],
+        say=[
+            "wir haben {animal} aus dem Tierheim geholt und {pet} genannt.",
+            "{pet}, unser neues Haustier, hält mich nachts wach.",
+        ],
+        ask=["Wie heißt das Tier, das bei uns eingezogen ist?", "Welchen Namen hat unser neuer Mitbewohner mit Fell?"],
+        about="der Name unseres Haustiers",
+        answer="{pet}",
+        mention=["Heute Morgen ist schon wieder eine Pflanze umgefallen.", "Ich muss dringend Futter kaufen."],
+        echo=["Ein Tier verändert den Alltag ganz schön.", "Ich hoffe, der Neuzugang lebt sich gut ein."],
+    ),
+    FactKind(
+        key="allergy",
+        values=[{"food": f} for f in ["Erdnüsse", "Meeresfrüchte", "Sesam", "Kiwis", "Haselnüsse", "Sellerie"]],
+        say=[
+            "ich bin allergisch gegen {food}, da muss ich aufpassen.",
+            "ich vertrage nichts mit {food}, ich reagiere heftig darauf.",
+        ],
+        ask=[
+            "Welche Zutat muss ich meiden?",
+            "Von welchem Lebensmittel werde ich krank?",
+            "Wogegen bin ich allergisch?",
+        ],
+        about="die Zutat, die ich nicht essen darf",
+        answer="{food}",
+        mention=["Im Supermarkt lese ich jedes Etikett.", "Essen gehen ist für mich immer etwas stressig."],
+        echo=["Ich berücksichtige Ihre Unverträglichkeit.", "Prüfen Sie die Zutatenliste natürlich trotzdem."],
+    ),
+    FactKind(
+        key="car",
+        values=rows(
+            "einen roten Opel Corsa; einen blauen VW Golf; einen grauen Skoda Fabia; einen weißen BMW i3;"
+            " einen grünen Fiat 500; einen schwarzen Audi A4",
+            "car",
+        ),
+        say=["ich fahre {car}.", "ich habe {car}, endlich abbezahlt."],
+        update=[
+            "ich habe mein altes Auto verkauft und mir {car} gekauft.",
+            "ich fahre jetzt {car}, der alte Wagen ist weg.",
+        ],
+        changes=["car"],
+        ask=["Welches Fahrzeug steht in meiner Einfahrt?", "Mit welchem Modell bin ich unterwegs?"],
+        about="das Auto, das ich besitze",
+        answer="{car}",
+        mention=["Das Auto braucht vor dem Winter neue Reifen.", "Parken in der Nähe vom Büro ist ein Albtraum."],
+        echo=["Gut, das Auto gleich mit einzuplanen.", "Mit dem Auto sind Sie natürlich flexibler."],
+    ),
+    FactKind(
+        key="instrument",
+        values=[{"instrument": i} for i in ["Cello", "Klavier", "Geige", "Saxofon", "Ukulele", "Schlagzeug"]],
+        say=["ich lerne seit einem Jahr {instrument} bei einer Lehrerin.", "ich übe jeden Abend {instrument}."],
+        ask=["Welches Instrument lerne ich?", "Was spiele ich, wenn ich von der Arbeit heimkomme?"],
+        about="das Instrument, das ich lerne",
+        answer="{instrument}",
+        mention=["Meine Musiklehrerin sagt, ich mache Fortschritte.", "Meine Nachbarn sind sehr geduldig mit mir."],
+        echo=["Musik ist ein wunderbarer Ausgleich.", "Regelmäßiges Üben zahlt sich aus."],
+    ),
+    FactKind(
+        key="partner_birthday",
+        values=rows(
+            "Frau|meine|Anna|14. März; Mann|mein|Markus|2. Juli; Freundin|meine|Julia|23. September;"
+            " Freund|mein|Ben|9. November; Partnerin|meine|Sabine|30. Januar",
+            *("partner", "my", "name", "date"),
+        ),
+        say=[
+            "{my} {partner} {name} hat am {date} Geburtstag.",
+            "{name} wird am {date} vierzig, und ich habe noch kein Geschenk.",
+        ],
+        ask=["An welchem Tag soll ich die Feier für {name} planen?", "Wann wird {my} {partner} ein Jahr älter?"],
+        about="das Geburtsdatum von {name}",
+        answer="{date}",
+        mention=["{name} und ich waren am Fluss spazieren.", "{my} {partner} arbeitet diesen Monat nachts."],
+        echo=["Das ist eine schöne Idee für {name}.", "Darüber freut sich {name} bestimmt."],
+    ),
+    FactKind(
+        key="trip",
+        values=rows(
+            "Island|Juni; Lissabon|April; Japan|Oktober; Kreta|August; Norwegen|Juli; Marokko|März", "place", "month"
+        ),
+        say=["wir fliegen im {month} nach {place}.", "wir haben für {month} einen Urlaub in {place} gebucht."],
+        update=[
+            "wir haben umgeplant, wir fahren stattdessen im {month} nach {place}.",
+            "die alte Reise ist storniert; {place} im {month} ist der neue Plan.",
+        ],
+        changes=["place", "month"],
+        ask=["Wohin geht unser Urlaub?", "Was ist das Ziel unserer nächsten Reise?"],
+        about="wohin wir in den Urlaub fahren",
+        answer="{place} im {month}",
+        mention=["Ich brauche ehrlich gesagt eine Pause.", "Ich lese seit Tagen Reiseblogs."],
+        echo=["Ein Urlaub wird Ihnen guttun.", "Schön, etwas zu haben, auf das man sich freut."],
+    ),
+    FactKind(
+        key="workout_day",
+        values=[
+            {"sport": s, "day": d}
+            for s in ["Schwimmen", "Klettern", "Yoga"]
+            for d in ["Montag", "Mittwoch", "Samstag", "Donnerstag"]
+        ],
+        say=[
+            "ich gehe jeden {day} früh zum {sport}.",
+            "der {day}morgen gehört dem {sport}, den lasse ich nie ausfallen.",
+        ],
+        update=[
+            "ich habe das {sport} auf den {day} verlegt.",
+            "ab jetzt ist {sport} am {day}, der alte Termin hat nicht gepasst.",
+        ],
+        changes=["day"],
+        ask=[
+            "Welchen Wochentag halte ich mir fürs {sport} frei?",
+            "Wann in der Woche mache ich meinen regelmäßigen Sport?",
+        ],
+        about="der Tag, an dem ich zum {sport} gehe",
+        answer="{day}",
+        mention=["Meine Schultern sind vom Training ganz verspannt.", "Ich habe mir eine neue Sporttasche gekauft."],
+        echo=["Bewegung hilft dabei sicher.", "Planen Sie Ihren Sport fest mit ein."],
+    ),
+    FactKind(
+        key="dentist",
+        values=[{"date": d} for d in ["12. Februar", "3. März", "18. April", "7. Mai", "21. Juni", "5. August"]],
+        say=["mein Zahnarzttermin ist am {date}.", "ich habe endlich einen Termin beim Zahnarzt, am {date}."],
+        update=[
+            "die Zahnarztpraxis hat meinen Termin auf den {date} verschoben.",
+            "ich musste den Zahnarzttermin verlegen, er ist jetzt am {date}.",
+        ],
+        changes=["date"],
+        ask=[
+            "Wann muss ich meine Zähne kontrollieren lassen?",
+            "An welchem Datum ist meine nächste Kontrolle in der Praxis?",
+        ],
+        about="der Termin meiner Zahnkontrolle",
+        answer="{date}",
+        mention=["Einer meiner Backenzähne ist empfindlich.", "Ich hasse Wartezimmer."],
+        echo=["Gut, dass Sie auf Ihre Gesundheit achten.", "Arzttermine sollte man wirklich einhalten."],
+    ),
+    FactKind(
+        key="language",
+        values=[
+            {"lang": x}
+            for x in ["Portugiesisch", "Japanisch", "Italienisch", "Koreanisch", "Niederländisch", "Griechisch"]
+        ],
+        say=["ich lerne jeden Tag mit einer App {lang}.", "ich habe mich für einen Abendkurs in {lang} angemeldet."],
+        ask=["Welche Fremdsprache lerne ich gerade?", "Welche Sprache übe ich in letzter Zeit?"],
+        about="die Sprache, die ich lerne",
+        answer="{lang}",
+        mention=["Meine Vokabel-App nervt mich ständig.", "Die Grammatik ist für mich das Schwerste."],
+        echo=[
+            "Eine Sprache zu lernen braucht Geduld.",
+            "Kurze tägliche Einheiten wirken beim Sprachenlernen am besten.",
+        ],
+    ),
+    FactKind(
+        key="author",
+        values=[{"author": a} for a in ["Juli Zeh", "Daniel Kehlmann", "Christa Wolf", "Haruki Murakami"]],
+        say=["die Bücher von {author} liebe ich, ich habe alles gelesen.", "niemand schreibt wie {author}, finde ich."],
+        ask=["Wessen Romane mag ich am liebsten?", "Welche schreibende Person bewundere ich am meisten?"],
+        about="wer mein liebstes Buch geschrieben hat",
+        answer="{author}",
+        mention=["Ich habe im Zug schon wieder ein Buch beendet.", "Meine Leseliste wird viel zu lang."],
+        echo=["Lesen vor dem Schlafen ist eine gute Gewohnheit.", "Bücher sind ein guter Weg, um abzuschalten."],
+    ),
+]
+
+PACK = Pack(
+    language="de",
+    user="Nutzer",
+    assistant="Assistent",
+    facts=FACTS,
+    topics=TOPICS,
+    leads=["Übrigens:", "Nur zur Info:", "Ganz anderes Thema:", "Kurzes Update:", "Ach ja,"],
+    follow_ups=[
+        ("Danke, das hilft. Kannst du es etwas kürzer fassen?", "Gern, hier ist eine kürzere Fassung."),
+        (
+            "Super. Was sind die häufigsten Fehler dabei?",
+            "Gute Frage; das sind die Punkte, bei denen es am häufigsten hakt.",
+        ),
+        ("Kannst du daraus eine einfache Checkliste machen?", "Natürlich, hier sind die Punkte als Checkliste."),
+        (
+            "Was würdest du ändern, wenn ich nur halb so viel Zeit hätte?",
+            "Dann würde ich mich auf das Wesentliche beschränken.",
+        ),
+        ("Klingt gut. Gibt es etwas, das ich vermeiden sollte?", "Ja, ein paar Dinge sollten Sie vermeiden."),
+        ("Kannst du den zweiten Punkt genauer erklären?", "Gern, ich gehe genauer darauf ein."),
+    ],
+    intros=[
+        "Gern, hier ist ein Plan, der gut für Sie funktionieren sollte.",
+        "Da helfe ich gern; gehen wir es Schritt für Schritt durch.",
+        "Gute Frage, und ein paar einfache Dinge machen einen großen Unterschied.",
+        "Klar, so würde ich vorgehen.",
+    ],
+    outros=[
+        "Sagen Sie Bescheid, wenn ich etwas anpassen soll.",
+        "Ich hoffe, das hilft, und erzählen Sie mir, wie es läuft.",
+        "Wenn Sie möchten, gehe ich auf jeden Punkt noch genauer ein.",
+        "Melden Sie sich gern mit weiteren Fragen.",
+    ],
+    multi_hop=[
+        "Erinner mich an zwei Dinge: {a} und {b}.",
+        "Für ein Formular brauche ich zwei Angaben: {a} und {b}.",
+        "Zwei Fragen auf einmal: {a}, und {b}?",
+        "Ich habe zwei Dinge vergessen: {a} und {b}. Weißt du das noch?",
+    ],
+)

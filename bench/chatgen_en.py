@@ -1,0 +1,257 @@
+"""English templates of `bench.chatgen`: the user's facts, the topics of the sessions, the
+assistant's sentences. Written for this benchmark; questions use other words than the facts."""
+
+from __future__ import annotations
+
+from bench.chatgen import FactKind, Pack, rows
+from bench.chatgen_topics import TOPICS_EN as TOPICS
+
+_RELATIVES = [
+    {"rel": "sister", "name": "Lena", "pron": "she", "city": "Porto"},
+    {"rel": "brother", "name": "Tom", "pron": "he", "city": "Leeds"},
+    {"rel": "sister", "name": "Maya", "pron": "she", "city": "Vancouver"},
+    {"rel": "brother", "name": "Jonah", "pron": "he", "city": "Melbourne"},
+    {"rel": "sister", "name": "Priya", "pron": "she", "city": "Edinburgh"},
+    {"rel": "brother", "name": "Luis", "pron": "he", "city": "Valencia"},
+]
+_CITIES = ["Porto", "Leeds", "Vancouver", "Melbourne", "Edinburgh", "Valencia", "Kyoto", "Denver"]
+
+FACTS = [
+    FactKind(
+        key="relative_city",
+        values=[{**r, "city": c} for r in _RELATIVES for c in _CITIES],
+        say=[
+            "my {rel} {name} just moved to {city} for a new start.",
+            "{name}, my {rel}, has been living in {city} since the spring.",
+            "my {rel} {name} finally found a flat in {city}.",
+        ],
+        update=[
+            "my {rel} {name} moved again, {pron} lives in {city} now.",
+            "{name} packed up and left, so my {rel} is in {city} these days.",
+        ],
+        changes=["city"],
+        ask=[
+            "Where does my {rel} live these days?",
+            "Which city should I send {name}'s birthday card to?",
+            "In what town is my {rel} based at the moment?",
+        ],
+        about="the city my {rel} lives in",
+        answer="{city}",
+        mention=["I had a long phone call with my {rel} {name} yesterday.", "{name} sent me photos again."],
+        echo=["I hope your {rel} is doing well.", "It's lovely that you and {name} stay in touch."],
+    ),
+    FactKind(
+        key="employer",
+        values=[
+            {"job": "a nurse", "company": "St. Mary's Hospital"},
+            {"job": "a data analyst", "company": "Brightline Insurance"},
+            {"job": "a teacher", "company": "Oakwood Primary School"},
+            {"job": "a software developer", "company": "Nimbus Labs"},
+            {"job": "an accountant", "company": "Harper & Cole"},
+            {"job": "a product designer", "company": "Fernway"},
+        ],
+        say=[
+            "I started a new job as {job} at {company} two weeks ago.",
+            "I work as {job} for {company} now.",
+            "since I joined {company} as {job}, my days have been long.",
+        ],
+        update=[
+            "I switched jobs, I'm now {job} at {company}.",
+            "I left my old position; since Monday I've been working as {job} at {company}.",
+        ],
+        changes=["job", "company"],
+        ask=["Who do I work for?", "What's my current occupation?", "Which company pays my salary at the moment?"],
+        about="my employer",
+        answer="{job} at {company}",
+        mention=["Work was exhausting this week.", "My boss asked me to stay late again."],
+        echo=["Congratulations on the new role!", "A change of workplace always takes some getting used to."],
+    ),
+    FactKind(
+        key="pet",
+        values=[
+            {"animal": "dog", "pet": "Biscuit"},
+            {"animal": "cat", "pet": "Mochi"},
+            {"animal": "rabbit", "pet": "Clover"},
+            {"animal": "dog", "pet": "Pepper"},
+            {"animal": "cat", "pet": "Juniper"},
+            {"animal": "parrot", "pet": "Kiwi"},
+        ],
+        say=["we adopted a {animal} called {pet} from the shelter.", "our new {animal}, {pet}, keeps me up at night."],
+        ask=["What's the name of the animal we took in?", "What did we call our new companion at home?"],
+        about="the name of our pet",
+        answer="{pet}",
+        mention=["The {animal} knocked over a plant this morning.", "I need to buy more pet food."],
+        echo=["Animals do change a household's routine.", "I hope the little one is settling in."],
+    ),
+    FactKind(
+        key="allergy",
+        values=[{"food": f} for f in ["peanuts", "shellfish", "sesame", "kiwi", "hazelnuts", "celery"]],
+        say=[
+            "I'm allergic to {food}, so I have to be careful.",
+            "I can't eat anything with {food}, I react badly to it.",
+        ],
+        ask=["Which ingredient must I stay away from?", "What food makes me ill?", "What am I allergic to?"],
+        about="the ingredient I cannot eat",
+        answer="{food}",
+        mention=["I read every label in the supermarket.", "Eating out is always a bit stressful for me."],
+        echo=["I'll keep your dietary restriction in mind.", "Always double-check the labels, of course."],
+    ),
+    FactKind(
+        key="car",
+        values=[
+            {"color": c, "car": m}
+            for c, m in [
+                ("red", "Toyota Corolla"),
+                ("blue", "Volkswagen Golf"),
+                ("grey", "Ford Focus"),
+                ("white", "Tesla Model 3"),
+                ("green", "Skoda Octavia"),
+                ("black", "Honda Civic"),
+            ]
+        ],
+        say=["I drive a {color} {car}.", "my {color} {car} is finally paid off."],
+        update=["I sold my old car and bought a {color} {car}.", "I traded in my car; I have a {color} {car} now."],
+        changes=["color", "car"],
+        ask=["What vehicle is parked in my driveway?", "Which model do I get around in?"],
+        about="the car I own",
+        answer="{color} {car}",
+        mention=["The car needs new tyres before winter.", "Parking near my office is a nightmare."],
+        echo=["Good to plan around the car.", "Driving does give you flexibility."],
+    ),
+    FactKind(
+        key="instrument",
+        values=[{"instrument": i} for i in ["cello", "piano", "violin", "saxophone", "ukulele", "drums"]],
+        say=["I've been taking {instrument} lessons for a year now.", "I practise the {instrument} every evening."],
+        ask=["Which instrument am I learning?", "What do I play when I get home from work?"],
+        about="the instrument I study",
+        answer="{instrument}",
+        mention=["My music teacher says I'm improving.", "My neighbours are very patient with my practice."],
+        echo=["Music is a great way to switch off.", "Regular practice pays off."],
+    ),
+    FactKind(
+        key="partner_birthday",
+        values=[
+            {"partner": p, "name": n, "date": d}
+            for (p, n), d in zip(
+                [
+                    ("wife", "Anna"),
+                    ("husband", "Mark"),
+                    ("partner", "Sam"),
+                    ("girlfriend", "Julia"),
+                    ("boyfriend", "Ben"),
+                ],
+                ["14 March", "2 July", "23 September", "9 November", "30 January"],
+                strict=True,
+            )
+        ],
+        say=["my {partner} {name}'s birthday is on {date}.", "{name} turns forty on {date}, and I still have no gift."],
+        ask=["On which day should I plan {name}'s party?", "When does my {partner} celebrate getting older?"],
+        about="the date of my {partner}'s birthday",
+        answer="{date}",
+        mention=["{name} and I went for a walk by the river.", "My {partner} is working nights this month."],
+        echo=["That's a lovely thing to do for {name}.", "Your {partner} will appreciate it."],
+    ),
+    FactKind(
+        key="trip",
+        values=rows(
+            "Iceland|June; Lisbon|April; Japan|October; Crete|August; Norway|July; Morocco|March", "place", "month"
+        ),
+        say=["we're flying to {place} in {month}.", "we booked a holiday in {place} for {month}."],
+        update=[
+            "we changed our plans, we're going to {place} in {month} instead.",
+            "the old trip is cancelled; {place} in {month} is the new plan.",
+        ],
+        changes=["place", "month"],
+        ask=["Where are we going on vacation?", "What's the destination of our next getaway?"],
+        about="where we are going on holiday",
+        answer="{place} in {month}",
+        mention=["I need a break, honestly.", "I've been reading travel blogs all week."],
+        echo=["A holiday will do you good.", "It's exciting to have something to look forward to."],
+    ),
+    FactKind(
+        key="workout_day",
+        values=[
+            {"sport": s, "go": g, "day": d}
+            for s, g in [("swimming", "go swimming"), ("climbing", "go climbing"), ("yoga", "do yoga")]
+            for d in ["Monday", "Wednesday", "Saturday", "Thursday"]
+        ],
+        say=["I {go} every {day} morning.", "{day} mornings are for {sport}, I never skip them."],
+        update=["I moved my {sport} to {day} mornings.", "from now on {sport} is on {day}, the old slot didn't work."],
+        changes=["day"],
+        ask=["Which weekday do I keep free for {sport}?", "When in the week do I do my regular exercise?"],
+        about="the day of my weekly {sport}",
+        answer="{day}",
+        mention=["My shoulders are sore from training.", "I bought a new bag for my sports gear."],
+        echo=["Staying active will help with this.", "Keep your exercise routine in the plan."],
+    ),
+    FactKind(
+        key="dentist",
+        values=[{"date": d} for d in ["12 February", "3 March", "18 April", "7 May", "21 June", "5 August"]],
+        say=["my dentist appointment is on {date}.", "I finally booked the dentist for {date}."],
+        update=["the dentist moved my appointment to {date}.", "I had to reschedule the dentist, it's on {date} now."],
+        changes=["date"],
+        ask=["When do I need to have my teeth checked?", "On what date is my next check-up at the practice?"],
+        about="the date of my dental check-up",
+        answer="{date}",
+        mention=["One of my molars has been sensitive.", "I hate sitting in waiting rooms."],
+        echo=["Good that you're looking after your health.", "Medical appointments are worth keeping."],
+    ),
+    FactKind(
+        key="language",
+        values=[{"lang": x} for x in ["Portuguese", "Japanese", "Italian", "Korean", "Dutch", "Greek"]],
+        say=["I'm learning {lang} with an app every day.", "I signed up for an evening class in {lang}."],
+        ask=["Which foreign language am I studying?", "What language have I been practising lately?"],
+        about="the language I'm learning",
+        answer="{lang}",
+        mention=["My vocabulary app keeps nagging me.", "Grammar is the hardest part for me."],
+        echo=["Learning a language takes patience.", "Short daily sessions work best for languages."],
+    ),
+    FactKind(
+        key="author",
+        values=[{"author": a} for a in ["Ursula K. Le Guin", "Haruki Murakami", "Zadie Smith", "Terry Pratchett"]],
+        say=["{author} is my favourite writer, I've read everything.", "nobody writes like {author}, in my opinion."],
+        ask=["Whose novels do I like best?", "Which novelist do I admire most?"],
+        about="my favourite author",
+        answer="{author}",
+        mention=["I finished another book on the train.", "My reading list is getting far too long."],
+        echo=["Reading before bed is a good habit.", "Books are a great way to unwind."],
+    ),
+]
+
+PACK = Pack(
+    language="en",
+    user="User",
+    assistant="Assistant",
+    facts=FACTS,
+    topics=TOPICS,
+    leads=["By the way,", "Oh, and for context,", "Not related, but", "Quick update:", "Also,"],
+    follow_ups=[
+        ("Thanks, that's helpful. Could you make it a bit shorter?", "Sure, here is a shorter version."),
+        (
+            "Great. What are the most common mistakes with this?",
+            "Good question; these are the points people get wrong.",
+        ),
+        ("Can you turn that into a simple checklist?", "Of course, here are the points as a checklist."),
+        ("What would you change if I only had half the time?", "With half the time, I would keep only the essentials."),
+        ("That makes sense. Is there anything I should avoid?", "Yes, a few things are worth avoiding."),
+        ("Could you explain the second point in more detail?", "Gladly, let me go into more detail."),
+    ],
+    intros=[
+        "Of course, here is a plan that should work well for you.",
+        "Happy to help with that; let's go through it step by step.",
+        "Good question, and there are a few simple things that make a big difference.",
+        "Sure, here's how I would approach it.",
+    ],
+    outros=[
+        "Let me know if you'd like me to adjust anything.",
+        "I hope this helps, and tell me how it goes.",
+        "If you want, I can go into more detail on any of these points.",
+        "Feel free to come back with questions.",
+    ],
+    multi_hop=[
+        "Remind me of two things: {a}, and {b}.",
+        "I'm filling in a form. What are {a} and {b}?",
+        "Can you tell me {a}, and also {b}?",
+        "I forgot both {a} and {b}. What were they?",
+    ],
+)

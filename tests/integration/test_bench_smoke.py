@@ -1,0 +1,44 @@
+"""The retrieval benches on the test database, a few questions each: they still run end to end
+(write path, outbox, embed-index's indexer, recall) and report what they promise."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import locomo, xquad
+from bench.assistant_chats import stale_first
+from bench.chatgen import CATEGORIES, generate
+
+XQUAD = Path(xquad.DEFAULT_DATA)
+
+
+@pytest.mark.skipif(not (XQUAD / "xquad.de.json").exists(), reason="XQuAD is read from ../shared/bench/xquad")
+async def test_xquad_reports_three_modes_in_four_directions(services: Any, tmp_path: Path) -> None:
+    args = argparse.Namespace(embedder="static", limit=3, data_dir=XQUAD, ranked_out=tmp_path / "ranked.jsonl")
+    figures = await xquad.evaluate(services.db, args)
+    assert figures["questions"] == 3 and figures["paragraphs"] == 240
+    for q, p in xquad.DIRECTIONS:
+        for mode in xquad.MODES:
+            assert 0.0 <= figures[f"{q}-{p}.{mode}.recall@1"] <= figures[f"{q}-{p}.{mode}.recall@10"] <= 1.0
+    rows = [json.loads(line) for line in args.ranked_out.read_text().splitlines()]
+    assert len(rows) == 3 * 4 and set(rows[0]["ranked"]) == set(xquad.MODES)
+
+
+async def test_assistant_chats_report_every_category_and_rankings(services: Any, tmp_path: Path) -> None:
+    samples = generate(seed=3, conversations=1)
+    ranked = tmp_path / "ranked.jsonl"
+    args = argparse.Namespace(
+        embedder="static", window=2, limit=10, candidates=10, ranked_out=ranked, categories=CATEGORIES
+    )
+    figures = await locomo.evaluate(services.db, samples, args)
+    assert figures["questions"] == sum(len(s["qa"]) for s in samples)
+    assert all(f"hybrid.cat{c}.recall@10" in figures for c in CATEGORIES)
+    rows = [json.loads(line) for line in ranked.read_text().splitlines()]
+    assert {r["category"] for r in rows} == set(CATEGORIES)
+    assert set(rows[0]["ranked"]) == {"lexical", "vector", "hybrid", "ts_rank"} and rows[0]["gold"]
+    assert set(stale_first(samples, rows)) == {"lexical", "vector", "hybrid", "ts_rank"}

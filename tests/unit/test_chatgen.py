@@ -1,0 +1,98 @@
+"""bench.chatgen: deterministic user-assistant chats with each question category, in LoCoMo's layout."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bench.assistant_chats import stale_first
+from bench.chatgen import CATEGORIES, LANGUAGES, generate, pack
+from bench.locomo import gold_ids, sessions_of
+from engram.domain.language import language_of
+
+
+@pytest.fixture(scope="module")
+def samples() -> list[dict[str, Any]]:
+    return generate(seed=7, conversations=3)
+
+
+def turns_of(sample: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t.turn_id: {"speaker": t.speaker, "text": t.text} for s in sessions_of(sample) for t in s.turns}
+
+
+def test_the_same_seed_gives_the_same_data_and_another_seed_other_data(samples: list[dict[str, Any]]) -> None:
+    assert json.dumps(generate(seed=7, conversations=3)) == json.dumps(samples)
+    assert json.dumps(generate(seed=8, conversations=3)) != json.dumps(samples)
+
+
+def test_every_category_is_asked_in_both_languages(samples: list[dict[str, Any]]) -> None:
+    asked = {qa["category"] for s in samples for qa in s["qa"]}
+    assert asked == set(CATEGORIES)
+    assert [s["sample_id"] for s in samples] == [f"chat-{lang}-{n}" for lang in LANGUAGES for n in (1, 2, 3)]
+
+
+def test_evidence_is_a_user_turn_among_long_assistant_answers(samples: list[dict[str, Any]]) -> None:
+    for sample in samples:
+        turns = turns_of(sample)
+        user = sample["conversation"]["speaker_a"]
+        answers = [t["text"] for t in turns.values() if t["speaker"] != user]
+        assert min(len(a.split()) for a in answers) >= 100 and len(answers) >= 20
+        for qa in sample["qa"]:
+            gold = gold_ids(qa["evidence"], set(turns))  # LoCoMo's own parser reads them
+            assert gold == set(qa["evidence"]) and all(turns[g]["speaker"] == user for g in gold)
+            assert len(gold) == (2 if CATEGORIES[qa["category"]].startswith("multi-hop") else 1)
+            assert qa["answer"].casefold() not in qa["question"].casefold()
+
+
+def test_an_updated_fact_has_its_current_statement_after_the_stale_ones(samples: list[dict[str, Any]]) -> None:
+    order = {}
+    for sample in samples:
+        for i, turn in enumerate(turns_of(sample)):
+            order[(sample["sample_id"], turn)] = i
+        for qa in sample["qa"]:
+            if CATEGORIES[qa["category"]].startswith("updated"):
+                [current] = qa["evidence"]
+                assert qa["stale_evidence"]
+                assert all(
+                    order[(sample["sample_id"], s)] < order[(sample["sample_id"], current)]
+                    for s in qa["stale_evidence"]
+                )
+            else:
+                assert "stale_evidence" not in qa
+
+
+def test_german_conversations_are_german(samples: list[dict[str, Any]]) -> None:
+    for sample in samples:
+        expected = "de" if sample["sample_id"].startswith("chat-de") else "en"
+        texts = [t["text"] for t in turns_of(sample).values()] + [qa["question"] for qa in sample["qa"]]
+        detected = [language_of(t) for t in texts]
+        assert detected.count(expected) >= 0.9 * len(texts)
+
+
+def test_every_template_fills_with_every_value() -> None:
+    for language in LANGUAGES:
+        for kind in pack(language).facts:
+            for slots in kind.values:
+                for template in [
+                    *kind.say,
+                    *kind.update,
+                    *kind.ask,
+                    *kind.mention,
+                    *kind.echo,
+                    kind.about,
+                    kind.answer,
+                ]:
+                    template.format(**slots)
+            assert bool(kind.update) == bool(kind.changes)
+
+
+def test_stale_first_counts_a_superseded_statement_ranked_above_the_current_one() -> None:
+    samples = [{"sample_id": "s", "qa": [{"stale_evidence": ["D1:1"]}, {"stale_evidence": ["D1:3"]}, {}]}]
+    rows = [
+        {"id": "s:0", "gold": ["D2:1"], "ranked": {"hybrid": ["D1:1", "D2:1"], "vector": ["D2:1", "D1:1"]}},
+        {"id": "s:1", "gold": ["D2:5"], "ranked": {"hybrid": ["D2:5"], "vector": ["D9:9"]}},
+        {"id": "s:2", "gold": ["D3:1"], "ranked": {"hybrid": ["D1:1"], "vector": []}},
+    ]
+    assert stale_first(samples, rows) == {"hybrid": 0.5, "vector": 0.0}
