@@ -6,8 +6,8 @@ from __future__ import annotations
 from engram.ports import (
     AgentKeyStore,
     ChatStore,
-    EmbeddingCache,
     Embedder,
+    EmbeddingCache,
     EventBus,
     FeedbackStore,
     Inbox,
