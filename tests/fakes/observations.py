@@ -34,6 +34,10 @@ def _newest_first(found: list[Observation]) -> None:
     found.sort(key=lambda o: o.created_at, reverse=True)
 
 
+def _made_by(o: Observation) -> WriteOutcome:
+    return WriteOutcome.created if o.updated_at == o.created_at else WriteOutcome.updated
+
+
 class InMemoryObservationStore:
     def __init__(self, tx: TxState) -> None:
         self.tx = tx
@@ -113,9 +117,8 @@ class InMemoryObservationStore:
         return [self.rows[i] for i in dict.fromkeys(ids) if i in self.rows]
 
     async def current(self, ids: Sequence[uuid.UUID]) -> list[Change]:
-        return [
-            Change(o.id, o.tenant_id, o.user_id, WriteOutcome.updated, o.updated_at) for o in await self.get_many(ids)
-        ]
+        # as the change that made the revision: an insert sets both timestamps, later writes bump one
+        return [Change(o.id, o.tenant_id, o.user_id, _made_by(o), o.updated_at) for o in await self.get_many(ids)]
 
     async def live_ids(self) -> list[str]:
         return [str(o.id) for o in sorted(self.rows.values(), key=lambda o: o.id.int) if o.superseded_by is None]

@@ -62,6 +62,11 @@ async def test_a_key_updates_in_place_or_deduplicates(tenant: str) -> None:
     assert new.provenance.session_id == session  # kept where the new draft has none
     assert abs(new.confidence - 0.7) < 1e-6 and new.confidence != 0.7  # a `real` column
     assert v3.observation.updated_at == new.updated_at
+    (other,) = await write(uow, tenant, draft(tenant, "Speaks German"))
+    async with uow.tenant(tenant) as tx:  # what made each revision, to announce it again
+        current = {c.id: c for c in await tx.observations.current([new.id, other.observation.id, uuid.uuid4()])}
+    assert current[new.id].outcome is WriteOutcome.updated and current[new.id].revision == new.updated_at
+    assert current[other.observation.id].outcome is WriteOutcome.created and len(current) == 2
 
 
 async def test_a_keyed_draft_whose_content_is_stored_elsewhere_is_a_dedup_hit(tenant: str) -> None:
