@@ -12,6 +12,7 @@
   task (`drain()` waits for it). `redelivery`: no outbox; published after the commit, and a
   failure raises from the block's exit (the rows stay committed).
 - `clock` is `clock_timestamp()`; a transaction's `now()` is the clock when it began.
+- `down`: an error every `tenant()` raises while it is set (the database is unavailable).
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ class InMemoryUnitOfWork:
         self.outbox: list[OutboxEntry] = []
         self.commits = 0
         self.rollbacks = 0
+        self.down: BaseException | None = None  # raised by `tenant()` while set: the database is unavailable
         self._locks: dict[str, asyncio.Lock] = {}
         self._holders: dict[str, asyncio.Task[Any] | None] = {}
         self._deferred: set[asyncio.Task[Any]] = set()
@@ -131,6 +133,8 @@ class InMemoryUnitOfWork:
     ) -> AsyncIterator[InMemoryTenantTx]:
         if not tenant_id or not tenant_id.strip():
             raise TenantRequired("a tenant transaction needs a tenant id")
+        if self.down is not None:
+            raise self.down
         task = asyncio.current_task()
         if tenant_id in self._holders and self._holders[tenant_id] is task:
             raise RuntimeError(f"a transaction of tenant {tenant_id!r} is already open in this task")
