@@ -283,3 +283,39 @@ async def test_telemetry_aggregates(uow: Any, tenant: str) -> None:
             ("bob", 1.5, 1, 1),
             ("alice", 0.75, 2, 6),
         ]
+
+
+async def test_personal_data_export_and_erasure(uow: Any, tenant: str) -> None:
+    from engram.domain.telemetry import record
+    from engram.ports import NewMessage
+
+    mine, public = (
+        w.observation for w in await write(uow, tenant, draft(tenant, "A"), draft(tenant, "B", scope=Scope.public))
+    )
+    bobs = (await write(uow, tenant, draft(tenant, "Bob's", user_id="bob", scope=Scope.public)))[0].observation
+    chat_id = uuid.uuid4()
+    async with uow.tenant(tenant) as tx:
+        await tx.feedback.add(
+            [FeedbackRow(bobs.id, "alice", FeedbackKind.cited), FeedbackRow(public.id, "bob", FeedbackKind.cited)]
+        )
+        await tx.chats.create_chat(chat_id, "alice", "mine")
+        session = await tx.chats.create_session("alice", chat_id, "hi", {})
+        messages = [NewMessage(uuid.uuid4(), "user", "hi"), NewMessage(uuid.uuid4(), "assistant", "hello")]
+        await tx.chats.record_turn(chat_id, session.id, "alice", messages, datetime.now(UTC))
+        await tx.chats.save_summary(session.id, "alice", dict.fromkeys(_FIELDS, "x"), "offline")
+        meta = {"tool_name": "search_memory", "duration_ms": 1, "success": True}
+        await tx.telemetry.write([record(tenant, "chat.tool_used", meta, user_id="alice", chat_id=chat_id)])
+    async with uow.tenant(tenant) as tx:
+        p = tx.personal
+        assert sorted(o.title for o in [o async for o in p.observations("alice")]) == ["A", "B"]
+        assert [f["observation_id"] for f in [f async for f in p.feedback("alice")]] == [bobs.id]
+        assert [m["content"] for m in [m async for m in p.history("messages", "alice")]] == ["hi", "hello"]
+        assert len([s async for s in p.history("summaries", "alice")]) == 1
+        assert [t["event_name"] for t in [t async for t in p.telemetry("alice")]] == ["chat.tool_used"]
+        erased = await p.erase("alice")
+    assert erased.feedback == 2  # alice's own, and bob's on alice's observation
+    assert erased.history == {"messages": 2, "summaries": 1, "sessions": 1, "chats": 1, "telemetry_events": 1}
+    assert sorted(i for i, _ in erased.observations) == sorted([mine.id, public.id])
+    async with uow.tenant(tenant) as tx:
+        assert set(await tx.feedback.erasures(["alice", "bob"])) == {"alice"}
+        assert await tx.observations.live_ids() == [str(bobs.id)]
