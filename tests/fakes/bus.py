@@ -48,9 +48,6 @@ class FakeBus:
     def of_type(self, event_type: str) -> list[CloudEvent]:
         return [e for e in self.events if e["type"] == event_type]
 
-    def clear(self) -> None:
-        self.stored.clear()
-
     # ---- EventBus ----------------------------------------------------------------------------------
 
     async def publish(self, event: CloudEvent) -> Published:
