@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check shared functions tests bench
 
 typecheck: $(STAMP)
-	$(BIN)/mypy shared/engram functions
+	$(BIN)/mypy shared/engram functions tests/fakes
 
 test: $(STAMP) lint typecheck browser
 	$(BIN)/pytest -q

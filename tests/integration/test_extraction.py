@@ -8,9 +8,10 @@ from typing import Any
 from cloudevents.http import CloudEvent
 
 from engram.adapters.nats_binding import to_nats_binary
-from engram.domain.events import OBSERVATION_MARKED, new_event, subject_for
+from engram.domain.events import OBSERVATION_CREATED, OBSERVATION_MARKED, new_event, subject_for
 from functions.extract_observation.main import WORKER
 from tests.conftest import deliver, eventually
+from tests.events import published
 
 
 def customer_event(tenant: str, event_id: str, **data: Any) -> CloudEvent:
@@ -125,3 +126,19 @@ async def test_observation_created_events_are_published_for_indexing(services: A
     await sub.unsubscribe()
     assert seen[0].headers["ce-type"] == "io.engram.observation.created.v1"
     assert await count(services.db, tenant, "SELECT count(*) FROM outbox") == 0
+
+
+async def test_a_redelivered_event_announces_its_observation_again_under_the_same_event_id(
+    services: Any, tenant: str
+) -> None:
+    """The replay of what an earlier attempt produced repeats its announcement (`created` for a row
+    still as inserted), so JetStream drops it instead of delivering a second change event."""
+    event = customer_event(tenant, "again-1")
+    assert await deliver(services, WORKER, [event]) == [None]
+    assert await deliver(services, WORKER, [event]) == [None]  # redelivered: its ack was lost
+    async with services.db.tenant(tenant) as conn:
+        obs_id = await conn.fetchval("SELECT id FROM observations")
+    announced = [
+        e for e in await published(services, "engram.observation.>") if e["subject"] == f"observation/{obs_id}"
+    ]
+    assert [e["type"] for e in announced] == [OBSERVATION_CREATED.type]

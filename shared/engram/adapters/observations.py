@@ -30,6 +30,12 @@ from engram.domain.scopes import Visibility
 _PRIORITY_RANK = "CASE priority WHEN 'critical' THEN 3 WHEN 'high' THEN 2 WHEN 'normal' THEN 1 ELSE 0 END"
 
 
+def replayed(created_at: datetime, updated_at: datetime) -> WriteOutcome:
+    """The change that left a row at its revision: an insert sets both timestamps to the
+    transaction's `now()`, every later write moves `updated_at` past `created_at`."""
+    return WriteOutcome.created if updated_at == created_at else WriteOutcome.updated
+
+
 class PgObservationStore:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -114,9 +120,13 @@ class PgObservationStore:
 
     async def current(self, ids: Sequence[uuid.UUID]) -> list[Change]:
         rows = await self.conn.fetch(
-            "SELECT id, tenant_id, user_id, updated_at FROM observations WHERE id = ANY($1::uuid[])", list(ids)
+            "SELECT id, tenant_id, user_id, created_at, updated_at FROM observations WHERE id = ANY($1::uuid[])",
+            list(ids),
         )
-        return [Change(r["id"], r["tenant_id"], r["user_id"], WriteOutcome.updated, r["updated_at"]) for r in rows]
+        return [
+            Change(r["id"], r["tenant_id"], r["user_id"], replayed(r["created_at"], r["updated_at"]), r["updated_at"])
+            for r in rows
+        ]
 
     async def live_ids(self) -> list[str]:
         rows = await self.conn.fetch("SELECT id FROM observations WHERE superseded_by IS NULL ORDER BY id")

@@ -91,7 +91,9 @@ class ObservationStore(Protocol):
         ...
 
     async def current(self, ids: Sequence[uuid.UUID]) -> list[Change]:
-        """The stored revision of each existing one of `ids`, as an update (re-announcing)."""
+        """The stored revision of each existing one of `ids`, as the change that made it (to
+        announce it again under the same event id): `created` while the row is as it was
+        inserted, else `updated`."""
         ...
 
     async def live_ids(self) -> list[str]:

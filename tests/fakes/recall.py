@@ -1,4 +1,4 @@
-"""Hand-written fakes of ports (Cosmic Python style) for chat-turn tests."""
+"""A hand-written fake of the recall port, and `observation()`, a stored observation built in memory."""
 
 from __future__ import annotations
 

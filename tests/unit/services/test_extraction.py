@@ -1,0 +1,239 @@
+"""extract-observation on the fakes: rules, marks, poison, idempotency and redelivery (R-5)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from cloudevents.http import CloudEvent
+
+from engram.bootstrap import build_gateway, load_rules
+from engram.domain.errors import InvalidEvent, Transient
+from engram.domain.events import (
+    CHAT_TURN_COMPLETED,
+    OBSERVATION_CREATED,
+    OBSERVATION_MARKED,
+    OBSERVATION_UPDATED,
+    SESSION_ENDED,
+    ChatTurnCompleted,
+    SessionEnded,
+    new_event,
+)
+from engram.ports import NewMessage
+from engram.services.chat_extraction import ChatExtractor
+from engram.services.extraction import Extraction
+from functions.extract_observation.main import WORKER
+from tests.fakes import FakeBus, InMemoryUnitOfWork
+
+INBOX = "extract-observation"
+
+
+@pytest.fixture
+def extraction(uow: InMemoryUnitOfWork, settings: Any) -> Extraction:
+    types = settings.engram_observation_types
+    chat = ChatExtractor(uow, build_gateway(settings), types)
+    return Extraction(uow, load_rules(settings), types, chat_extractor=chat)
+
+
+def customer_event(tenant: str, event_id: str, **data: Any) -> CloudEvent:
+    payload = {"customer_id": "1001", "name": "Müller Maschinenbau GmbH", "city": "Stuttgart", **data}
+    return new_event(
+        "com.example.crm.customer.created.v1",
+        payload,
+        tenant_id=tenant,
+        source="/crm",
+        event_id=event_id,
+        time="2026-05-04T10:00:00+00:00",
+    )
+
+
+async def deliver(extraction: Extraction, *events: CloudEvent) -> list[Any]:
+    """One fetch through the worker's declaration (decoding, rejected hook), an outcome per event."""
+    return list(await WORKER.run(extraction.handle, list(events), extraction.rejected))
+
+
+def reports(uow: InMemoryUnitOfWork, tenant: str) -> list[dict[str, Any]]:
+    return [r["metadata"] for r in uow.data(tenant).telemetry if r["event_name"] == "memory.extraction"]
+
+
+async def test_a_rule_turns_a_domain_event_into_one_announced_observation(
+    extraction: Extraction, uow: InMemoryUnitOfWork, bus: FakeBus, tenant: str
+) -> None:
+    assert await deliver(extraction, customer_event(tenant, "evt-1")) == [None]
+    (obs,) = uow.data(tenant).observations.values()
+    assert obs.title == "Customer Müller Maschinenbau GmbH was created" and obs.key == "customer:1001"
+    assert (obs.trigger_source, obs.source, obs.user_id, obs.scope) == ("hook", "system", None, "public")
+    assert obs.provenance.source_event_id == "evt-1" and "Stuttgart" in obs.narrative
+    (event,) = bus.events
+    assert event["type"] == OBSERVATION_CREATED.type and event["subject"] == f"observation/{obs.id}"
+    assert event.get_data() == {"observation_id": str(obs.id), "revision": obs.updated_at.isoformat()}
+    (report,) = reports(uow, tenant)
+    assert (report["trigger"], report["count"], report["dedupHits"], report["status"]) == ("hook", 1, 0, "ok")
+    assert uow.data(tenant).inbox[INBOX] == {"/crm\x1fevt-1": [obs.id]}
+
+
+async def test_a_keyed_rule_updates_the_observation_in_place(
+    extraction: Extraction, uow: InMemoryUnitOfWork, bus: FakeBus, tenant: str
+) -> None:
+    await deliver(extraction, customer_event(tenant, "c-1", city="Stuttgart"))
+    (first,) = uow.data(tenant).observations.values()
+    await deliver(extraction, customer_event(tenant, "c-2", city="Berlin"))
+    (obs,) = uow.data(tenant).observations.values()
+    assert obs.id == first.id and "Berlin" in obs.narrative
+    assert obs.created_at == first.created_at and obs.updated_at > first.updated_at
+    assert [e["type"] for e in bus.events] == [OBSERVATION_CREATED.type, OBSERVATION_UPDATED.type]
+    assert bus.events[1]["id"] == f"{OBSERVATION_UPDATED.type}:{obs.id}:{obs.updated_at.isoformat()}"
+    assert [r["count"] for r in reports(uow, tenant)] == [1, 1]
+
+
+async def test_the_same_event_twice_and_redelivered_gives_one_observation_and_one_announcement(
+    extraction: Extraction, uow: InMemoryUnitOfWork, bus: FakeBus, tenant: str
+) -> None:
+    event = customer_event(tenant, "evt-1")
+    assert await deliver(extraction, event, event) == [None, None]  # re-published within one fetch
+    assert await deliver(extraction, event) == [None]  # redelivered: the worker died before its ack
+    assert len(uow.data(tenant).observations) == 1
+    assert [(r["count"], r["dedupHits"]) for r in reports(uow, tenant)] == [(1, 1), (0, 1)]
+    # announced again with the same event id (in case the first went missing): JetStream keeps one
+    assert bus.attempts == 2 and len(bus.events) == 1 and bus.events[0]["type"] == OBSERVATION_CREATED.type
+
+
+async def test_redelivery_after_a_failed_publish_announces_what_was_stored(
+    extraction: Extraction, uow: InMemoryUnitOfWork, bus: FakeBus, tenant: str
+) -> None:
+    event = customer_event(tenant, "evt-1")
+    bus.fail(times=1)
+    (outcome,) = await deliver(extraction, event)
+    assert isinstance(outcome, Transient)  # redelivered with backoff
+    (obs,) = uow.data(tenant).observations.values()  # committed before the publish
+    assert bus.events == [] and uow.outbox == []  # no outbox rows for this consumer
+    assert await deliver(extraction, event) == [None]
+    assert [(e["type"], e["subject"]) for e in bus.events] == [(OBSERVATION_CREATED.type, f"observation/{obs.id}")]
+    assert len(uow.data(tenant).observations) == 1
+
+
+async def test_giving_up_reports_partial_when_stored_and_failed_when_not(
+    extraction: Extraction, uow: InMemoryUnitOfWork, bus: FakeBus, tenant: str
+) -> None:
+    stored = customer_event(tenant, "evt-stored")
+    bus.fail()
+    await deliver(extraction, stored)
+    await extraction.gave_up(WORKER.delivery(stored), "no ack from JetStream")
+    partial = reports(uow, tenant)[-1]
+    assert partial["status"] == "partial" and "change events were not published" in partial["error"]
+    never = customer_event(tenant, "evt-never", customer_id="2002")
+    await extraction.gave_up(WORKER.delivery(never), "database unavailable")
+    failed = reports(uow, tenant)[-1]
+    assert (failed["status"], failed["error"], failed["count"]) == ("failed", "database unavailable", 0)
+    assert len(uow.data(tenant).observations) == 1
+
+
+async def test_unknown_types_are_acknowledged_and_counted(
+    extraction: Extraction, uow: InMemoryUnitOfWork, bus: FakeBus, tenant: str
+) -> None:
+    events = [new_event("com.example.nothing.v1", {"x": i}, tenant_id=tenant, source="/x") for i in range(2)]
+    assert await deliver(extraction, *events) == [None, None]
+    (report,) = reports(uow, tenant)
+    assert report["status"] == "skipped" and report["error"] == "2 event(s) of types without a rule"
+    assert uow.data(tenant).observations == {} and bus.events == []
+
+
+async def test_a_poison_event_is_dead_lettered_alone(
+    extraction: Extraction, uow: InMemoryUnitOfWork, tenant: str
+) -> None:
+    bad = customer_event(tenant, "bad-1", name=None)  # the rule needs data.name
+    good = customer_event(tenant, "good-1", customer_id="2002", name="Schmidt AG")
+    no_tenant = customer_event(tenant, "anon")
+    del no_tenant["tenantid"]
+    marked_badly = new_event(OBSERVATION_MARKED, {"title": "no text"}, tenant_id=tenant, source="/t", user_id="u")
+    outcomes = await deliver(extraction, bad, good, no_tenant, marked_badly)
+    assert isinstance(outcomes[0], InvalidEvent) and "data.name" in str(outcomes[0]) and outcomes[1] is None
+    assert isinstance(outcomes[2], InvalidEvent) and isinstance(outcomes[3], InvalidEvent)
+    assert [o.title for o in uow.data(tenant).observations.values()] == ["Customer Schmidt AG was created"]
+    by_status = {(r["status"], r["trigger"]): r for r in reports(uow, tenant)}
+    assert by_status[("ok", "hook")]["count"] == 1
+    assert "data.name" in by_status[("failed", "hook")]["error"]
+    assert sum(r["status"] == "failed" for r in reports(uow, tenant)) == 2  # the one without a tenant: nowhere
+
+
+async def test_a_marked_statement_becomes_a_verified_user_observation(
+    extraction: Extraction, uow: InMemoryUnitOfWork, tenant: str
+) -> None:
+    text = "Wir stellen ab Januar auf quartalsweise Abrechnung um."
+    marked = new_event(
+        OBSERVATION_MARKED, {"text": text, "type": "decision"}, tenant_id=tenant, source="/t", user_id="alice"
+    )
+    unknown = new_event(
+        OBSERVATION_MARKED, {"text": text, "type": "recipe"}, tenant_id=tenant, source="/t", user_id="alice"
+    )
+    outcomes = await deliver(extraction, marked, unknown)
+    assert outcomes[0] is None and isinstance(outcomes[1], InvalidEvent) and "recipe" in str(outcomes[1])
+    (obs,) = uow.data(tenant).observations.values()
+    assert (obs.verified, obs.source, obs.trigger_source, obs.user_id, obs.scope) == (
+        True,
+        "user",
+        "manual",
+        "alice",
+        "private",
+    )
+    assert obs.type == "decision" and obs.title == text and obs.confidence == 1.0
+    assert {(r["trigger"], r["status"]) for r in reports(uow, tenant)} == {("manual", "ok"), ("hook", "failed")}
+
+
+async def chat_turn(uow: InMemoryUnitOfWork, tenant: str, user_text: str) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+    """A stored turn (chat, session, both messages) as chat-turn leaves it: extraction queued."""
+    chat_id, user_msg, answer = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    async with uow.tenant(tenant) as tx:
+        await tx.chats.create_chat(chat_id, "alice", "a chat")
+        session = await tx.chats.create_session("alice", chat_id, user_text, {"turns": 0})
+        await tx.chats.record_turn(
+            chat_id,
+            session.id,
+            "alice",
+            [
+                NewMessage(user_msg, "user", user_text),
+                NewMessage(answer, "assistant", "Noted.", memory_trace={"extraction": {"status": "queued"}}),
+            ],
+            tx.state.now,
+        )
+    return chat_id, session.id, answer
+
+
+async def test_a_chat_turn_is_extracted_offline_and_its_trace_says_done(
+    extraction: Extraction, uow: InMemoryUnitOfWork, tenant: str
+) -> None:
+    said = "The deadline for the Müller contract is 2026-06-30. How are you?"
+    chat_id, session_id, answer = await chat_turn(uow, tenant, said)
+    turn = ChatTurnCompleted(
+        chat_id=chat_id,
+        session_id=session_id,
+        assistant_message_id=answer,
+        user_message=said,
+        assistant_message="Noted.",
+    )
+    event = new_event(CHAT_TURN_COMPLETED, turn, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+    assert await deliver(extraction, event) == [None]
+    assert await deliver(extraction, event) == [None]  # redelivered: nothing extracted twice
+    (obs,) = uow.data(tenant).observations.values()
+    assert (obs.type, obs.user_id, obs.trigger_source) == ("event", "alice", "chat")
+    assert obs.title == "The deadline for the Müller contract is 2026-06-30."
+    trace = uow.data(tenant).messages[answer].memory_trace
+    assert trace["extraction"] == {"status": "done", "count": 1, "dedup": 0, "model": "offline"}
+
+
+async def test_an_ended_session_gets_an_offline_summary_and_a_recallable_observation(
+    extraction: Extraction, uow: InMemoryUnitOfWork, tenant: str
+) -> None:
+    chat_id, session_id, _ = await chat_turn(uow, tenant, "Wann läuft der Wartungsvertrag mit Müller aus?")
+    ended = SessionEnded(session_id=session_id, chat_id=chat_id)
+    event = new_event(SESSION_ENDED, ended, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+    missing = new_event(SESSION_ENDED, SessionEnded(session_id=uuid.uuid4()), tenant_id=tenant, source="/t")
+    outcomes = await deliver(extraction, event, missing)
+    assert outcomes[0] is None and isinstance(outcomes[1], InvalidEvent) and "does not exist" in str(outcomes[1])
+    data = uow.data(tenant)
+    summary = data.summaries[session_id]
+    assert summary.generated_by_model == "offline" and summary.request.startswith("Wann läuft der Wartungsvertrag")
+    assert data.sessions[session_id].status == "completed"  # ended by the summary when still active
+    (obs,) = data.observations.values()
+    assert obs.type == "context" and obs.key == f"session-summary:{session_id}" and obs.user_id == "alice"
