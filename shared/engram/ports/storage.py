@@ -87,7 +87,7 @@ class ObservationStore(Protocol):
         ...
 
     async def known(self, user_id: str, limit: int) -> list[KnownObservation]:
-        """The user's latest non-sensitive observations in force (what chat extraction reuses)."""
+        """The user's latest non-sensitive observations not superseded (what chat extraction reuses)."""
         ...
 
     async def current(self, ids: Sequence[uuid.UUID]) -> list[Change]:
