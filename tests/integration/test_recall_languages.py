@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.adapters.observations import ObservationStore
+from engram.adapters.observations import PgObservationStore
 from engram.domain.observation import ObservationDraft
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal
@@ -17,7 +17,7 @@ async def test_bm25_evidence_counts_only_within_the_query_language(tenant: str, 
     english = "The Zephyr GmbH orders new office chairs for its staff every March"
     german = "Die Zephyr GmbH bestellt jedes Jahr im März neue Bürostühle"
     async with services.db.tenant(tenant) as conn:
-        await ObservationStore(conn).write_many(
+        await PgObservationStore(conn).write_many(
             [ObservationDraft(tenant_id=tenant, user_id="alice", title=t) for t in (english, german)]
         )
     await services.indexing.reindex(tenant)
