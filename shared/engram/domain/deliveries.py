@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
@@ -51,7 +52,7 @@ class EventMeta:
     type: str
     attributes: Mapping[str, Any]
 
-    @property
+    @cached_property
     def key(self) -> str:
         """The event's identity in a consumer's inbox (`processed_events`): source and id."""
         return f"{self.source}\x1f{self.id}"

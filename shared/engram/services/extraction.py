@@ -108,15 +108,13 @@ class Planned:
     delivery: Delivery[Any]
     trigger: TriggerSource
     extracted: Extracted
+    key: str = field(init=False)  # the event's inbox key
+    stats_row: tuple[TriggerSource, str] = field(init=False)  # its `memory.extraction` row
 
-    @property
-    def key(self) -> str:
-        return self.delivery.key
-
-    @property
-    def stats_row(self) -> tuple[TriggerSource, str]:
-        """Its `memory.extraction` row: one per chat extraction, one per trigger for the others."""
-        return (self.trigger, self.key if self.trigger is TriggerSource.chat else "")
+    def __post_init__(self) -> None:
+        self.key = self.delivery.key
+        # one row per chat extraction (a model call each), one per trigger for the others
+        self.stats_row = (self.trigger, self.key if self.trigger is TriggerSource.chat else "")
 
 
 @dataclass
