@@ -364,7 +364,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         perms = ["read:AiObservation", "create:AiObservation"]
         tokens = [issue_jwt(secret, tenant_id=TENANT, user_id=u, permissions=perms, ttl_seconds=7200) for u in USERS]
 
-        from engram.runtime.http import settle_heap
+        from engram.runtime.heap import settle_heap
         from functions.chat_turn.main import app as chat_app
         from functions.memory_api.main import app as memory_app
 

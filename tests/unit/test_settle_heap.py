@@ -18,7 +18,7 @@ def _cycle() -> weakref.ref[_Node]:
 
 
 def test_settle_heap_freezes_start_up_objects_and_still_collects_later_cycles() -> None:
-    from engram.runtime.http import settle_heap
+    from engram.runtime.heap import settle_heap
 
     gc.unfreeze()
     try:
