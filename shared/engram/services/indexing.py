@@ -93,7 +93,7 @@ class Indexer:
             ids = list(dict.fromkeys(obs_id for _, obs_id in w.events))
             async with self.uow.tenant(tenant) as tx:
                 rows = await tx.observations.get_many([uuid.UUID(i) for i in ids])
-            w.live = {str(o.id): o for o in rows if o.superseded_by is None}
+            w.live = {str(o.id): o for o in rows if o.is_current}
             w.gone = set(ids) - set(w.live)
 
     async def _embed(self, work: dict[str, _TenantWork]) -> None:
