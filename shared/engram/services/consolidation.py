@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, cast
 
-import numpy as np
 import structlog
 from cloudevents.http import CloudEvent
 
@@ -75,6 +74,13 @@ def decode_consolidation(event: CloudEvent) -> ObservationChanged:
     if etype not in HANDLED:
         raise InvalidEvent(f"consolidate-memory does not handle {etype}")
     return cast(ObservationChanged, parse_data(etype, event.get_data()))
+
+
+def cosine_of(a: Vector, b: Vector) -> float:
+    """Cosine of two unit vectors (numpy is imported here, on first use, not at start-up)."""
+    import numpy as np
+
+    return float(np.dot(a, b))
 
 
 def inbox_key(observation_id: uuid.UUID, revision: datetime) -> str:
@@ -174,7 +180,7 @@ class Consolidator:
         async with self.uow.tenant(tenant, consumer=CONSUMER) as tx:
             if not await tx.inbox.claim([key]):
                 return Outcome([], "done concurrently")
-            applied = await self._apply(tx, steps, trigger, now)
+            applied = await self.apply(tx, steps, trigger, now)
             if applied or cost is not None:
                 await tx.telemetry.write([self._telemetry(tx.tenant_id, obs, applied, trigger, cost, failure, started)])
         return Outcome(applied)
@@ -243,7 +249,7 @@ class Consolidator:
     ) -> dict[uuid.UUID, Verdict]:
         mine = Reading(obs)
         readings = {c.id: Reading(c) for c in candidates}
-        cosine = {c.id: float(np.dot(vectors[obs.id], vectors[c.id])) for c in candidates}
+        cosine = {c.id: cosine_of(vectors[obs.id], vectors[c.id]) for c in candidates}
         words = await self._word_similarity(
             [swapped_words(mine, readings[c.id]) for c in candidates if cosine[c.id] >= self.thresholds.duplicate_text]
         )
@@ -256,7 +262,7 @@ class Consolidator:
             return {}
         words = sorted({w for pair in pairs for w in pair})
         vectors = dict(zip(words, await self.embedder.embed_passages(words), strict=True))
-        return {(a, b): float(np.dot(vectors[a], vectors[b])) for a, b in pairs}
+        return {(a, b): cosine_of(vectors[a], vectors[b]) for a, b in pairs}
 
     def _open(
         self,
@@ -267,7 +273,7 @@ class Consolidator:
     ) -> list[Observation]:
         """Similar candidates the rules could not decide: what the model is asked about."""
         scored = [
-            (float(np.dot(vectors[obs.id], vectors[c.id])), c)
+            (cosine_of(vectors[obs.id], vectors[c.id]), c)
             for c in candidates
             if not verdicts[c.id].acts and not verdicts[c.id].certain
         ]
@@ -277,7 +283,7 @@ class Consolidator:
 
     # ---- applying the steps ----------------------------------------------------------------------
 
-    async def _apply(self, tx: TenantTx, steps: Sequence[Step], trigger: Trigger, now: datetime) -> list[Step]:
+    async def apply(self, tx: TenantTx, steps: Sequence[Step], trigger: Trigger, now: datetime) -> list[Step]:
         """Each step whose observations are all still current (others wait for their own event)."""
         involved = {m for s in steps for m in s.members}
         current = await tx.consolidation.lock_current(sorted(involved, key=lambda i: i.int))
