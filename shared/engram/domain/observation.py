@@ -198,6 +198,15 @@ class Observation(BaseModel):
             return False
         return self.valid_from is None or self.valid_from <= now
 
+    def valid_at(self, at: datetime) -> bool:
+        """What recall "as of" `at` shows (R-15.3): recorded by then, in force then, and not yet
+        superseded or retired then."""
+        if self.created_at > at or (self.valid_from is not None and self.valid_from > at):
+            return False
+        if self.expires_at is not None and self.expires_at <= at:
+            return False
+        return self.valid_to is None or self.valid_to > at
+
     def searchable_text(self) -> str:
         """The text an index sees: title, narrative, facts, concepts, tags, discovery tokens."""
         parts = [self.title, self.narrative, *self.facts, *self.concepts, *self.tags, *self.discovery_tokens]
