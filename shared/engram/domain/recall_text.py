@@ -31,9 +31,7 @@ def needs_mark(obs: Observation) -> bool:
     return not obs.verified and obs.source is not Source.system
 
 
-def render_entry(
-    obs: Observation, narrative_chars: int = NARRATIVE_CHARS, conflicting: Sequence[str] = ()
-) -> str:
+def render_entry(obs: Observation, narrative_chars: int = NARRATIVE_CHARS, conflicting: Sequence[str] = ()) -> str:
     head = f"- [{obs.type}] {' '.join(obs.title.split())}"
     if obs.priority.value in ("high", "critical"):
         head += f" [{obs.priority.value}]"

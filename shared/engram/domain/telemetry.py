@@ -90,8 +90,8 @@ class MemoryConsolidation(_Meta):
     path: Literal["rules", "llm", "human"]
     trigger: Literal["event", "sweep", "human"]
     model: str | None = None
-    input_tokens: int = NonNeg
-    output_tokens: int = NonNeg
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
     duration_ms: int = NonNeg
     status: Literal["ok", "failed", "skipped"] = "ok"
     error: str | None = Field(default=None, max_length=2_000)
