@@ -3,13 +3,10 @@ digests, the LLM path with a fake provider, and scope safety as a property (R-15
 
 from __future__ import annotations
 
-import hashlib
 import uuid
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
 import pytest
 from cloudevents.http import CloudEvent
 from hypothesis import HealthCheck, given, settings
@@ -21,38 +18,15 @@ from engram.domain.llm import LlmConfig, LlmReply, LlmRequest, PromptLibrary, Us
 from engram.domain.observation import Observation, ObservationDraft, Priority, Scope, Source, TriggerSource
 from engram.domain.recall_text import render_observations
 from engram.domain.scopes import Permission, Principal, PrincipalKind, Visibility
-from engram.domain.search import Vector
 from engram.services.consolidation import Consolidator
 from engram.services.consolidation_llm import ConsolidationJudge
 from engram.services.consolidation_sweep import ConsolidationSweep
 from engram.services.gateway import LlmGateway
 from engram.services.memory_history import MemoryHistory
 from functions.consolidate_memory.main import WORKER
-from tests.fakes import FakeBus, FakeEmbedder, InMemoryUnitOfWork
+from tests.fakes import FakeBus, InMemoryUnitOfWork, PinnedEmbedder
 
 DIMS = 64
-
-
-class PinnedEmbedder(FakeEmbedder):
-    """The fake embedder, except that texts containing a pinned phrase get that phrase's vector
-    (so tests choose which observations are near each other)."""
-
-    def __init__(self, pins: dict[str, str] | None = None) -> None:
-        super().__init__(DIMS)
-        self.pins = pins or {}
-
-    def _pinned(self, text: str) -> Vector | None:
-        for phrase, label in self.pins.items():
-            if phrase in text:
-                rng = np.random.default_rng(int.from_bytes(hashlib.sha256(label.encode()).digest()[:8], "big"))
-                v = rng.standard_normal(DIMS).astype(np.float32)
-                return v / np.linalg.norm(v)
-        return None
-
-    async def embed_passages(self, texts: Sequence[str]) -> Vector:
-        base = await super().embed_passages(texts)
-        rows = [self._pinned(t) for t in texts]
-        return np.stack([p if p is not None else b for p, b in zip(rows, base, strict=True)])
 
 
 @pytest.fixture
