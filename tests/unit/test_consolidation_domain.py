@@ -8,6 +8,7 @@ from typing import Any
 from engram.domain.consolidation import (
     Decision,
     DecisionPath,
+    Pool,
     Verdict,
     decide,
     merged_draft,
@@ -108,27 +109,36 @@ def test_valid_from_orders_before_the_recording_time() -> None:
     assert (v.decision, v.current) == (Decision.update, later.id)
 
 
-def test_free_text_paraphrases_need_close_vectors_the_same_values_and_close_swapped_words() -> None:
-    a, b = r(obs("Alice prefers short answers")), r(obs("Alice prefers brief answers"))
-    only_a, only_b = swapped_words(a, b)
-    assert (only_a, only_b) == (["short"], ["brief"])
-    assert decide(a, b, 0.97, {("short", "brief"): 0.95}).decision is Decision.duplicate
-    assert decide(a, b, 0.97, {("short", "brief"): 0.80}).decision is Decision.unrelated
-    assert decide(a, b, 0.90, {("short", "brief"): 0.95}).decision is Decision.unrelated  # not close enough
-    lookalike = r(obs("Bob prefers short answers"))  # a sentence's first word is no name anchor ...
-    v = decide(a, lookalike, 0.99, {("Alice", "Bob"): 0.86})
-    assert v.decision is Decision.unrelated and "one word differs" in v.reason  # ... the swap check stops it
-    named = decide(r(obs("Tell Alice short answers")), r(obs("Tell Bob short answers")), 0.99, {})
-    assert named.decision is Decision.unrelated and "different values" in named.reason
-    budget = decide(r(obs("Budget is 50000 EUR")), r(obs("Budget is 500000 EUR")), 0.99)
-    assert budget.decision is Decision.unrelated
+def pool_of(*texts: str) -> Pool:
+    """A pool of an audience: the texts plus background that makes template words common."""
+    background = [obs(f"{name} prefers short answers and likes brief replies") for name in "ABCDEFGHIJKLMNOPQRST"]
+    return Pool.of([r(o) for o in background] + [r(obs(t)) for t in texts])
+
+
+def test_free_text_duplicates_need_close_vectors_the_same_values_and_the_same_specific_words() -> None:
+    a, b = r(obs("Alice prefers short answers")), r(obs("Alice likes brief replies"))
+    pool = pool_of(a.observation.title, b.observation.title)
+    assert decide(a, b, 0.96, pool).decision is Decision.duplicate  # paraphrase: only common words swapped
+    assert decide(a, b, 0.90, pool).decision is Decision.unrelated  # not close enough
+    bob = r(obs("Bob prefers short answers"))  # one (specific) word swapped: another person
+    v = decide(a, bob, 0.99, pool)
+    assert v.decision is Decision.unrelated and not v.certain  # open: the LLM path may be asked
+    budget = decide(r(obs("Budget of Apollo is 50000 EUR")), r(obs("Budget of Apollo is 500000 EUR")), 0.99, pool)
+    assert budget.decision is Decision.unrelated and "different values" in budget.reason
+    billing, reporting = r(obs("PostgreSQL for the billing service")), r(obs("PostgreSQL for the reporting service"))
+    assert decide(billing, reporting, 0.98, pool).decision is Decision.unrelated
+    assert decide(a, b, 0.99).decision is Decision.unrelated  # without a pool every word is specific
+    assert swapped_words(a, b) == (["answers", "prefers", "short"], ["brief", "likes", "replies"])
 
 
 def test_a_free_text_statement_of_change_about_the_same_thing_is_an_update() -> None:
-    old = obs("The sprint ends on 1 April", age=timedelta(days=5))
-    new = obs("The sprint was moved to 5 April")
-    v = decide(r(new), r(old), 0.93)
+    old = obs("The Apollo deadline is 1 April 2026", age=timedelta(days=5))
+    new = obs("The Apollo deadline was moved to 5 April 2026")
+    pool = Pool.of([r(old), r(new), *(r(obs(f"The {p} deadline is 3 May 2026")) for p in "BCDEFGHIJKLMNOPQRSTUVWXYZ")])
+    v = decide(r(new), r(old), 0.93, pool)
     assert (v.decision, v.current) == (Decision.update, new.id)
+    other = obs("The Borealis deadline was moved to 5 April 2026")  # another project moved
+    assert decide(r(other), r(old), 0.93, pool).decision is Decision.unrelated
 
 
 def test_different_audiences_or_types_are_never_compared() -> None:

@@ -5,8 +5,9 @@ For each new or changed observation (`observation.created/updated`, or the night
 1. read it and its candidates: current observations of the same audience (tenant, owner,
    scope, teams) and type that share a fact with it, the most recent ones, and its nearest
    neighbours in the search index;
-2. compare it with each (rules in `engram.domain.consolidation` on `k=v` facts, words and
-   passage vectors from the embedding cache, the indexer's, so nothing is embedded twice);
+2. compare it with each (rules in `engram.domain.consolidation` on `k=v` facts, the words the
+   candidates share or swap, and passage vectors from the embedding cache, the indexer's, so
+   nothing is embedded twice);
 3. ask the LLM path about the similar pairs the rules left open: one call for the cluster, at
    background priority, only when a model is configured;
 4. apply the steps (`engram.domain.consolidation_plan`) in one tenant transaction that locks
@@ -34,11 +35,11 @@ from engram.domain.consolidation import (
     DEFAULT_THRESHOLDS,
     ConsolidationRecord,
     Decision,
+    Pool,
     Thresholds,
     Verdict,
     audience,
     decide,
-    swapped_words,
 )
 from engram.domain.consolidation_plan import Step, feedback_sums, plan
 from engram.domain.deliveries import Batch
@@ -249,20 +250,11 @@ class Consolidator:
     ) -> dict[uuid.UUID, Verdict]:
         mine = Reading(obs)
         readings = {c.id: Reading(c) for c in candidates}
-        cosine = {c.id: cosine_of(vectors[obs.id], vectors[c.id]) for c in candidates}
-        words = await self._word_similarity(
-            [swapped_words(mine, readings[c.id]) for c in candidates if cosine[c.id] >= self.thresholds.duplicate_text]
-        )
-        return {c.id: decide(mine, readings[c.id], cosine[c.id], words, self.thresholds) for c in candidates}
-
-    async def _word_similarity(self, swaps: list[tuple[list[str], list[str]]]) -> dict[tuple[str, str], float]:
-        """Cosine of each word one text has instead of the other's (embedded once per batch)."""
-        pairs = {(a, b) for only_a, only_b in swaps if len(only_a) == len(only_b) <= 6 for a in only_a for b in only_b}
-        if not pairs:
-            return {}
-        words = sorted({w for pair in pairs for w in pair})
-        vectors = dict(zip(words, await self.embedder.embed_passages(words), strict=True))
-        return {(a, b): cosine_of(vectors[a], vectors[b]) for a, b in pairs}
+        pool = Pool.of([mine, *readings.values()])
+        return {
+            c.id: decide(mine, readings[c.id], cosine_of(vectors[obs.id], vectors[c.id]), pool, self.thresholds)
+            for c in candidates
+        }
 
     def _open(
         self,
