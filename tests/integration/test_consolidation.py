@@ -250,3 +250,29 @@ async def test_the_llm_path_makes_one_call_per_cluster_on_the_scripted_api(
     assert merged.title == "Alice wants brief answers" and set(merged.merged_from) == {a.id, b.id}
     [decision] = await consolidations(db, tenant)
     assert decision["path"] == "llm" and decision["model"] == EXTRACTION_TEST_MODEL
+
+
+async def test_the_sweep_on_postgres_digests_old_low_priority_memories(services: Any, db: Any, tenant: str) -> None:
+    from engram.adapters.consolidation_store import PgConsolidationScan
+    from engram.domain.observation import Priority
+    from engram.services.consolidation_sweep import ConsolidationSweep
+
+    notes = await write(
+        db,
+        tenant,
+        *(draft(tenant, f"Lunch idea {i}: lentil soup", priority=Priority.low, tags=["lunch"]) for i in range(3)),
+        draft(tenant, "Lunch idea: important", tags=["lunch"]),  # normal priority: stays
+    )
+    for note in notes:
+        await backdate(db, note, 45)
+    scan = PgConsolidationScan(db)
+    now = datetime.now(UTC)
+    assert tenant in await scan.tenants(now - timedelta(hours=1), now - timedelta(days=30))
+    sweep = ConsolidationSweep(Consolidator(services.uow, pinned(x="nothing")), scan, digest_days=30)
+    report = await sweep.run(tenants=[tenant])
+    assert report.digested == 3 and report.failed == []
+    stored = await rows(db, tenant)
+    [digest] = [o for o in stored.values() if "digest" in o.tags]
+    assert set(digest.merged_from) == {n.id for n in notes[:3]} and digest.is_current
+    assert all(stored[n.id].superseded_by == digest.id for n in notes[:3]) and stored[notes[3].id].is_current
+    assert (await sweep.run(tenants=[tenant])).digested == 0
