@@ -57,6 +57,7 @@ KINDS: dict[str, Kind] = {
     "extract_observation": "worker",
     "embed_index": "worker",
     "record_feedback": "worker",
+    "consolidate_memory": "worker",
     "retention_cron": "job",
 }
 TARGETS: dict[Kind, float] = {"http": 1.5, "worker": 1.0}

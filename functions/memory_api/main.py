@@ -23,6 +23,7 @@ from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, pro
 from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
 from engram.services.personal_data import Erasure
+from functions.memory_api.history import router as history_router
 from functions.memory_api.retrieval import router as retrieval_router
 
 app = function_app(
@@ -31,6 +32,7 @@ app = function_app(
     warm=warm_embedder,  # recall and search embed their query: load the model before the first one
 )
 app.include_router(retrieval_router)  # fixed paths (recall, search, expiring) before /{observation_id}
+app.include_router(history_router)  # /{observation_id}/history and /unmerge (R-15.3)
 
 
 class RememberResponse(BaseModel):

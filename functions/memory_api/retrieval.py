@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -60,6 +60,7 @@ class SearchRequest(BaseModel):
     sensitive: bool = False
     mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
     type_boosts: dict[str, float] = Field(default_factory=dict, max_length=20)
+    as_of: datetime | None = Field(default=None, description="what was valid then (superseded versions included)")
 
 
 class Explanation(BaseModel):
@@ -94,12 +95,14 @@ async def recall(
     type: Annotated[list[str] | None, Query(max_length=20)] = None,
     sensitive: bool = False,
     budget: Annotated[int, Query(ge=50, le=32_000, description="token budget")] = DEFAULT_TOKEN_BUDGET,
+    as_of: Annotated[datetime | None, Query(description="what was valid then, e.g. 2026-03-01T00:00:00Z")] = None,
 ) -> PlainTextResponse:
     """Plain text for an LLM's context: priority then recency, "(unverified)" marks, tags, a token budget."""
     text = validate_query_text(q, "query.q")
     _check_sensitive(principal, sensitive)
     result = await recall.search(
-        principal, RecallQuery(text=text, limit=limit, types=tuple(type or ()), want_sensitive=sensitive)
+        principal,
+        RecallQuery(text=text, limit=limit, types=tuple(type or ()), want_sensitive=sensitive, as_of=as_of),
     )
     body = render_recall_text(result.hits, token_budget=budget)
     return PlainTextResponse(body, headers={"X-Engram-Query-Id": str(result.query_id)})
@@ -119,6 +122,7 @@ async def search(body: SearchRequest, principal: CurrentPrincipal, recall: Recal
             want_sensitive=body.sensitive,
             type_boosts=body.type_boosts,
             mode=body.mode,
+            as_of=body.as_of,
         ),
     )
     hits = []

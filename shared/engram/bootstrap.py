@@ -31,6 +31,9 @@ from engram.ports import LLM, AgentKeyDirectory, Embedder, EventBus, Maintenance
 from engram.services.auth import Authenticator
 from engram.services.chat import ChatTurns
 from engram.services.chat_extraction import ChatExtractor
+from engram.services.consolidation import Consolidator
+from engram.services.consolidation_llm import ConsolidationJudge
+from engram.services.consolidation_sweep import ConsolidationSweep
 from engram.services.conversations import ConversationIngest
 from engram.services.curation import CurationService
 from engram.services.extraction import Extraction
@@ -39,6 +42,7 @@ from engram.services.gateway import LlmGateway
 from engram.services.indexing import Indexer
 from engram.services.ingest import EventIngest
 from engram.services.memory import MemoryService
+from engram.services.memory_history import MemoryHistory
 from engram.services.personal_data import PersonalData
 from engram.services.recall import RecallService
 from engram.services.telemetry_query import TelemetryQuery
@@ -87,6 +91,9 @@ class Services:
     conversations: ConversationIngest
     gateway: LlmGateway
     chat: ChatTurns
+    consolidation: Consolidator
+    consolidation_sweep: ConsolidationSweep
+    memory_history: MemoryHistory
     maintenance: Maintenance | None = None
     recall: Recall | None = None  # chat-turn, recall and search answer 503 without it
     background: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -314,6 +321,7 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
     keys: AgentKeyDirectory | None = PgAgentKeyDirectory(db) if db is not None else None
     types = settings.engram_observation_types
     recall = o.recall or RecallService(uow, index, embedder, bus)
+    consolidation = Consolidator(uow, embedder, index, ConsolidationJudge(gateway))
     services = Services(
         settings=settings,
         db=db,
@@ -335,10 +343,26 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
         gateway=gateway,
         # read at every turn, so it does not matter when or how `services.recall` is set
         chat=build_chat(settings, uow, gateway, lambda: services.recall),
+        consolidation=consolidation,
+        consolidation_sweep=build_sweep(settings, consolidation, db),
+        memory_history=MemoryHistory(uow),
         maintenance=PgMaintenance(db) if db is not None else None,
         recall=recall,
     )
     return services
+
+
+def build_sweep(settings: Settings, consolidation: Consolidator, db: Database | None) -> ConsolidationSweep:
+    """The nightly consolidation sweep; it finds its tenants in the database (none without one)."""
+    from engram.adapters.consolidation_store import PgConsolidationScan
+
+    return ConsolidationSweep(
+        consolidation,
+        PgConsolidationScan(db) if db is not None else None,
+        lookback=timedelta(hours=settings.engram_consolidation_lookback_hours),
+        digest_days=settings.engram_digest_after_days,
+        min_group=settings.engram_digest_min_group,
+    )
 
 
 def _required(db: Database | None) -> Database:

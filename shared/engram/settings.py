@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     engram_session_sweep_limit: int = Field(default=200, ge=1, le=100_000)  # sessions ended per sweep run
     engram_chat_history_messages: int = Field(default=20, ge=0, le=200)
 
+    # consolidation: the nightly sweep and digests of old low-priority observations
+    engram_consolidation_lookback_hours: int = Field(default=48, ge=1, le=24 * 90)
+    engram_digest_after_days: int = Field(default=30, ge=1, le=3_650)
+    engram_digest_min_group: int = Field(default=3, ge=2, le=1_000)
+
     @field_validator("engram_observation_types", mode="before")
     @classmethod
     def _split_types(cls, value: object) -> object:

@@ -53,7 +53,7 @@ class FunctionSpec:
         return self.name.replace("-", "_")
 
 
-# the seven functions and how each runs on Kubernetes.
+# R-2 (and R-15): the eight functions and how each runs on Kubernetes.
 FUNCTIONS = (
     FunctionSpec("chat-turn", "http"),
     FunctionSpec("memory-api", "http"),
@@ -61,6 +61,7 @@ FUNCTIONS = (
     FunctionSpec("extract-observation", "worker"),
     FunctionSpec("embed-index", "worker"),
     FunctionSpec("record-feedback", "worker"),
+    FunctionSpec("consolidate-memory", "worker"),
     FunctionSpec("retention-cron", "job"),
 )
 FUNCTION_IMAGES = frozenset(f.name for f in FUNCTIONS)

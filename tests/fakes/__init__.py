@@ -8,7 +8,7 @@
 from tests.fakes.bus import BusDown, FakeBus
 from tests.fakes.data import ConstraintViolation, TenantData
 from tests.fakes.recall import FakeRecall, observation
-from tests.fakes.search import FakeEmbedder, FakeSearchIndex
+from tests.fakes.search import FakeEmbedder, FakeSearchIndex, PinnedEmbedder
 from tests.fakes.uow import InMemoryUnitOfWork, OutboxEntry
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "FakeSearchIndex",
     "InMemoryUnitOfWork",
     "OutboxEntry",
+    "PinnedEmbedder",
     "TenantData",
     "observation",
 ]

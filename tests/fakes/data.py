@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from engram.domain.consolidation import ConsolidationRecord
 from engram.domain.models import Chat, ChatMessage, FeedbackKind, Session, Summary
 from engram.domain.observation import Observation
 from engram.domain.search import Vector
@@ -105,11 +106,29 @@ class TenantData:
     embeddings: dict[tuple[str, str], Vector] = field(default_factory=dict)  # (model, text hash)
     inbox: dict[str, dict[str, list[uuid.UUID]]] = field(default_factory=dict)  # consumer -> key -> produced
     agent_keys: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
+    consolidations: dict[uuid.UUID, ConsolidationRecord] = field(default_factory=dict)
     serial: int = 0  # bigint identity columns (feedback, telemetry)
 
     def next_id(self) -> int:
         self.serial += 1
         return self.serial
+
+
+def observations_deleted(data: TenantData, gone: set[uuid.UUID]) -> None:
+    """What deleting observations does to the rows that refer to them: `superseded_by` is set to
+    NULL (ON DELETE SET NULL), conflict links go (the trigger), decisions anchored on them go
+    (ON DELETE CASCADE)."""
+    for o in list(data.observations.values()):
+        changes: dict[str, Any] = {}
+        if o.superseded_by in gone:
+            changes["superseded_by"] = None
+        if gone & set(o.conflicts_with):
+            changes["conflicts_with"] = [c for c in o.conflicts_with if c not in gone]
+        if changes:
+            data.observations[o.id] = o.model_copy(update=changes)
+    data.consolidations = {
+        i: r for i, r in data.consolidations.items() if r.anchor_id not in gone and r.result_id not in gone
+    }
 
 
 @dataclass

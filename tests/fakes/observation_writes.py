@@ -8,7 +8,8 @@
 - Keyless drafts are inserted unless their (owner, content hash) is stored: deduplicated.
 - Keyed drafts update the row with their (owner, type, key) in place when a mutable field
   differs (`updated`, `updated_at` bumped, `created_at` kept, provenance kept where the draft
-  has none), else `deduplicated`; or they are inserted (`created`).
+  has none; a row superseded by consolidation becomes current again), else `deduplicated`; or
+  they are inserted (`created`).
 - A unique violation inside the batch (two new rows with one content hash) rolls the batch
   back and writes it draft by draft, as the real writer's fallback does.
 """
@@ -168,6 +169,9 @@ class ObservationWrites:
                     source_event_id=new.source_event_id or old.source_event_id,
                 ),
                 "updated_at": self.tx.bump(row.updated_at),
+                # new content under a key is a new statement: current again
+                "superseded_by": None,
+                "valid_to": None,
             }
         )
         outcome[identity(d)] = (row.id, WriteOutcome.updated)
@@ -186,6 +190,7 @@ class ObservationWrites:
             superseded_by=None,
             created_at=self.tx.now,  # now(): the transaction's start
             updated_at=self.tx.now,
+            merged_from=list(d.merged_from),
             **stored_values(d),
         )
         return new_id

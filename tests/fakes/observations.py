@@ -2,8 +2,9 @@
 
 Visibility is `Visibility.allows` (what `visibility_sql` mirrors); "in force" is
 `Observation.is_live` (what `live_sql` says: not superseded, not expired, valid from before
-now). Deleting an observation removes its feedback rows (ON DELETE CASCADE) and clears
-`superseded_by` pointing at it (ON DELETE SET NULL).
+now). Deleting an observation removes its feedback rows (ON DELETE CASCADE), clears
+`superseded_by` pointing at it (ON DELETE SET NULL), its conflict links and the decisions
+anchored on it (`observations_deleted`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from engram.domain.observation import (
     Written,
 )
 from engram.domain.scopes import Visibility
-from tests.fakes.data import TxState, real
+from tests.fakes.data import TxState, observations_deleted, real
 from tests.fakes.observation_writes import ObservationWrites
 
 
@@ -64,9 +65,7 @@ class InMemoryObservationStore:
         if data.observations.pop(observation_id, None) is None:
             return
         data.feedback = [f for f in data.feedback if f.observation_id != observation_id]
-        for o in list(data.observations.values()):
-            if o.superseded_by == observation_id:
-                data.observations[o.id] = o.model_copy(update={"superseded_by": None})
+        observations_deleted(data, {observation_id})
 
     async def verify(self, observation_id: uuid.UUID) -> Observation | None:
         row = self.rows.get(observation_id)
@@ -121,13 +120,11 @@ class InMemoryObservationStore:
         return [Change(o.id, o.tenant_id, o.user_id, _made_by(o), o.updated_at) for o in await self.get_many(ids)]
 
     async def live_ids(self) -> list[str]:
-        return [str(o.id) for o in sorted(self.rows.values(), key=lambda o: o.id.int) if o.superseded_by is None]
+        return [str(o.id) for o in sorted(self.rows.values(), key=lambda o: o.id.int) if o.is_current]
 
     async def known(self, user_id: str, limit: int) -> list[KnownObservation]:
         # as the SQL: not superseded and not sensitive (expiry is not looked at)
-        mine = [
-            o for o in self.rows.values() if o.user_id == user_id and o.superseded_by is None and o.scope != "sensitive"
-        ]
+        mine = [o for o in self.rows.values() if o.user_id == user_id and o.is_current and o.scope != "sensitive"]
         mine.sort(key=lambda o: o.updated_at, reverse=True)
         return [KnownObservation(o.type, o.title, o.key) for o in mine[:limit]]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from engram.ports import (
     AgentKeyStore,
     ChatStore,
+    ConsolidationStore,
     Embedder,
     EmbeddingCache,
     EventBus,
@@ -37,10 +38,11 @@ def ports(uow: InMemoryUnitOfWork, tx: InMemoryTenantTx) -> list[object]:
     personal: PersonalDataStore = tx.personal
     agent_keys: AgentKeyStore = tx.agent_keys
     inbox: Inbox = tx.inbox
+    consolidation: ConsolidationStore = tx.consolidation
     bus: EventBus = FakeBus()
     index: SearchIndex = FakeSearchIndex()
     embedder: Embedder = FakeEmbedder()
     recall: Recall = FakeRecall()
     checked += [unit_of_work, tenant_tx, observations, chats, feedback, telemetry, embeddings, personal]
-    checked += [agent_keys, inbox, bus, index, embedder, recall]
+    checked += [agent_keys, inbox, consolidation, bus, index, embedder, recall]
     return checked

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 import numpy as np
 
@@ -70,6 +71,12 @@ class FakeSearchIndex:
         mine = self.documents.get(tenant_id, {})
         for i in observation_ids:
             mine.pop(i, None)
+
+    async def withdraw(self, tenant_id: str, revisions: Mapping[str, datetime]) -> None:
+        mine = self.documents.get(tenant_id, {})
+        for i, revision in revisions.items():
+            if i in mine and mine[i].revision <= revision:
+                del mine[i]
 
     async def drop_tenant(self, tenant_id: str) -> None:
         self.documents.pop(tenant_id, None)
@@ -150,3 +157,21 @@ class FakeEmbedder:
         unique = list(dict.fromkeys(texts))
         by_text = dict(zip(unique, await self.embed_passages(unique), strict=True))
         return np.stack([by_text[t] for t in texts]) if texts else np.zeros((0, self._dimensions), np.float32)
+
+
+class PinnedEmbedder(FakeEmbedder):
+    """`FakeEmbedder`, except that a text containing one of `pins`' phrases gets the vector of
+    that phrase's label: tests choose which observations are near each other (cosine 1)."""
+
+    def __init__(self, pins: dict[str, str] | None = None, dimensions: int = 64) -> None:
+        super().__init__(dimensions, model="fake-pinned")
+        self.pins = pins or {}
+
+    def vector(self, text: str) -> Vector:
+        for phrase, label in self.pins.items():
+            if phrase in text:
+                seed = int.from_bytes(hashlib.sha256(label.encode()).digest()[:8], "big")
+                v = np.random.default_rng(seed).standard_normal(self._dimensions).astype(np.float32)
+                pinned: Vector = v / np.linalg.norm(v)
+                return pinned
+        return super().vector(text)

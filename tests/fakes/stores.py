@@ -13,7 +13,7 @@ from engram.domain.models import FeedbackKind, FeedbackRow
 from engram.domain.observation import Observation
 from engram.domain.search import Vector
 from engram.ports import Erased
-from tests.fakes.data import ConstraintViolation, FeedbackRecord, TenantData, TxState
+from tests.fakes.data import ConstraintViolation, FeedbackRecord, TenantData, TxState, observations_deleted
 
 
 class InMemoryFeedbackStore:
@@ -204,7 +204,5 @@ class InMemoryPersonalDataStore:
         data.telemetry = [r for r in data.telemetry if r["user_id"] != user_id]
         history["telemetry_events"] = before - len(data.telemetry)
         deleted = [(i, data.observations.pop(i).user_id) for i in owned]
-        for o in list(data.observations.values()):
-            if o.superseded_by in gone:
-                data.observations[o.id] = o.model_copy(update={"superseded_by": None})
+        observations_deleted(data, gone)
         return Erased(feedback=feedback, history=history, observations=deleted)

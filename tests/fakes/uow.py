@@ -36,6 +36,7 @@ from engram.domain.events import subject_for
 from engram.domain.observation import Observation
 from engram.ports import Announce, EventBus, RawMessage
 from tests.fakes.chats import InMemoryChatStore
+from tests.fakes.consolidation import InMemoryConsolidationStore
 from tests.fakes.data import TenantData, TxState
 from tests.fakes.observations import InMemoryObservationStore
 from tests.fakes.stores import (
@@ -101,6 +102,10 @@ class InMemoryTenantTx:
     @cached_property
     def agent_keys(self) -> InMemoryAgentKeyStore:
         return InMemoryAgentKeyStore(self.state)
+
+    @cached_property
+    def consolidation(self) -> InMemoryConsolidationStore:
+        return InMemoryConsolidationStore(self.state)
 
     @cached_property
     def inbox(self) -> InMemoryInbox:

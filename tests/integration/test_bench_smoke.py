@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench import locomo, xquad
+from bench import consolidation, locomo, xquad
 from bench.assistant_chats import stale_first
 from bench.chatgen import CATEGORIES, generate
 
@@ -42,3 +42,15 @@ async def test_assistant_chats_report_every_category_and_rankings(services: Any,
     assert {r["category"] for r in rows} == set(CATEGORIES)
     assert set(rows[0]["ranked"]) == {"lexical", "vector", "hybrid", "ts_rank"} and rows[0]["gold"]
     assert set(stale_first(samples, rows)) == {"lexical", "vector", "hybrid", "ts_rank"}
+
+
+async def test_consolidation_bench_reports_its_figures(services: Any) -> None:
+    figures = await consolidation.evaluate(services.db, seed=5, scale=1, embedder="static", calibrate=True)
+    for name in ("merge_precision", "merge_recall", "update_accuracy", "conflict_detection"):
+        assert 0.0 <= figures[name] <= 1.0
+    assert figures["stale_above_current_after"] <= figures["stale_above_current_before"]
+    # what the k=v facts decide does not depend on the embedder: every planted conflict is linked
+    assert figures["conflict_detection"] == 1.0 and figures["false_conflict_links"] == 0
+    by_facts = [v.split("/") for k, v in figures["update_accuracy_by_kind"].items() if "facts" in k]
+    assert by_facts and all(done == planted for done, planted in by_facts)
+    assert figures["calibration"] and {"precision", "recall"} <= set(figures["calibration"][0])

@@ -164,6 +164,30 @@ async def test_delete_and_revisions(index: Any, db: Any, tenant: str) -> None:
     assert await index.indexed_ids(tenant) == set()
 
 
+async def test_withdrawn_entries_come_back_with_a_later_revision(index: Any, db: Any, tenant: str) -> None:
+    """Superseded by consolidation: out of the results, back on unmerge (R-15.1); a late older
+    revision does not bring it back."""
+    (obs,) = await put(index, db, [draft(tenant, "guava merger")])
+
+    async def set_valid_to(value: str) -> datetime:
+        async with db.tenant(tenant) as conn:
+            revision: datetime = await conn.fetchval(
+                f"UPDATE observations SET valid_to = {value}, updated_at = updated_at + interval '1 second'"
+                " WHERE id = $1 RETURNING updated_at",
+                obs.id,
+            )
+        return revision
+
+    await index.withdraw(tenant, {str(obs.id): await set_valid_to("now()")})  # retired
+    assert await lexical_ids(index, vis(tenant), "guava") == []
+    await index.upsert(tenant, [index_document(obs, unit("guava merger"))])  # the old revision, late
+    assert await lexical_ids(index, vis(tenant), "guava") == []
+    restored = obs.model_copy(update={"updated_at": await set_valid_to("NULL")})  # unmerged
+    await index.upsert(tenant, [index_document(restored, unit("guava merger"))])
+    assert await lexical_ids(index, vis(tenant), "guava") == [str(obs.id)]
+    assert await vector_ids(index, vis(tenant), "guava merger") == [str(obs.id)]
+
+
 async def test_tenants_are_separate(index: Any, db: Any, tenant: str, other_tenant: str) -> None:
     (mine,) = await put(index, db, [draft(tenant, "guava shipment", scope=Scope.public)])
     (theirs,) = await put(index, db, [draft(other_tenant, "guava shipment", scope=Scope.public)])

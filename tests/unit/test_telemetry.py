@@ -14,6 +14,7 @@ def test_every_taxonomy_event_has_a_model() -> None:
         "chat.ptl_recovery",
         "chat.approval_decision",
         "memory.extraction",
+        "memory.consolidation",
         "memory.cache_break",
         "chat.compaction_fired",
         "chat.model_auto_routed",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.unit.test_nats_import import run
 
-WORKERS = ("embed_index", "extract_observation", "record_feedback")
+WORKERS = ("embed_index", "extract_observation", "record_feedback", "consolidate_memory")
 
 
 def test_the_pull_runners_do_not_load_flask() -> None:
@@ -30,7 +30,7 @@ def test_under_functions_framework_the_functions_are_registered_as_cloud_events(
             print(registry.REGISTRY_MAP[name], name in registry.ASGI_FUNCTIONS)
         """
     )
-    assert out.split() == ["cloudevent", "True"] * 3
+    assert out.split() == ["cloudevent", "True"] * len(WORKERS)
 
 
 def test_memory_api_starts_without_boto3() -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -262,6 +262,26 @@ class ElasticsearchIndex:
                     "version_type": "external_gte",
                 }
                 for i in observation_ids
+            ]
+        )
+
+    async def withdraw(self, tenant_id: str, revisions: Mapping[str, datetime]) -> None:
+        """Delete at the observation's revision (superseded or retired), not above every revision
+        as `delete` does: the observation comes back when a later revision is indexed (unmerge),
+        and a late, older index request is still refused."""
+        if not revisions:
+            return
+        name = await self.ensure_index(tenant_id)
+        await self._bulk(
+            [
+                {
+                    "_op_type": "delete",
+                    "_index": name,
+                    "_id": str(i),
+                    "version": _micros(revision),
+                    "version_type": "external_gte",
+                }
+                for i, revision in revisions.items()
             ]
         )
 

@@ -39,6 +39,7 @@ _COLUMNS = (
     "source_event_id",
     "valid_from",
     "expires_at",
+    "merged_from",
 )
 _TYPES = (
     "uuid",
@@ -65,9 +66,10 @@ _TYPES = (
     "text",
     "timestamptz",
     "timestamptz",
+    "uuid[]",
 )
 # Array-of-array columns cannot go through unnest(); they travel as JSON and are rebuilt.
-_JSON_ARRAYS = {"team_ids", "facts", "concepts", "tags", "discovery_tokens"}
+_JSON_ARRAYS = {"team_ids", "facts", "concepts", "tags", "discovery_tokens", "merged_from"}
 
 # Fields whose change makes a keyed write an update; identical values make it a no-op.
 _MUTABLE = (
@@ -93,7 +95,7 @@ def _select_rows() -> str:
     cols = []
     for col, typ in zip(_COLUMNS, _TYPES, strict=True):
         if col in _JSON_ARRAYS:
-            cols.append(f"ARRAY(SELECT jsonb_array_elements_text(r.{col}))::text[]")
+            cols.append(f"ARRAY(SELECT jsonb_array_elements_text(r.{col}))::{typ}")
         else:
             cols.append(f"r.{col}::{typ}")
     src_types = ", ".join(f"{c} {'jsonb' if c in _JSON_ARRAYS else t}" for c, t in zip(_COLUMNS, _TYPES, strict=True))
@@ -126,6 +128,7 @@ def row_payload(draft: ObservationDraft, new_id: uuid.UUID) -> dict[str, Any]:
         "source_event_id": draft.provenance.source_event_id,
         "valid_from": draft.valid_from.isoformat() if draft.valid_from else None,
         "expires_at": draft.expires_at.isoformat() if draft.expires_at else None,
+        "merged_from": [str(i) for i in draft.merged_from],
     }
 
 
@@ -164,6 +167,9 @@ def to_observation(row: asyncpg.Record) -> Observation:
         superseded_by=row["superseded_by"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        valid_to=row["valid_to"],
+        merged_from=list(row["merged_from"]),
+        conflicts_with=list(row["conflicts_with"]),
     )
 
 
@@ -201,6 +207,7 @@ REJECTED_IDS_SQL = (
 def live_sql(now_param: str, alias: str = "") -> str:
     p = f"{alias}." if alias else ""
     return (
-        f"({p}superseded_by IS NULL AND ({p}expires_at IS NULL OR {p}expires_at > {now_param})"
+        f"({p}superseded_by IS NULL AND {p}valid_to IS NULL"
+        f" AND ({p}expires_at IS NULL OR {p}expires_at > {now_param})"
         f" AND ({p}valid_from IS NULL OR {p}valid_from <= {now_param}))"
     )

@@ -2,7 +2,8 @@
 
 One statement for a whole batch on the fast path. Same content for the same tenant and owner
 is stored once (unique content hash); the same (tenant, owner, type, key) updates the row in
-place, keeps `created_at` and bumps `updated_at`. If a concurrent writer wins a race, the
+place, keeps `created_at` and bumps `updated_at` (and makes a row superseded by consolidation
+current again: new content under a key is a new statement). If a concurrent writer wins a race, the
 batch falls back to row-by-row writes under savepoints, so the outcome is the same as if the
 writers had taken turns.
 """
@@ -33,6 +34,10 @@ ON CONFLICT (tenant_id, owner_key, type, key) WHERE key IS NOT NULL DO UPDATE SE
   session_id = coalesce(EXCLUDED.session_id, observations.session_id),
   chat_message_id = coalesce(EXCLUDED.chat_message_id, observations.chat_message_id),
   source_event_id = coalesce(EXCLUDED.source_event_id, observations.source_event_id),
+  -- new content under a key is a new statement: current again, even if consolidation had
+  -- superseded the row (consolidation then looks at it again)
+  superseded_by = NULL,
+  valid_to = NULL,
   updated_at = greatest(clock_timestamp(), observations.updated_at + interval '1 microsecond')
 WHERE ({", ".join(f"observations.{c}" for c in _MUTABLE)})
   IS DISTINCT FROM ({", ".join(f"EXCLUDED.{c}" for c in _MUTABLE)})

@@ -129,12 +129,15 @@ class PgObservationStore:
         ]
 
     async def live_ids(self) -> list[str]:
-        rows = await self.conn.fetch("SELECT id FROM observations WHERE superseded_by IS NULL ORDER BY id")
+        rows = await self.conn.fetch(
+            "SELECT id FROM observations WHERE superseded_by IS NULL AND valid_to IS NULL ORDER BY id"
+        )
         return [str(r["id"]) for r in rows]
 
     async def known(self, user_id: str, limit: int) -> list[KnownObservation]:
         rows = await self.conn.fetch(
-            "SELECT type, title, key FROM observations WHERE user_id = $1 AND superseded_by IS NULL"
+            "SELECT type, title, key FROM observations WHERE user_id = $1"
+            " AND superseded_by IS NULL AND valid_to IS NULL"
             " AND scope <> 'sensitive' ORDER BY updated_at DESC LIMIT $2",
             user_id,
             limit,

@@ -19,7 +19,8 @@ iterative scan, so the visibility filter runs inside the index scan without losi
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -154,8 +155,17 @@ class PgVectorIndex:
                 ids,
             )
         }
+        # observations consolidation superseded or retired are not indexed, also when an older
+        # revision arrives late (the same database: no tombstones needed, R-15.1)
+        current = {
+            str(r["id"])
+            for r in await conn.fetch(
+                "SELECT id FROM observations WHERE id = ANY($1::uuid[]) AND superseded_by IS NULL AND valid_to IS NULL",
+                ids,
+            )
+        }
         # an older revision arriving late (redelivery, concurrent workers) never overwrites a newer one
-        fresh = [d for d in documents if d.id not in existing or existing[d.id] <= d.revision]
+        fresh = [d for d in documents if d.id in current and (d.id not in existing or existing[d.id] <= d.revision)]
         if not fresh:
             return
         await conn.execute(
@@ -196,6 +206,11 @@ class PgVectorIndex:
                 "DELETE FROM search_documents WHERE observation_id = ANY($1::uuid[])",
                 [uuid.UUID(str(i)) for i in observation_ids],
             )
+
+    async def withdraw(self, tenant_id: str, revisions: Mapping[str, datetime]) -> None:
+        """No tombstones here: an upsert compares revisions with the rows that exist, so a row
+        removed now can come back with a later revision."""
+        await self.delete(tenant_id, list(revisions))
 
     async def drop_tenant(self, tenant_id: str) -> None:
         async with self.db.tenant(tenant_id) as conn:

@@ -22,6 +22,7 @@ from cloudevents.http import CloudEvent
 
 from engram.adapters import outbox
 from engram.adapters.chats import PgChatStore
+from engram.adapters.consolidation_store import PgConsolidationStore
 from engram.adapters.observations import PgObservationStore
 from engram.adapters.personal_data_store import PgPersonalDataStore
 from engram.adapters.postgres import Connection, Database
@@ -72,6 +73,10 @@ class PgTenantTx:
     @cached_property
     def agent_keys(self) -> PgAgentKeyStore:
         return PgAgentKeyStore(self.connection, self._tenant_id)
+
+    @cached_property
+    def consolidation(self) -> PgConsolidationStore:
+        return PgConsolidationStore(self.connection, self._tenant_id)
 
     @cached_property
     def inbox(self) -> PgInbox:

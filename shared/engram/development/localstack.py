@@ -67,6 +67,7 @@ def functions(port_base: int) -> list[Function]:
         Function("extract-observation", "extract_observation", None),
         Function("embed-index", "embed_index", None),
         Function("record-feedback", "record_feedback", None),
+        Function("consolidate-memory", "consolidate_memory", None),
     ]
     return [f for f in candidates if f.exists]
 

@@ -110,6 +110,8 @@ class ObservationDraft(BaseModel):
     provenance: Provenance = Field(default_factory=Provenance)
     valid_from: datetime | None = None
     expires_at: datetime | None = None
+    # a consolidated observation or digest: the observations it unites (provenance, R-15.1)
+    merged_from: list[uuid.UUID] = Field(default_factory=list, max_length=1_000)
 
     @field_validator("tags")
     @classmethod
@@ -136,8 +138,13 @@ class ObservationDraft(BaseModel):
 
     @cached_property
     def content_hash(self) -> str:
-        """Computed once: drafts are not changed after validation."""
-        return content_hash(self.type, self.title, self.narrative, self.facts)
+        """Computed once: drafts are not changed after validation. A consolidated observation's
+        hash also covers its sources: it never collides with one of them, and consolidating the
+        same sources again (a redelivery) finds the same row."""
+        digest = content_hash(self.type, self.title, self.narrative, self.facts)
+        if not self.merged_from:
+            return digest
+        return content_hash("consolidation", digest, "", [str(i) for i in self.merged_from])
 
 
 class Observation(BaseModel):
@@ -174,14 +181,31 @@ class Observation(BaseModel):
     superseded_by: uuid.UUID | None
     created_at: datetime
     updated_at: datetime
+    valid_to: datetime | None = None  # no longer current since (set by consolidation, R-15.1)
+    merged_from: list[uuid.UUID] = Field(default_factory=list)  # a consolidated observation's sources
+    conflicts_with: list[uuid.UUID] = Field(default_factory=list)  # contradicting ones, no clear order
+
+    @property
+    def is_current(self) -> bool:
+        """Not superseded and not retired by consolidation (whatever the time)."""
+        return self.superseded_by is None and self.valid_to is None
 
     def is_live(self, now: datetime) -> bool:
         """Recall shows only observations that are in force: not expired, not superseded."""
-        if self.superseded_by is not None:
+        if not self.is_current:
             return False
         if self.expires_at is not None and self.expires_at <= now:
             return False
         return self.valid_from is None or self.valid_from <= now
+
+    def valid_at(self, at: datetime) -> bool:
+        """What recall "as of" `at` shows (R-15.3): recorded by then, in force then, and not yet
+        superseded or retired then."""
+        if self.created_at > at or (self.valid_from is not None and self.valid_from > at):
+            return False
+        if self.expires_at is not None and self.expires_at <= at:
+            return False
+        return self.valid_to is None or self.valid_to > at
 
     def searchable_text(self) -> str:
         """The text an index sees: title, narrative, facts, concepts, tags, discovery tokens."""

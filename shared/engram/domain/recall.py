@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from engram.domain.observation import Observation
@@ -27,6 +28,9 @@ class RecallQuery:
     # the kNN side's text when it differs from `text` (a stream's template expands only the BM25
     # query); None: `text`
     vector_text: str | None = None
+    # what was valid then: superseded versions of that time instead of today's, no
+    # observation recorded after it; None: now
+    as_of: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """The plain-text recall for an LLM's context (R-7.3). Pure: chat-turn and the memory API share it.
 
 Entries are sorted by priority, then recency; unverified ones are marked "(unverified)" (what an
-agent inferred, not what a business system recorded: those come from domain events); tags
+agent inferred, not what a business system recorded: those come from domain events); two that
+contradict each other without a clear order (consolidation links them, R-15.1) are marked
+"(conflicting: <the other's title>)", so the assistant asks instead of guessing; tags
 are shown; whole entries are added until the token budget is spent (a long narrative is cut
 first, so one huge entry cannot push everything else out).
 """
@@ -29,12 +31,15 @@ def needs_mark(obs: Observation) -> bool:
     return not obs.verified and obs.source is not Source.system
 
 
-def render_entry(obs: Observation, narrative_chars: int = NARRATIVE_CHARS) -> str:
+def render_entry(obs: Observation, narrative_chars: int = NARRATIVE_CHARS, conflicting: Sequence[str] = ()) -> str:
     head = f"- [{obs.type}] {' '.join(obs.title.split())}"
     if obs.priority.value in ("high", "critical"):
         head += f" [{obs.priority.value}]"
     if needs_mark(obs):
         head += f" {UNVERIFIED}"
+    for title in conflicting:
+        other = " ".join(title.split())[:120]
+        head += f' (conflicting: "{other}")'
     lines = [head]
     narrative = " ".join(obs.narrative.split())
     if narrative and narrative != " ".join(obs.title.split()):
@@ -74,11 +79,13 @@ def render_observations(
         return ""
     entries: list[str] = []
     used = estimate_tokens(header) + 1 if header else 0
+    titles = {o.id: o.title for o in observations}
     for obs in order_for_context(observations):
-        entry = render_entry(obs)
+        conflicting = [titles[p] for p in obs.conflicts_with if p in titles]
+        entry = render_entry(obs, conflicting=conflicting)
         cost = estimate_tokens(entry) + 1
         if used + cost > token_budget:
-            shorter = render_entry(obs, narrative_chars=120)
+            shorter = render_entry(obs, narrative_chars=120, conflicting=conflicting)
             cost = estimate_tokens(shorter) + 1
             if used + cost > token_budget:
                 continue

@@ -81,6 +81,22 @@ class MemoryExtraction(_Meta):
     error: str | None = Field(default=None, max_length=2_000)
 
 
+class MemoryConsolidation(_Meta):
+    """`memory.consolidation`: one decision of the consolidation function, the sweep or a person
+    (R-15): what it decided about how many observations, by rules or by which model, at what cost."""
+
+    decision: Literal["duplicate", "update", "conflict", "digest", "unrelated", "unmerge"]
+    cluster_size: int = NonNeg
+    path: Literal["rules", "llm", "human"]
+    trigger: Literal["event", "sweep", "human"]
+    model: str | None = None
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    duration_ms: int = NonNeg
+    status: Literal["ok", "failed", "skipped"] = "ok"
+    error: str | None = Field(default=None, max_length=2_000)
+
+
 class MemoryCacheBreak(_Meta):
     reason: str
     model: str | None = None
@@ -115,6 +131,7 @@ TELEMETRY_EVENTS: dict[str, type[_Meta]] = {
     "chat.ptl_recovery": ChatPtlRecovery,
     "chat.approval_decision": ChatApprovalDecision,
     "memory.extraction": MemoryExtraction,
+    "memory.consolidation": MemoryConsolidation,
     "memory.cache_break": MemoryCacheBreak,
     "chat.compaction_fired": ChatCompactionFired,
     "chat.model_auto_routed": ChatModelAutoRouted,

@@ -70,6 +70,14 @@ def consumers(main: str = "ENGRAM") -> tuple[ConsumerSpec, ...]:
             ack_wait_seconds=60,
             description="feedback -> counters and verification",
         ),
+        ConsumerSpec(
+            durable="consolidate-memory",
+            stream=main,
+            filter_subjects=("engram.observation.created", "engram.observation.updated"),
+            ack_wait_seconds=180,
+            max_ack_pending=1_000,
+            description="new and changed observations -> merged, superseded, linked (consolidation)",
+        ),
     )
 
 

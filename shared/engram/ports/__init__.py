@@ -2,6 +2,7 @@
 `storage` (the tenant unit of work and its stores) and `external` (bus, recall, search index,
 embedder, model provider, archive). Everything is importable from here."""
 
+from engram.ports.consolidation import ConsolidationScan, ConsolidationStore
 from engram.ports.external import (
     LLM,
     BatchQueryEmbedder,
@@ -48,6 +49,8 @@ __all__ = [
     "BatchQueryEmbedder",
     "BatchRecall",
     "ChatStore",
+    "ConsolidationScan",
+    "ConsolidationStore",
     "EmbedAhead",
     "Embedder",
     "EmbeddingCache",

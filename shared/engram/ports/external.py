@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import IO, Protocol, runtime_checkable
 
 from cloudevents.http import CloudEvent
@@ -131,7 +132,15 @@ class SearchIndex(Protocol):
 
     async def upsert(self, tenant_id: str, documents: Sequence[IndexDocument]) -> None: ...
 
-    async def delete(self, tenant_id: str, observation_ids: Sequence[str]) -> None: ...
+    async def delete(self, tenant_id: str, observation_ids: Sequence[str]) -> None:
+        """Remove the entries of deleted observations for good (a late, older revision never
+        brings them back)."""
+        ...
+
+    async def withdraw(self, tenant_id: str, revisions: Mapping[str, datetime]) -> None:
+        """Remove the entries of observations that are no longer current at these revisions
+        (superseded or retired by consolidation): a later revision may index them again (unmerge)."""
+        ...
 
     async def drop_tenant(self, tenant_id: str) -> None: ...
 

@@ -35,6 +35,7 @@ from engram.domain.periods import Granularity, Window
 from engram.domain.scopes import Visibility
 from engram.domain.search import Vector
 from engram.domain.telemetry import EventFilter, Metric, TelemetryRecord
+from engram.ports.consolidation import ConsolidationStore
 
 # ---- the stores of one tenant transaction ------------------------------------------------------
 
@@ -328,6 +329,11 @@ class TenantTx(Protocol):
 
     @property
     def agent_keys(self) -> AgentKeyStore: ...
+
+    @property
+    def consolidation(self) -> ConsolidationStore:
+        """Versions, conflict links and consolidation decisions (R-15)."""
+        ...
 
     @property
     def inbox(self) -> Inbox:

@@ -1,7 +1,8 @@
 """embed-index (R-6.3): keep the search index in step with PostgreSQL.
 
 Events only say *which* observation changed; the worker reads the row as it is now and
-indexes that, or removes the entry when the row is gone or superseded. Redelivery,
+indexes that, or removes the entry when the row is gone (for good) or no longer current
+(superseded or retired by consolidation: withdrawn at its revision, so unmerge brings it back). Redelivery,
 reordering and concurrent workers therefore converge on PostgreSQL's state (an older
 revision never overwrites a newer one). A batch makes one embedding call for every text
 not yet in the embedding cache (keyed by the hash of the embedded text and the model).
@@ -14,6 +15,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import cast
 
 import structlog
@@ -48,7 +50,8 @@ def text_hash(model: str, text: str) -> str:
 class _TenantWork:
     events: list[tuple[Delivery[ObservationChanged] | None, str]] = field(default_factory=list)  # (event, id)
     live: dict[str, Observation] = field(default_factory=dict)
-    gone: set[str] = field(default_factory=set)
+    gone: set[str] = field(default_factory=set)  # deleted rows
+    withdrawn: dict[str, datetime] = field(default_factory=dict)  # rows no longer current, at their revision
     vectors: dict[str, Vector] = field(default_factory=dict)  # text hash -> vector
     failed: dict[str, str] = field(default_factory=dict)  # observation id -> reason
 
@@ -93,8 +96,9 @@ class Indexer:
             ids = list(dict.fromkeys(obs_id for _, obs_id in w.events))
             async with self.uow.tenant(tenant) as tx:
                 rows = await tx.observations.get_many([uuid.UUID(i) for i in ids])
-            w.live = {str(o.id): o for o in rows if o.superseded_by is None}
-            w.gone = set(ids) - set(w.live)
+            w.live = {str(o.id): o for o in rows if o.is_current}
+            w.withdrawn = {str(o.id): o.updated_at for o in rows if not o.is_current}
+            w.gone = set(ids) - set(w.live) - set(w.withdrawn)
 
     async def _embed(self, work: dict[str, _TenantWork]) -> None:
         """Cached vectors per tenant, then one embedding call for everything missing."""
@@ -142,6 +146,7 @@ class Indexer:
             docs.append(index_document(obs, w.vectors[text_hash(model, passage_text(obs))]))
         await self.index.upsert(tenant, docs)
         await self.index.delete(tenant, sorted(w.gone))
+        await self.index.withdraw(tenant, w.withdrawn)
 
     # ---- rebuild ----------------------------------------------------------------------------
 

@@ -73,6 +73,7 @@ from engram.services.recall_plan import (
     shared_list,
     validate_query_text,
 )
+from engram.services.recall_versions import conflict_partners, hydrate_as_of, with_partners
 
 log = structlog.get_logger(__name__)
 
@@ -159,9 +160,8 @@ class RecallService:
                     continue
                 if isinstance(observations, BaseException):  # cancelled: not a failure of this query
                     raise observations
-                result = RecallResult(
-                    query_id=plan.query.query_id or uuid.uuid4(), hits=self._hits(plan, observations, now)
-                )
+                hits = with_partners(plan, self._hits(plan, observations, plan.where.now), observations)
+                result = RecallResult(query_id=plan.query.query_id or uuid.uuid4(), hits=hits)
                 results[i] = result
                 self._report_retrieved(principal, result, plan.query.stream_origin)
         return [r for r in results if r is not None]
@@ -183,7 +183,7 @@ class RecallService:
             text=text,
             vector_text=vector_text,
             visibility=Visibility.for_principal(principal, want_sensitive=query.want_sensitive),
-            where=SearchFilter(now=now, types=tuple(query.types)),
+            where=SearchFilter(now=_instant(query, now), types=tuple(query.types)),
             pool=max(self.candidates, query.limit * 2),
         )
 
@@ -307,16 +307,23 @@ class RecallService:
 
     async def _hydrate(self, tx: TenantTx, plans: list[Plan]) -> dict[str, Observation]:
         """The fused candidates of all plans as stored now: visible and in force, else absent."""
+        found: dict[str, Observation] = {}
+        for plan in plans:
+            if plan.query.as_of is not None:
+                found.update(await hydrate_as_of(tx, plan))
+        plans = [p for p in plans if p.query.as_of is None]
         ids = list(dict.fromkeys(f.id for p in plans for f in p.fused))
         if not ids:
-            return {}
+            return found
         # the widest visibility of the plans (sensitive only if some plan may see it); each
         # plan checks its own visibility again in `_hits`
         widest = plans[0].visibility
         for plan in plans[1:]:
             if plan.visibility.include_sensitive:
                 widest = plan.visibility
-        return await tx.observations.visible(ids, widest, plans[0].where.now)
+        found.update(await tx.observations.visible(ids, widest, plans[0].where.now))
+        await conflict_partners(tx, plans, found)
+        return found
 
     def _hits(self, plan: Plan, found: dict[str, Observation], now: datetime) -> list[SearchHit]:
         query = plan.query
@@ -401,6 +408,17 @@ class RecallService:
         """Wait for feedback still being published (shutdown, tests)."""
         if self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+
+def _instant(query: RecallQuery, now: datetime) -> datetime:
+    """When the recall looks at memory: now, or the `as_of` time (never in the future)."""
+    if query.as_of is None:
+        return now
+    if query.as_of.tzinfo is None:
+        raise Unprocessable("as_of", "as_of needs a time zone (e.g. 2026-03-01T12:00:00Z)")
+    if query.as_of > now:
+        raise Unprocessable("as_of", "as_of lies in the future; memory is known up to now")
+    return query.as_of
 
 
 def _everyones(exc: Exception) -> bool:

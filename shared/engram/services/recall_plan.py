@@ -11,6 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from engram.domain.errors import Unprocessable
@@ -78,10 +79,10 @@ def shared_limit(plans: Sequence[Plan]) -> int:
 
 def groups(plans: Sequence[Plan], side: Literal["text", "vector_text"]) -> list[list[Plan]]:
     """Plans that search the same text (BM25: `text`, kNN: `vector_text`) with the same
-    visibility (streams of one turn)."""
-    groups: dict[tuple[str, Visibility], list[Plan]] = {}
+    visibility at the same instant (streams of one turn; a recall "as of" a time searches alone)."""
+    groups: dict[tuple[str, Visibility, datetime], list[Plan]] = {}
     for plan in plans:
-        groups.setdefault((getattr(plan, side), plan.visibility), []).append(plan)
+        groups.setdefault((getattr(plan, side), plan.visibility, plan.where.now), []).append(plan)
     return list(groups.values())
 
 
