@@ -147,11 +147,15 @@ class PgVectorIndex:
 
     async def _upsert(self, conn: Connection, tenant_id: str, documents: list[IndexDocument]) -> None:
         ids = [doc.observation_id for doc in documents]
+        # two workers indexing one observation at once take turns (FOR UPDATE locks only rows
+        # that exist: both would insert a new entry); in id order, so they never deadlock
         existing = {
             str(r["observation_id"]): r["revision"]
             for r in await conn.fetch(
-                "SELECT observation_id, revision FROM search_documents WHERE observation_id = ANY($1::uuid[])"
-                " FOR UPDATE",
+                "WITH locked AS (SELECT pg_advisory_xact_lock(hashtextextended(i::text, 0))"
+                " FROM (SELECT i FROM unnest($1::uuid[]) AS i ORDER BY i) ordered)"
+                " SELECT observation_id, revision FROM search_documents"
+                " WHERE observation_id = ANY($1::uuid[]) AND (SELECT count(*) FROM locked) >= 0 FOR UPDATE",
                 ids,
             )
         }
@@ -208,9 +212,18 @@ class PgVectorIndex:
             )
 
     async def withdraw(self, tenant_id: str, revisions: Mapping[str, datetime]) -> None:
-        """No tombstones here: an upsert compares revisions with the rows that exist, so a row
-        removed now can come back with a later revision."""
-        await self.delete(tenant_id, list(revisions))
+        """Remove the entries of observations no longer current, unless the entry is of a later
+        revision: a worker that read a row before an unmerge must not remove what another worker
+        indexed after it. No tombstones: an upsert of a later revision brings the row back."""
+        if not revisions:
+            return
+        async with self.db.tenant(tenant_id) as conn:
+            await conn.execute(
+                "DELETE FROM search_documents s USING unnest($1::uuid[], $2::timestamptz[]) AS w(id, revision)"
+                " WHERE s.observation_id = w.id AND s.revision <= w.revision",
+                [uuid.UUID(str(i)) for i in revisions],
+                list(revisions.values()),
+            )
 
     async def drop_tenant(self, tenant_id: str) -> None:
         async with self.db.tenant(tenant_id) as conn:
