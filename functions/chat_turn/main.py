@@ -33,7 +33,11 @@ async def _warm(services: Services) -> None:
 
 # a missing recall service is reported by each turn (503), not by readiness
 app = function_app(
-    "Engram chat-turn", "A chat turn with memory: multi-stream recall, model routing, tools, persistence.", warm=_warm
+    "Engram chat-turn",
+    "A chat turn with memory: multi-stream recall, model routing, tools, persistence.",
+    warm=_warm,
+    deadline_seconds=120.0,  # the model's own timeouts and fallbacks come first
+    strip_fields=("message",),  # free text a person typed: NUL removed, lone surrogates replaced
 )
 
 

@@ -19,10 +19,11 @@ from pydantic import BaseModel
 from engram.domain.errors import ArchiveError
 from engram.domain.observation import Observation, Scope, Source
 from engram.domain.scopes import Permission
-from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem, warm_embedder
+from engram.runtime.http import CurrentPrincipal, ServicesDep, document, function_app, problem, warm_embedder
 from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
 from engram.services.personal_data import Erasure
+from functions.memory_api.openapi import describe
 from functions.memory_api.retrieval import router as retrieval_router
 
 app = function_app(
@@ -31,6 +32,7 @@ app = function_app(
     warm=warm_embedder,  # recall and search embed their query: load the model before the first one
 )
 app.include_router(retrieval_router)  # fixed paths (recall, search, expiring) before /{observation_id}
+document(app, describe)  # what the routes accept that the models cannot say
 
 
 class RememberResponse(BaseModel):
@@ -51,7 +53,12 @@ class Accepted(BaseModel):
     duplicate: bool = False
 
 
-@app.post("/api/ai/memory", response_model=RememberResponse, tags=["memory"])
+@app.post(
+    "/api/ai/memory",
+    response_model=RememberResponse,
+    tags=["memory"],
+    responses={201: {"model": RememberResponse, "description": "stored (200: updated or deduplicated)"}},
+)
 async def remember(
     body: RememberRequest, principal: CurrentPrincipal, services: ServicesDep, response: Response
 ) -> RememberResponse:

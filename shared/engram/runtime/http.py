@@ -198,13 +198,41 @@ ServicesDep = Annotated[Services, Depends(_services)]
 
 async def _principal(
     services: ServicesDep,
-    authorization: Annotated[str | None, Header()] = None,
-    x_agent_key: Annotated[str | None, Header()] = None,
+    # described as the OpenAPI security schemes below, not as free header parameters
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    x_agent_key: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
     return await services.auth.authenticate(authorization, x_agent_key)
 
 
 CurrentPrincipal = Annotated[Principal, Depends(_principal)]
+
+
+OpenApiPatch = Callable[[dict[str, Any]], None]
+
+
+def document(app: FastAPI, *patches: OpenApiPatch) -> None:
+    """The app's OpenAPI document as FastAPI generates it, plus the security schemes every
+    function uses and `patches` (what a function's routes accept that the models cannot say)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            components = schema.setdefault("components", {})
+            components["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "a human's JWT"},
+                "agentKey": {"type": "apiKey", "in": "header", "name": "X-Agent-Key", "description": "egk_..."},
+            }
+            for path, operations in schema.get("paths", {}).items():
+                if path.startswith("/api/"):
+                    for operation in operations.values():
+                        operation.setdefault("security", [{"bearer": []}, {"agentKey": []}])
+            for patch in patches:
+                patch(schema)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def health_routes(app: FastAPI, ready_checks: Callable[[], Awaitable[dict[str, bool]]] | None = None) -> None:
@@ -308,5 +336,6 @@ def function_app(
         deadline_seconds=deadline if deadline is not None else deadline_seconds,
         strip_fields=strip_fields,
     )
+    document(app)
     health_routes(app)
     return app
