@@ -296,7 +296,8 @@ def run_local_stack(*, seed: bool = True) -> int:
     try:
         pg_url = settings.database_url
         if not pg_url:
-            pg = EmbeddedPostgres(data_dir / "postgres").start()
+            # synchronous commits: a killed server loses no commit a worker has acknowledged
+            pg = EmbeddedPostgres(data_dir / "postgres", settings={"synchronous_commit": "on"}).start()
             pg_url = pg.url
         nats_url = settings.nats_url
         if not nats_url:
