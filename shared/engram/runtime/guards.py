@@ -131,8 +131,11 @@ class Deadline:
             await self.app(scope, receive, send)
             return
         started = asyncio.Event()
+        expired = False
 
         async def tracked(message: Message) -> None:
+            if expired:
+                return  # the 503 went out: whatever the cancelled request still sends is dropped
             if message["type"] == "http.response.start":
                 started.set()
             await send(message)
@@ -144,11 +147,12 @@ class Deadline:
         finally:
             waiter.cancel()
         if not task.done() and not started.is_set():
+            expired = True
             task.cancel()
+            detail = f"no answer within {self.seconds:g} s: a dependency is slow or unavailable; retry later"
+            await _problem_response(503, detail, title="Service Unavailable")(scope, receive, send)
+            # the cancelled request may take a while to unwind (a connection attempt): after the answer
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-            if not started.is_set():
-                detail = f"no answer within {self.seconds:g} s: a dependency is slow or unavailable; retry later"
-                await _problem_response(503, detail, title="Service Unavailable")(scope, receive, send)
             return
         await task
