@@ -219,6 +219,7 @@ async def workers(services: Any) -> AsyncIterator[dict[str, Any]]:
             handle,
             fetch_timeout=0.2,
             on_gave_up=gave_up if worker.gave_up is not None else None,
+            on_dead_letter=worker.dead_letter_hook(services),
         )
         runners[worker.durable] = runner
         tasks.append(asyncio.create_task(runner.run(stop)))

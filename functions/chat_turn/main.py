@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
 from engram.bootstrap import Services
-from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem, warm_embedder
+from engram.runtime.http import CurrentPrincipal, ServicesDep, document, function_app, problem, warm_embedder
 from engram.services.chat import ChatTurns, TurnFailed, TurnRequest, TurnResponse
 
 log = structlog.get_logger(__name__)
@@ -33,7 +33,11 @@ async def _warm(services: Services) -> None:
 
 # a missing recall service is reported by each turn (503), not by readiness
 app = function_app(
-    "Engram chat-turn", "A chat turn with memory: multi-stream recall, model routing, tools, persistence.", warm=_warm
+    "Engram chat-turn",
+    "A chat turn with memory: multi-stream recall, model routing, tools, persistence.",
+    warm=_warm,
+    deadline_seconds=120.0,  # the model's own timeouts and fallbacks come first
+    strip_fields=("message",),  # free text a person typed: NUL removed, lone surrogates replaced
 )
 
 
@@ -42,6 +46,22 @@ async def _turn_failed(_: Request, exc: Exception) -> JSONResponse:
 
 
 app.add_exception_handler(TurnFailed, _turn_failed)
+
+
+def _describe(schema: dict[str, Any]) -> None:
+    """`model` takes a configured model id or profile name (llm.yaml), read when the document is first asked for."""
+    from engram.bootstrap import load_llm_config
+    from engram.settings import get_settings
+
+    config = load_llm_config(get_settings())
+    choices = sorted(set(config.known_models()) | set(config.profiles))
+    schema["components"]["schemas"]["TurnRequest"]["properties"]["model"]["anyOf"] = [
+        {"type": "string", "enum": choices},
+        {"type": "null"},
+    ]
+
+
+document(app, _describe)
 
 _running: set[asyncio.Task[Any]] = set()  # streamed turns finish (and persist) even if the client leaves
 

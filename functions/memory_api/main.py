@@ -19,11 +19,12 @@ from pydantic import BaseModel
 from engram.domain.errors import ArchiveError
 from engram.domain.observation import Observation, Scope, Source
 from engram.domain.scopes import Permission
-from engram.runtime.http import CurrentPrincipal, ServicesDep, function_app, problem, warm_embedder
+from engram.runtime.http import CurrentPrincipal, ServicesDep, document, function_app, problem, warm_embedder
 from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
 from engram.services.personal_data import Erasure
 from functions.memory_api.history import router as history_router
+from functions.memory_api.openapi import describe
 from functions.memory_api.retrieval import router as retrieval_router
 
 app = function_app(
@@ -33,6 +34,7 @@ app = function_app(
 )
 app.include_router(retrieval_router)  # fixed paths (recall, search, expiring) before /{observation_id}
 app.include_router(history_router)  # /{observation_id}/history and /unmerge (R-15.3)
+document(app, describe)  # what the routes accept that the models cannot say
 
 
 class RememberResponse(BaseModel):
@@ -53,7 +55,12 @@ class Accepted(BaseModel):
     duplicate: bool = False
 
 
-@app.post("/api/ai/memory", response_model=RememberResponse, tags=["memory"])
+@app.post(
+    "/api/ai/memory",
+    response_model=RememberResponse,
+    tags=["memory"],
+    responses={201: {"model": RememberResponse, "description": "stored (200: updated or deduplicated)"}},
+)
 async def remember(
     body: RememberRequest, principal: CurrentPrincipal, services: ServicesDep, response: Response
 ) -> RememberResponse:

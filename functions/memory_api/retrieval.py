@@ -21,7 +21,8 @@ from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
 from engram.domain.scopes import Permission
 from engram.ports import Recall
 from engram.runtime.http import CurrentPrincipal, ServicesDep
-from engram.services.recall_plan import MAX_LIMIT, validate_query_text
+from engram.services.recall_plan import MAX_LIMIT, MAX_QUERY_CHARS, validate_query_text
+from functions.memory_api.openapi import QUERY_PATTERN
 
 router = APIRouter(prefix="/api/ai/memory", tags=["recall"])
 
@@ -90,7 +91,15 @@ class ExpiringResponse(BaseModel):
 async def recall(
     principal: CurrentPrincipal,
     recall: RecallDep,
-    q: Annotated[str, Query(description="what to recall", max_length=100_000)] = "",
+    q: Annotated[
+        str,
+        Query(
+            description="what to recall: visible text, no control characters",
+            min_length=1,
+            max_length=MAX_QUERY_CHARS,
+            json_schema_extra={"pattern": QUERY_PATTERN},
+        ),
+    ],
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
     type: Annotated[list[str] | None, Query(max_length=20)] = None,
     sensitive: bool = False,

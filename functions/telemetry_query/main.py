@@ -57,7 +57,9 @@ async def events(
     principal: CurrentPrincipal,
     services: ServicesDep,
     period: PeriodQuery = Period.day,
-    event_name: Annotated[str | None, Query(alias="eventName", max_length=64)] = None,
+    event_name: Annotated[
+        str | None, Query(alias="eventName", max_length=64, json_schema_extra={"enum": sorted(TELEMETRY_EVENTS)})
+    ] = None,
     chat_id: Annotated[uuid.UUID | None, Query(alias="chatId")] = None,
     user_id: Annotated[str | None, Query(alias="userId", min_length=1, max_length=128)] = None,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,

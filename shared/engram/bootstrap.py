@@ -44,6 +44,7 @@ from engram.services.ingest import EventIngest
 from engram.services.memory import MemoryService
 from engram.services.memory_history import MemoryHistory
 from engram.services.personal_data import PersonalData
+from engram.services.pruning import Pruning
 from engram.services.recall import RecallService
 from engram.services.telemetry_query import TelemetryQuery
 from engram.settings import Settings, get_settings
@@ -140,6 +141,23 @@ class Services:
                 log.warning("services.waiting_for_migrations", hint="run `engram migrate`")
                 warned = True
             await asyncio.sleep(interval)
+
+    def pruning(self) -> Pruning | None:
+        """Pruning of the inbox and the embedding cache (None without a database)."""
+        if self.maintenance is None:
+            return None
+        return Pruning(
+            self.maintenance,
+            inbox_retention=timedelta(hours=self.settings.engram_inbox_retention_hours),
+            cache_retention=timedelta(days=self.settings.engram_embedding_cache_days),
+        )
+
+    def start_pruning(self, consumer: str) -> None:
+        """A worker prunes its consumer's inbox (embed-index also the embedding cache) in the background."""
+        pruning = self.pruning()
+        if pruning is not None:
+            interval = self.settings.engram_prune_interval_seconds
+            self.background.append(asyncio.create_task(pruning.forever(consumer, interval)))
 
     def start_outbox_relay(self) -> None:
         from engram.adapters.outbox import relay_forever
@@ -305,8 +323,14 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
     o = overrides or Overrides()
     db = o.db
     if db is None and o.uow is None:
-        db = await Database.connect(settings.require_database_url(), max_size=settings.database_pool_size)
-    bus = o.bus or NatsBus(await connect(settings.require_nats_url()))
+        db = await Database.connect(
+            settings.require_database_url(),
+            max_size=settings.database_pool_size,
+            timeout=settings.engram_db_timeout_seconds,
+        )
+    bus = o.bus or NatsBus(
+        await connect(settings.require_nats_url()), publish_timeout=settings.engram_publish_timeout_seconds
+    )
     uow = o.uow or PgUnitOfWork(_required(db), bus)
     gateway = o.gateway or build_gateway(settings, o.llm)
     embedder = o.embedder or build_embedder(

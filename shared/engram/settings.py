@@ -85,6 +85,22 @@ class Settings(BaseSettings):
     engram_max_body_bytes: int = Field(default=1_000_000, ge=1_024)
     engram_log_level: str = "INFO"
 
+    # trust under faults (R-16): deadlines, dependency timeouts, bounded growth
+    engram_http_deadline_seconds: float | None = Field(
+        default=None, ge=0, le=600, description="503 + Retry-After when no answer started by then (per function)"
+    )
+    engram_db_timeout_seconds: float = Field(
+        default=5.0, gt=0, le=120, description="connecting to PostgreSQL and waiting for a pooled connection"
+    )
+    engram_publish_timeout_seconds: float = Field(default=5.0, gt=0, le=120, description="waiting for a JetStream ack")
+    engram_inbox_retention_hours: float = Field(
+        default=24.0, gt=0, le=24 * 365, description="processed_events kept (at least the redelivery horizon)"
+    )
+    engram_embedding_cache_days: float = Field(
+        default=30.0, gt=0, le=3650, description="embedding_cache entries unused for longer are pruned"
+    )
+    engram_prune_interval_seconds: float = Field(default=600.0, gt=0, le=86_400, description="workers' pruning")
+
     # chat turn: LLM gateway, multi-stream recall, sessions (R-7.4, R-8)
     compaction_supported_models: Annotated[frozenset[str], NoDecode] = DEFAULT_COMPACTION_SUPPORTED_MODELS
     engram_llm_config_path: Path = CONFIG_DIR / "llm.yaml"

@@ -88,6 +88,29 @@ def test_printed_chat_calls_answer_offline_from_memory(local_stack: Any) -> None
     assert sse.status_code == 200 and "event: token" in sse.text and "event: done" in sse.text
 
 
+def _pids(group: int, pattern: str) -> list[int]:
+    found = subprocess.run(["pgrep", "-g", str(group), "-f", pattern], capture_output=True, text=True).stdout
+    return [int(p) for p in found.split()]
+
+
+def test_a_killed_worker_is_restarted_and_the_http_functions_keep_serving(local_stack: Any) -> None:
+    proc, api = local_stack["proc"], local_stack["api"]
+    (worker,) = _pids(proc.pid, "functions.embed_index")
+    os.kill(worker, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    restarted: list[int] = []
+    while time.monotonic() < deadline:
+        assert httpx.get(f"{api}/healthz", timeout=5).status_code == 200  # memory-api never stops serving
+        restarted = [p for p in _pids(proc.pid, "functions.embed_index") if p != worker]
+        if restarted:
+            break
+        time.sleep(0.2)
+    assert restarted, local_stack["log"].read_text()[-3000:]
+    assert proc.poll() is None
+    text = local_stack["log"].read_text()
+    assert "embed-index (pid " in text and "exited with signal 9" in text and "restarting in" in text
+
+
 def test_ctrl_c_stops_every_process(local_stack: Any) -> None:
     proc = local_stack["proc"]
     os.killpg(proc.pid, signal.SIGINT)

@@ -19,6 +19,7 @@ def test_every_taxonomy_event_has_a_model() -> None:
         "chat.compaction_fired",
         "chat.model_auto_routed",
         "chat.advisor_auto_triggered",
+        "event.dead_lettered",
     }
 
 

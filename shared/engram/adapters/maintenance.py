@@ -34,6 +34,29 @@ class PgMaintenance:
             )
         return [(r["tenant_id"], list(r["ids"])) for r in rows]
 
+    async def prune_inbox(self, consumer: str, before: datetime, limit: int) -> int:
+        """Delete at most `limit` of `consumer`'s inbox rows processed before `before`, oldest first."""
+        status = await self.db.system_statement(
+            "DELETE FROM processed_events p USING (SELECT tenant_id, event_key FROM processed_events"
+            " WHERE consumer = $1 AND processed_at < $2 ORDER BY processed_at LIMIT $3) old"
+            " WHERE p.consumer = $1 AND p.tenant_id = old.tenant_id AND p.event_key = old.event_key",
+            consumer,
+            before,
+            limit,
+        )
+        return int(status.split()[-1])
+
+    async def prune_embedding_cache(self, unused_since: datetime, limit: int) -> int:
+        """Delete at most `limit` cached vectors not used since `unused_since`."""
+        status = await self.db.system_statement(
+            "DELETE FROM embedding_cache c USING (SELECT tenant_id, model, text_hash FROM embedding_cache"
+            " WHERE used_at < $1 ORDER BY used_at LIMIT $2) old"
+            " WHERE c.tenant_id = old.tenant_id AND c.model = old.model AND c.text_hash = old.text_hash",
+            unused_since,
+            limit,
+        )
+        return int(status.split()[-1])
+
 
 class PgRetentionStore:
     def __init__(self, db: Database) -> None:

@@ -40,8 +40,9 @@ async def connect(url: str, *, name: str = "engram") -> NatsClient:
 class NatsBus:
     """The EventBus port on JetStream: binary-mode CloudEvents, `Nats-Msg-Id` = event id."""
 
-    def __init__(self, nc: NatsClient, *, publish_concurrency: int = 256) -> None:
+    def __init__(self, nc: NatsClient, *, publish_concurrency: int = 256, publish_timeout: float = 10.0) -> None:
         self.nc = nc
+        self.publish_timeout = publish_timeout  # no ack by then: the caller learns it (503, a retry)
         self.js: JetStreamContext = nc.jetstream()
         self._gate = asyncio.Semaphore(publish_concurrency)
 
@@ -52,7 +53,7 @@ class NatsBus:
 
     async def publish_raw(self, subject: str, headers: dict[str, str], body: bytes, *, event_id: str) -> Published:
         async with self._gate:
-            ack = await self.js.publish(subject, body, headers=headers, timeout=10)
+            ack = await self.js.publish(subject, body, headers=headers, timeout=self.publish_timeout)
         return Published(event_id=event_id, subject=subject, duplicate=bool(ack.duplicate), seq=ack.seq)
 
     async def publish_many(self, events: Sequence[CloudEvent]) -> list[Published]:
@@ -65,12 +66,14 @@ class NatsBus:
         return [r for r in results if isinstance(r, Published)]
 
     async def publish_raw_many(
-        self, items: Sequence[RawMessage], *, timeout: float = 10.0
+        self, items: Sequence[RawMessage], *, timeout: float | None = None
     ) -> list[Published | BaseException]:
         """Publish without waiting for each ack in turn (JetStream async publish), then collect the acks."""
         futures = [await self.js.publish_async(m.subject, m.body, headers=m.headers) for m in items]
         try:
-            acks = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), timeout)
+            acks = await asyncio.wait_for(
+                asyncio.gather(*futures, return_exceptions=True), timeout or self.publish_timeout
+            )
         except TimeoutError:
             acks = [f.result() if f.done() and not f.exception() else TimeoutError("no ack") for f in futures]
         results: list[Published | BaseException] = []

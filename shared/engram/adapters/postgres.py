@@ -67,11 +67,15 @@ def _mark_clean(conn: Connection) -> None:
 
 
 class Database:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    """`timeout`: how long connecting and waiting for a pooled connection may take; a database that
+    is down or slow then raises (an outage: 503 over HTTP, a retry for a worker) instead of hanging."""
+
+    def __init__(self, pool: asyncpg.Pool, *, timeout: float | None = None) -> None:
         self.pool = pool
+        self.timeout = timeout
 
     @classmethod
-    async def connect(cls, url: str, *, min_size: int = 1, max_size: int = 10) -> Database:
+    async def connect(cls, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 10.0) -> Database:
         pool = await asyncpg.create_pool(
             url,
             min_size=min_size,
@@ -80,8 +84,9 @@ class Database:
             connection_class=_Connection,
             command_timeout=60,
             max_inactive_connection_lifetime=120,
+            timeout=timeout,
         )
-        return cls(pool)
+        return cls(pool, timeout=timeout)
 
     async def close(self) -> None:
         await self.pool.close()
@@ -91,7 +96,7 @@ class Database:
         """A transaction in which only `tenant_id`'s rows exist."""
         if not tenant_id:
             raise TenantRequired("a tenant-scoped transaction needs a tenant id")
-        async with self.pool.acquire() as conn:
+        async with self.pool.acquire(timeout=self.timeout) as conn:
             async with conn.transaction():
                 await conn.execute(
                     "SELECT set_config('role', $1, true), set_config('engram.tenant_id', $2, true)",

@@ -100,11 +100,17 @@ class PgEmbeddingCache:
         self.tenant_id = tenant_id
 
     async def cached(self, model: str, hashes: Sequence[str]) -> dict[str, Vector]:
+        # a hit older than a day is marked used in the same statement: pruning goes by last use
         rows = await self.conn.fetch(
-            "SELECT text_hash, embedding::text AS v FROM embedding_cache"
-            " WHERE model = $1 AND text_hash = ANY($2::text[])",
+            "WITH hit AS (SELECT text_hash, embedding, used_at FROM embedding_cache"
+            "  WHERE tenant_id = $3 AND model = $1 AND text_hash = ANY($2::text[])),"
+            " touched AS (UPDATE embedding_cache c SET used_at = now() FROM hit"
+            "  WHERE c.tenant_id = $3 AND c.model = $1 AND c.text_hash = hit.text_hash"
+            "  AND hit.used_at < now() - interval '1 day')"
+            " SELECT text_hash, embedding::text AS v FROM hit",
             model,
             list(hashes),
+            self.tenant_id,
         )
         return {r["text_hash"]: parse_vector(r["v"]) for r in rows}
 

@@ -2,8 +2,9 @@
 
 Starts PostgreSQL (pgvector) and NATS (JetStream) from PyPI wheels unless `DATABASE_URL` /
 `NATS_URL` are set, migrates, declares streams, starts every function as its own process
-under honcho, seeds a demo tenant through the public API, and prints URLs, a demo JWT and
-example calls. Ctrl-C stops everything.
+under a supervisor, seeds a demo tenant through the public API, and prints URLs, a demo JWT and
+example calls. Ctrl-C stops everything. A function that crashes is restarted with backoff
+(`engram.development.supervisor`); the others keep serving.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 import os
 import secrets
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,8 +281,7 @@ def banner(fns: list[Function], token: str, pg_url: str, nats_url: str) -> None:
 def run_local_stack(*, seed: bool = True) -> int:
     import logging
 
-    from honcho.manager import Manager
-
+    from engram.development.supervisor import Supervisor
     from engram.settings import get_settings
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -298,7 +297,8 @@ def run_local_stack(*, seed: bool = True) -> int:
     try:
         pg_url = settings.database_url
         if not pg_url:
-            pg = EmbeddedPostgres(data_dir / "postgres").start()
+            # synchronous commits: a killed server loses no commit a worker has acknowledged
+            pg = EmbeddedPostgres(data_dir / "postgres", settings={"synchronous_commit": "on"}).start()
             pg_url = pg.url
         nats_url = settings.nats_url
         if not nats_url:
@@ -320,12 +320,12 @@ def run_local_stack(*, seed: bool = True) -> int:
             "PYTHONUNBUFFERED": "1",
         }
         fns = functions(port_base)
-        manager = Manager()
+        supervisor = Supervisor()
         for fn in fns:
             fn_env = dict(env)
             if fn.port:
                 fn_env["PORT"] = str(fn.port)
-            manager.add_process(fn.name, f"{sys.executable} -m functions.{fn.module}", env=fn_env, cwd=str(REPO))
+            supervisor.add(fn.name, [sys.executable, "-m", f"functions.{fn.module}"], env=fn_env, cwd=str(REPO))
         token = issue_jwt(
             secret,
             tenant_id=DEMO_TENANT,
@@ -349,9 +349,7 @@ def run_local_stack(*, seed: bool = True) -> int:
                     console.print(f"[red]seeding failed: {exc}[/red]")
             banner(fns, token, pg_url or "", nats_url or "")
 
-        threading.Thread(target=after_start, daemon=True).start()
-        manager.loop()
-        return int(manager.returncode or 0)
+        return supervisor.run(on_started=after_start)
     finally:
         if nats is not None:
             nats.stop()

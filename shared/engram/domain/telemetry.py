@@ -124,6 +124,17 @@ class ChatAdvisorAutoTriggered(_Meta):
     succeeded: bool = True
 
 
+class EventDeadLettered(_Meta):
+    """`event.dead_lettered`: a worker sent an event to its dead-letter subject (R-3.4, R-17.1)."""
+
+    consumer: str
+    event_type: str
+    event_id: str
+    reason: str = Field(max_length=2_000)
+    deliveries: int = NonNeg
+    poison: bool  # refused at once (its data); false: gave up after its last delivery failed
+
+
 TELEMETRY_EVENTS: dict[str, type[_Meta]] = {
     "chat.turn_completed": ChatTurnMetrics,
     "chat.tool_used": ChatToolUsed,
@@ -136,6 +147,7 @@ TELEMETRY_EVENTS: dict[str, type[_Meta]] = {
     "chat.compaction_fired": ChatCompactionFired,
     "chat.model_auto_routed": ChatModelAutoRouted,
     "chat.advisor_auto_triggered": ChatAdvisorAutoTriggered,
+    "event.dead_lettered": EventDeadLettered,
 }
 
 _NAMES = {model: name for name, model in TELEMETRY_EVENTS.items()}

@@ -86,3 +86,14 @@ def consumer(durable: str, main: str = "ENGRAM") -> ConsumerSpec:
         if spec.durable == durable:
             return spec
     raise KeyError(f"no durable consumer named {durable!r}")
+
+
+def redelivery_horizon_seconds(durable: str, main: str = "ENGRAM") -> int:
+    """How long after an event was applied the same event can still arrive again: a re-publish
+    within the stream's duplicate window is dropped by JetStream, later ones reach the consumer;
+    a delivery whose ack was lost is redelivered after `ack_wait`, and each further attempt after
+    at most `ack_wait` plus the runner's longest backoff (60 s), up to `max_deliver` times.
+    The consumer's inbox (`processed_events`) must keep an entry at least this long."""
+    spec = consumer(durable, main)
+    stream = next(s for s in streams(main) if s.name == spec.stream)
+    return stream.duplicate_window_seconds + spec.max_deliver * (spec.ack_wait_seconds + 60)

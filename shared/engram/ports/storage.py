@@ -366,6 +366,14 @@ class Maintenance(Protocol):
         """Active sessions untouched since `before`, the longest idle first, by tenant."""
         ...
 
+    async def prune_inbox(self, consumer: str, before: datetime, limit: int) -> int:
+        """Delete at most `limit` of a consumer's inbox entries older than `before`; how many went."""
+        ...
+
+    async def prune_embedding_cache(self, unused_since: datetime, limit: int) -> int:
+        """Delete at most `limit` cached vectors unused since `unused_since`; how many went."""
+        ...
+
 
 @dataclass(frozen=True)
 class ExpiredDay:

@@ -18,7 +18,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engram.adapters.failures import failure_kind
 from engram.bootstrap import Services, get_services
+from engram.domain.deliveries import reason
 from engram.domain.errors import (
     Forbidden,
     InvalidEvent,
@@ -30,6 +32,7 @@ from engram.domain.errors import (
     Unprocessable,
 )
 from engram.domain.scopes import Principal
+from engram.runtime.guards import RETRY_AFTER_SECONDS, Deadline, TextHygiene
 from engram.runtime.heap import settle_heap
 
 log = structlog.get_logger(__name__)
@@ -100,6 +103,15 @@ async def _mapped(_: Request, exc: Exception) -> JSONResponse:
         return problem(422, str(exc), field="event")
     if isinstance(exc, RecallUnavailable):
         return problem(503, str(exc), title="Recall Unavailable")
+    kind = failure_kind(exc)
+    if kind == "outage":  # a dependency is down or slow: come back later, never a 500
+        log.warning("http.dependency_unavailable", error=str(exc) or type(exc).__name__)
+        response = problem(503, "a dependency is unavailable; retry later", title="Service Unavailable")
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
+    if kind == "data":  # a value the database refuses that no validation caught
+        log.warning("http.data_error", error=str(exc))
+        return problem(422, f"the request holds a value that cannot be stored: {reason(exc)}")
     log.exception("http.unhandled", error=str(exc))
     return problem(500, "an unexpected error occurred; it has been logged")
 
@@ -149,7 +161,11 @@ class _TooLarge(Exception):
     pass
 
 
-def install(app: FastAPI, *, max_body_bytes: int) -> None:
+def install(
+    app: FastAPI, *, max_body_bytes: int, deadline_seconds: float = 0.0, strip_fields: tuple[str, ...] = ()
+) -> None:
+    """Errors as problem+json, and the guards from the outside in: the deadline, the body limit,
+    text hygiene (`engram.runtime.guards`)."""
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     for exc_type in (
@@ -164,7 +180,10 @@ def install(app: FastAPI, *, max_body_bytes: int) -> None:
         Exception,
     ):
         app.add_exception_handler(exc_type, _mapped)
+    app.add_middleware(TextHygiene, strip=strip_fields)  # the last added runs first
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    if deadline_seconds > 0:
+        app.add_middleware(Deadline, seconds=deadline_seconds)
 
 
 # ---- dependencies (FastAPI `Annotated` style) ---------------------------------------------------
@@ -179,13 +198,41 @@ ServicesDep = Annotated[Services, Depends(_services)]
 
 async def _principal(
     services: ServicesDep,
-    authorization: Annotated[str | None, Header()] = None,
-    x_agent_key: Annotated[str | None, Header()] = None,
+    # described as the OpenAPI security schemes below, not as free header parameters
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    x_agent_key: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
     return await services.auth.authenticate(authorization, x_agent_key)
 
 
 CurrentPrincipal = Annotated[Principal, Depends(_principal)]
+
+
+OpenApiPatch = Callable[[dict[str, Any]], None]
+
+
+def document(app: FastAPI, *patches: OpenApiPatch) -> None:
+    """The app's OpenAPI document as FastAPI generates it, plus the security schemes every
+    function uses and `patches` (what a function's routes accept that the models cannot say)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            components = schema.setdefault("components", {})
+            components["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "a human's JWT"},
+                "agentKey": {"type": "apiKey", "in": "header", "name": "X-Agent-Key", "description": "egk_..."},
+            }
+            for path, operations in schema.get("paths", {}).items():
+                if path.startswith("/api/"):
+                    for operation in operations.values():
+                        operation.setdefault("security", [{"bearer": []}, {"agentKey": []}])
+            for patch in patches:
+                patch(schema)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def health_routes(app: FastAPI, ready_checks: Callable[[], Awaitable[dict[str, bool]]] | None = None) -> None:
@@ -235,12 +282,17 @@ def function_app(
     *,
     warm: Callable[[Services], Awaitable[None]] | None = None,
     relay_outbox: bool = True,
+    deadline_seconds: float = 15.0,
+    strip_fields: tuple[str, ...] = (),
 ) -> FastAPI:
     """A FastAPI app for an HTTP function: problem+json errors, body limit, /healthz and /readyz.
 
     Services are built in the background at start-up (so /healthz answers at once) and closed
     at shutdown; `relay_outbox` runs the outbox relay in this process, `warm` does whatever else
-    should happen before the first request (e.g. importing an SDK).
+    should happen before the first request (e.g. importing an SDK). A request whose answer has
+    not started within `deadline_seconds` (`ENGRAM_HTTP_DEADLINE_SECONDS` overrides it) gets 503
+    with `Retry-After`; `strip_fields` are the top-level body fields cleaned of unstorable text
+    instead of refused.
     """
     from engram.bootstrap import shutdown
     from engram.settings import get_settings
@@ -264,6 +316,14 @@ def function_app(
         await shutdown()
 
     app = FastAPI(title=title, version="0.1.0", lifespan=lifespan, description=description)
-    install(app, max_body_bytes=get_settings().engram_max_body_bytes)
+    settings = get_settings()
+    deadline = settings.engram_http_deadline_seconds
+    install(
+        app,
+        max_body_bytes=settings.engram_max_body_bytes,
+        deadline_seconds=deadline if deadline is not None else deadline_seconds,
+        strip_fields=strip_fields,
+    )
+    document(app)
     health_routes(app)
     return app

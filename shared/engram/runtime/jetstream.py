@@ -26,6 +26,7 @@ from nats.js import JetStreamContext
 from engram.adapters.nats_binding import from_nats
 from engram.domain.deliveries import classify, reason
 from engram.domain.errors import InvalidEvent, Poison
+from engram.domain.text import clean
 from engram.domain.topology import ConsumerSpec
 
 log = structlog.get_logger(__name__)
@@ -33,7 +34,10 @@ log = structlog.get_logger(__name__)
 Outcome = BaseException | None
 BatchHandler = Callable[[list[CloudEvent]], Awaitable[Sequence[Outcome]]]
 GaveUpHook = Callable[[CloudEvent, str], Awaitable[None]]
+# (event or None when undecodable, reason, deliveries, poison: refused at once rather than given up)
+DeadLetterHook = Callable[[CloudEvent | None, str, int, bool], Awaitable[None]]
 GAVE_UP_HOOK_SECONDS = 5.0
+PAUSE_CAP_SECONDS = 30.0
 
 
 def is_poison(exc: BaseException) -> bool:
@@ -42,7 +46,8 @@ def is_poison(exc: BaseException) -> bool:
 
 
 def reason_of(exc: BaseException) -> str:
-    return " ".join(reason(exc).split())[:1000]
+    """One line of at most 1,000 characters that a NATS header and a telemetry row can hold."""
+    return " ".join(clean(reason(exc)).split())[:1000]
 
 
 def backoff_delay(num_delivered: int, base: float = 1.0, cap: float = 60.0) -> float:
@@ -57,6 +62,7 @@ class RunnerStats:
     nakked: int = 0
     dead_lettered: int = 0
     batches: int = 0
+    pauses: int = 0
     last_batch_ms: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)
 
@@ -73,6 +79,8 @@ class PullRunner:
         nak_base: float = 1.0,
         nak_cap: float = 60.0,
         on_gave_up: GaveUpHook | None = None,
+        on_dead_letter: DeadLetterHook | None = None,
+        pause_base: float = 1.0,
     ) -> None:
         self.js = js
         self.spec = spec
@@ -82,6 +90,9 @@ class PullRunner:
         self.nak_base = nak_base
         self.nak_cap = nak_cap
         self.on_gave_up = on_gave_up
+        self.on_dead_letter = on_dead_letter
+        self.pause_base = pause_base
+        self.outages = 0  # batches in a row that failed only because a dependency is down
         self.stats = RunnerStats()
         self.consuming = asyncio.Event()
 
@@ -115,6 +126,8 @@ class PullRunner:
                 except (TimeoutError, NatsTimeoutError):
                     continue
                 await self.process(msgs)
+                if self.outages:
+                    await self._pause(stop)
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
@@ -134,8 +147,28 @@ class PullRunner:
             outcomes = await self._handle([m for m, _ in ready], [e for _, e in ready])
             for (msg, event), outcome in zip(ready, outcomes, strict=True):
                 await self._settle(msg, event, outcome)
+            self._note_outage(outcomes)
         self.stats.last_batch_ms = (time.perf_counter() - started) * 1000
         log.debug("runner.batch", consumer=self.spec.durable, size=len(msgs), ms=round(self.stats.last_batch_ms, 1))
+
+    def _note_outage(self, outcomes: Sequence[Outcome]) -> None:
+        """A batch in which nothing succeeded and what failed failed because a dependency is down."""
+        from engram.adapters.failures import failure_kind
+
+        failed = [o for o in outcomes if o is not None and not is_poison(o)]
+        if failed and len(failed) == len(outcomes) and all(failure_kind(o) == "outage" for o in failed):
+            self.outages += 1
+        else:
+            self.outages = 0
+
+    async def _pause(self, stop: asyncio.Event) -> None:
+        """Stop fetching while a dependency is down (1 s, 2 s, 4 s, ... at most 30 s): the messages
+        wait in the stream, nakked with backoff, instead of piling up in this process."""
+        delay = min(PAUSE_CAP_SECONDS, self.pause_base * (2 ** (self.outages - 1)))
+        self.stats.pauses += 1
+        log.warning("runner.paused", consumer=self.spec.durable, seconds=delay, outages=self.outages)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
 
     async def _handle(self, msgs: list[Msg], events: list[CloudEvent]) -> Sequence[Outcome]:
         """Run the handler while telling JetStream the batch is still in progress."""
@@ -160,12 +193,12 @@ class PullRunner:
             return
         reason = reason_of(outcome)
         if is_poison(outcome):
-            await self.dead_letter(msg, event, reason)
+            await self.dead_letter(msg, event, reason, poison=True)
             return
         delivered = msg.metadata.num_delivered
         if delivered >= self.spec.max_deliver:
             reason = f"gave up after {delivered} deliveries: {reason}"
-            await self.dead_letter(msg, event, reason)
+            await self.dead_letter(msg, event, reason, poison=False)
             if self.on_gave_up is not None:
                 # the handler saw this event fail every time and never got to record the end of it;
                 # bounded, so an outage that blocks the hook too does not hold up the batch's settling
@@ -186,7 +219,7 @@ class PullRunner:
         await msg.nak(delay=delay)
         self.stats.nakked += 1
 
-    async def dead_letter(self, msg: Msg, event: CloudEvent | None, reason: str) -> None:
+    async def dead_letter(self, msg: Msg, event: CloudEvent | None, reason: str, *, poison: bool = True) -> None:
         headers = dict(msg.headers or {})
         meta = msg.metadata
         headers.pop("Nats-Msg-Id", None)
@@ -207,6 +240,13 @@ class PullRunner:
         key = reason.split(":")[0][:80]
         self.stats.reasons[key] = self.stats.reasons.get(key, 0) + 1
         log.warning("runner.dead_lettered", consumer=self.spec.durable, reason=reason, subject=msg.subject)
+        if self.on_dead_letter is not None:  # counted in telemetry; bounded, the dead letter stands anyway
+            try:
+                await asyncio.wait_for(
+                    self.on_dead_letter(event, reason, meta.num_delivered, poison), GAVE_UP_HOOK_SECONDS
+                )
+            except Exception as exc:
+                log.warning("runner.dead_letter_hook_failed", consumer=self.spec.durable, error=reason_of(exc))
 
     async def _keep_alive(self, msgs: list[Msg]) -> None:
         interval = max(1.0, self.spec.ack_wait_seconds / 3)

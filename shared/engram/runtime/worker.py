@@ -29,10 +29,12 @@ from cloudevents.http import CloudEvent
 
 from engram.domain.deliveries import Batch, Delivery, EventMeta, Outcome, Rejected, classify
 from engram.domain.errors import InvalidEvent, Poison
+from engram.domain.text import event_fault
+from engram.runtime.isolation import isolate
 
 if TYPE_CHECKING:
     from engram.bootstrap import Services
-    from engram.runtime.jetstream import BatchHandler, GaveUpHook, PullRunner
+    from engram.runtime.jetstream import BatchHandler, DeadLetterHook, GaveUpHook, PullRunner
 
 log = structlog.get_logger(__name__)
 
@@ -73,8 +75,11 @@ class Worker(Generic[T]):
     batch: int = 200
 
     def delivery(self, event: CloudEvent) -> Delivery[T]:
-        """The event decoded (InvalidEvent if it cannot be)."""
+        """The event decoded (InvalidEvent if it cannot be, or holds text that cannot be stored)."""
         tenant = tenant_of(event)
+        fault = event_fault(event.get_attributes(), event.get_data())
+        if fault is not None:
+            raise InvalidEvent(fault)
         return Delivery(tenant, self.decode(event), meta_of(event))
 
     async def handle_events(self, services: Services, events: Sequence[CloudEvent]) -> list[Outcome]:
@@ -112,6 +117,7 @@ class Worker(Generic[T]):
                 log.warning("worker.batch_failed", consumer=self.durable, error=str(exc))
                 for d in batch:
                     d.retry(exc)
+            await isolate(handler, batch.deliveries, self.durable)  # a bad event fails alone
         for d, i in zip(batch, slots, strict=True):
             outcomes[i] = d.outcome
         return outcomes
@@ -134,6 +140,20 @@ class Worker(Generic[T]):
 
         return gave_up
 
+    def dead_letter_hook(self, services: Services) -> DeadLetterHook:
+        """Every dead letter of this worker counted in telemetry (`event.dead_lettered`)."""
+        from engram.services.dead_letters import DeadLetters
+
+        counter = DeadLetters(services.uow)
+
+        async def dead_lettered(event: CloudEvent | None, reason: str, deliveries: int, poison: bool) -> None:
+            tenant = event.get("tenantid") if event is not None else None
+            if event is None or not isinstance(tenant, str) or not tenant.strip():
+                return  # no tenant to count it for: the dead letter and the log line say it
+            await counter.record(tenant, self.durable, meta_of(event), reason, deliveries=deliveries, poison=poison)
+
+        return dead_lettered
+
     def cloud_event(self, name: str) -> EventFunction:
         """The functions-framework CloudEvent function `name` (HTTP, Knative): 2xx applied, 422 for
         poison (not redelivered), 503 for a transient failure (redelivered)."""
@@ -143,8 +163,10 @@ class Worker(Generic[T]):
 
             from engram.bootstrap import get_services
 
-            outcome = (await self.handle_events(await get_services(), [event]))[0]
+            services = await get_services()
+            outcome = (await self.handle_events(services, [event]))[0]
             if isinstance(outcome, Poison):
+                await self.dead_letter_hook(services)(event, str(outcome), 1, True)
                 raise HTTPException(status_code=422, detail=str(outcome))
             if outcome is not None:
                 raise HTTPException(status_code=503, detail=str(outcome))
@@ -191,7 +213,9 @@ async def serve(worker: Worker[Any], *, batch_size: int, ready_file: Path | None
             worker.batch_handler(services),
             batch_size=batch_size,
             on_gave_up=worker.gave_up_hook(services),
+            on_dead_letter=worker.dead_letter_hook(services),
         )
+        services.start_pruning(worker.durable)
         if ready_file is not None:
             marker = asyncio.create_task(_mark_ready(runner, ready_file))
         await runner.run(stop)

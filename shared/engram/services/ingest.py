@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cloudevents.http import CloudEvent
 
-from engram.domain.errors import Forbidden, InvalidEvent
+from engram.domain.errors import Forbidden, InvalidEvent, Unprocessable
 from engram.domain.events import (
     OBSERVATION_MARKED,
     check_extension_names,
@@ -13,6 +13,7 @@ from engram.domain.events import (
     subject_for,
 )
 from engram.domain.scopes import Permission, Principal, require
+from engram.domain.text import event_fault
 from engram.ports import EventBus, Published
 
 
@@ -23,7 +24,14 @@ class EventIngest:
     async def accept(self, principal: Principal, event: CloudEvent) -> Published:
         require(principal, Permission.create_event)
         attributes = event.get_attributes()
+        for name in ("id", "source", "type", "subject", "tenantid", "userid"):
+            value = attributes.get(name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise Unprocessable(f"body.{name}", f"the CloudEvent attribute '{name}' must be a non-empty string")
         check_extension_names(dict(attributes))
+        fault = event_fault(attributes, event.get_data())  # the same rule as the workers' decoder
+        if fault is not None:
+            raise InvalidEvent(fault)
         tenant = attributes.get("tenantid")
         if tenant is None:
             event["tenantid"] = principal.tenant_id
