@@ -86,6 +86,14 @@ def _created_links() -> dict[str, Any]:
             "operationId": "feedback_api_ai_memory_feedback_post",
             "requestBody": {"kind": "cited", "observation_id": _OBSERVATION_ID},
         },
+        "ObservationHistory": {
+            "operationId": "history_api_ai_memory__observation_id__history_get",
+            "parameters": {"observation_id": _OBSERVATION_ID},
+        },
+        "UnmergeObservation": {
+            "operationId": "unmerge_api_ai_memory__observation_id__unmerge_post",
+            "parameters": {"observation_id": _OBSERVATION_ID},
+        },
         "DeleteObservation": {
             "operationId": "delete_api_ai_memory__observation_id__delete",
             "parameters": {"observation_id": _OBSERVATION_ID},

@@ -142,7 +142,7 @@ async def test_update_history_as_of_and_unmerge_over_http(
     assert r.status_code == 200, r.text
     assert r.json()["restored"] == [str(old.id)] and r.json()["consolidation"]["undone_by"] == "alice"
     again = await api.post(f"/api/ai/memory/{old.id}/unmerge", headers=auth(tenant))
-    assert again.status_code == 422 and again.json()["field"] == "observation_id"
+    assert again.status_code == 409 and "no consolidation to undo" in again.json()["detail"]  # a state conflict
     await services.indexing.reindex(tenant)
     r = await api.get("/api/ai/memory/recall", params={"q": "Müller GmbH sits"}, headers=auth(tenant))
     assert "Hamburg" in r.text and "Stuttgart" in r.text

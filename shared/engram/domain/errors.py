@@ -41,6 +41,11 @@ class NotFound(LookupError):
     """No such resource in the caller's tenant, or not visible to the caller (HTTP 404)."""
 
 
+class Conflict(RuntimeError):
+    """The request is valid, but the resource's state does not allow it now (HTTP 409): an
+    undo of what was undone already, a decision on what was decided already."""
+
+
 class Unprocessable(ValueError):
     """Well-formed but semantically invalid input (HTTP 422), with the field at fault."""
 

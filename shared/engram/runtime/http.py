@@ -22,6 +22,7 @@ from engram.adapters.failures import failure_kind
 from engram.bootstrap import Services, get_services
 from engram.domain.deliveries import reason
 from engram.domain.errors import (
+    Conflict,
     Forbidden,
     InvalidEvent,
     NotFound,
@@ -97,6 +98,8 @@ async def _mapped(_: Request, exc: Exception) -> JSONResponse:
         return problem(403, str(exc))
     if isinstance(exc, NotFound):
         return problem(404, str(exc))
+    if isinstance(exc, Conflict):
+        return problem(409, str(exc))
     if isinstance(exc, Unprocessable):
         return problem(422, str(exc), field=exc.field)
     if isinstance(exc, InvalidEvent | TelemetryError | TenantRequired):
@@ -172,6 +175,7 @@ def install(
         Unauthorized,
         Forbidden,
         NotFound,
+        Conflict,
         Unprocessable,
         InvalidEvent,
         TelemetryError,

@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from engram.domain.consolidation import ConsolidationRecord
-from engram.domain.errors import Forbidden, NotFound, Unprocessable
+from engram.domain.errors import Conflict, Forbidden, NotFound
 from engram.domain.observation import Change, Observation, WriteOutcome
 from engram.domain.scopes import Permission, Principal, Visibility, require
 from engram.domain.telemetry import MemoryConsolidation, record
@@ -145,13 +145,13 @@ class MemoryHistory:
             if not chosen:
                 raise NotFound(f"consolidation {consolidation_id} is not about observation {observation_id}")
             if chosen[0].undone_at is not None:
-                raise Unprocessable("consolidation_id", f"consolidation {consolidation_id} was undone already")
+                raise Conflict(f"consolidation {consolidation_id} was undone already")
             return chosen[0]
         pending = [r for r in records if r.undone_at is None]
         made = [r for r in pending if r.result_id == observation_id and r.decision in ("duplicate", "digest")]
         ranked = made or pending
         if not ranked:
-            raise Unprocessable("observation_id", f"observation {observation_id} has no consolidation to undo")
+            raise Conflict(f"observation {observation_id} has no consolidation to undo")
         return max(ranked, key=lambda r: (r.created_at, r.id.int))
 
     async def _undo(self, tx: TenantTx, decision: ConsolidationRecord, now: datetime) -> _Undo:
@@ -165,9 +165,7 @@ class MemoryHistory:
         locked = await tx.consolidation.lock_current([decision.result_id, *decision.source_ids])
         result = await tx.observations.get(decision.result_id)
         if result is None or (decision.result_id not in locked and result.superseded_by is not None):
-            raise Unprocessable(
-                "observation_id", "this consolidation was consolidated again later: undo the later one first"
-            )
+            raise Conflict("this consolidation was consolidated again later: undo the later one first")
         sources = [s for s in await tx.observations.get_many(decision.source_ids) if s.superseded_by == result.id]
         restored = await tx.consolidation.restore([s.id for s in sources])
         undo.restored = sorted(restored, key=lambda i: i.int)

@@ -12,7 +12,7 @@ from cloudevents.http import CloudEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram.domain.errors import Forbidden, Unprocessable
+from engram.domain.errors import Conflict, Forbidden
 from engram.domain.events import OBSERVATION_CREATED, OBSERVATION_UPDATED, observation_changed
 from engram.domain.llm import LlmConfig, LlmReply, LlmRequest, PromptLibrary, Usage
 from engram.domain.observation import Observation, ObservationDraft, Priority, Scope, Source, TriggerSource
@@ -213,7 +213,7 @@ async def test_history_shows_versions_and_decisions_and_unmerge_restores_for_goo
     after = await history.history(human(tenant), merged.id)
     assert after.decisions[0].undone_by == "alice" and after.decisions[0].undone_at is not None
     assert {v.status for v in after.versions if v.observation.id == merged.id} == {"retired"}
-    with pytest.raises(Unprocessable):
+    with pytest.raises(Conflict):
         await history.unmerge(human(tenant), merged.id)
 
 
