@@ -44,12 +44,15 @@ def servers() -> Iterator[Servers]:
         )
         os.environ["DATABASE_URL"] = s.database_url
         os.environ["NATS_URL"] = s.nats_url
+        if nats is not None:
+            os.environ.update(nats.client_env())
+        from engram.bootstrap import bus_credentials
         from engram.settings import get_settings
 
         get_settings.cache_clear()
         with contextlib.redirect_stdout(open(os.devnull, "w")):
             asyncio.run(apply_migrations(s.database_url))
-            asyncio.run(declare_streams(s.nats_url, get_settings().engram_stream))
+            asyncio.run(declare_streams(s.nats_url, get_settings().engram_stream, bus_credentials(get_settings())))
         yield s
     finally:
         if nats is not None:

@@ -485,11 +485,15 @@ def main() -> int:
         if not os.environ.get("NATS_URL"):
             nats = EmbeddedNats(tmp / "nats").start()
             os.environ["NATS_URL"] = nats.url
+            os.environ.update(nats.client_env())
+        from engram.adapters.nats_auth import bus_credentials
         from engram.settings import get_settings
 
         get_settings.cache_clear()
         asyncio.run(apply_migrations(os.environ["DATABASE_URL"]))
-        asyncio.run(declare_streams(os.environ["NATS_URL"], get_settings().engram_stream))
+        asyncio.run(
+            declare_streams(os.environ["NATS_URL"], get_settings().engram_stream, bus_credentials(get_settings()))
+        )
         try:
             result = asyncio.run(main_async(args))
         except SystemExit as exc:

@@ -143,6 +143,10 @@ def start_once(fn: Function, env: dict[str, str], workdir: Path, python: str = s
     ready.unlink(missing_ok=True)
     port = _free_port()
     run_env.update({"PORT": str(port), "HOST": "127.0.0.1", "ENGRAM_READY_FILE": str(ready)})
+    if run_env.get("ENGRAM_NATS_SEED_FILE"):  # each function as its own bus user, as deployed
+        user = fn.module.replace("_", "-")
+        run_env["ENGRAM_NATS_USER"] = user
+        run_env["ENGRAM_NATS_SEED_FILE"] = str(Path(run_env["ENGRAM_NATS_SEED_FILE"]).with_name(f"{user}.nk"))
     log_path = workdir / f"{fn.module}.log"
     with open(log_path, "ab") as log:
         started = time.perf_counter()
@@ -216,8 +220,8 @@ def backing_services(workdir: Path) -> Iterator[dict[str, str]]:
         nats = EmbeddedNats(workdir / "nats").start()
         try:
             asyncio.run(apply_migrations(pg.url))
-            asyncio.run(declare_streams(nats.url, "ENGRAM"))
-            yield {"DATABASE_URL": pg.url, "NATS_URL": nats.url}
+            asyncio.run(declare_streams(nats.url, "ENGRAM", nats.credentials("engram")))
+            yield {"DATABASE_URL": pg.url, "NATS_URL": nats.url, **nats.client_env()}
         finally:
             nats.stop()
     finally:

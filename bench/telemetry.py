@@ -168,7 +168,7 @@ async def run(events: int, runs: int) -> dict[str, Any]:
     pg = EmbeddedPostgres(tmp / "postgres").start()
     nats = EmbeddedNats(tmp / "nats").start()
     secret = secrets.token_urlsafe(32)
-    os.environ.update({"DATABASE_URL": pg.url, "NATS_URL": nats.url, "ENGRAM_JWT_SECRET": secret})
+    os.environ.update({"DATABASE_URL": pg.url, "NATS_URL": nats.url, "ENGRAM_JWT_SECRET": secret, **nats.client_env()})
     try:
         import httpx
 
@@ -180,7 +180,7 @@ async def run(events: int, runs: int) -> dict[str, Any]:
 
         get_settings.cache_clear()
         await apply_migrations(pg.url)
-        await declare_streams(nats.url, "ENGRAM")
+        await declare_streams(nats.url, "ENGRAM", nats.credentials("engram"))
         copy_main = await load(pg.url, TENANT, events, days=35, seed=1)
         copy_neighbour = await load(pg.url, NEIGHBOUR, events // 5, days=35, seed=2)
 

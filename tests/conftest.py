@@ -49,10 +49,15 @@ def stack() -> Iterator[dict[str, str]]:
         "database_url": external_pg or (pg.url if pg else ""),
         "nats_url": nats.url,
         "nats_monitor_url": nats.monitor_url,
+        "nats_dir": str(nats.data_dir),
         "data_dir": str(_TMP),
     }
     os.environ["DATABASE_URL"] = urls["database_url"]
     os.environ["NATS_URL"] = urls["nats_url"]
+    # the bus authenticates every client (R-16.3): this process is the admin user, which may do
+    # what every function does; tests of the functions' own users connect as those
+    os.environ["ENGRAM_NATS_USER"] = "engram"
+    os.environ["ENGRAM_NATS_SEED_FILE"] = str(nats.seed_file("engram"))
     from engram.settings import get_settings
 
     get_settings.cache_clear()
@@ -62,7 +67,7 @@ def stack() -> Iterator[dict[str, str]]:
     from engram.adapters.nats_bus import declare_streams
 
     asyncio.run(apply_migrations(urls["database_url"]))
-    asyncio.run(declare_streams(urls["nats_url"], "ENGRAM"))
+    asyncio.run(declare_streams(urls["nats_url"], "ENGRAM", nats.credentials("engram")))
     try:
         yield urls
     finally:
@@ -205,8 +210,8 @@ async def workers(services: Any) -> AsyncIterator[dict[str, Any]]:
     tasks = []
     for worker in (EXTRACT_OBSERVATION, RECORD_FEEDBACK, EMBED_INDEX):
 
-        async def handle(events: list[Any], worker: Any = worker) -> Any:
-            return await worker.handle_events(services._current(), events)
+        async def handle(events: list[Any], subjects: list[str], worker: Any = worker) -> Any:
+            return await worker.handle_events(services._current(), events, subjects)
 
         async def gave_up(event: Any, reason: str, worker: Any = worker) -> None:
             hook = worker.gave_up_hook(services._current())

@@ -23,6 +23,7 @@ from engram.runtime.http import CurrentPrincipal, ServicesDep, document, functio
 from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
 from engram.services.personal_data import Erasure
+from functions.memory_api.agent_keys import router as agent_keys_router
 from functions.memory_api.history import router as history_router
 from functions.memory_api.openapi import describe
 from functions.memory_api.retrieval import router as retrieval_router
@@ -35,6 +36,7 @@ app = function_app(
 app.include_router(retrieval_router)  # fixed paths (recall, search, expiring) before /{observation_id}
 app.include_router(history_router)  # /{observation_id}/history and /unmerge (R-15.3)
 document(app, describe)  # what the routes accept that the models cannot say
+app.include_router(agent_keys_router)
 
 
 class RememberResponse(BaseModel):

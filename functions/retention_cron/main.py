@@ -44,13 +44,14 @@ async def sweep_sessions(settings: Settings | None = None, now: datetime | None 
     from datetime import timedelta
 
     from engram.adapters.maintenance import PgMaintenance
+    from engram.adapters.nats_auth import bus_credentials
     from engram.adapters.nats_bus import NatsBus, connect
     from engram.adapters.unit_of_work import PgUnitOfWork
     from engram.services.sessions import end_idle_sessions
 
     settings = settings or get_settings()
     db = await Database.connect(settings.require_database_url(), min_size=1, max_size=2)
-    nc = await connect(settings.require_nats_url(), name="session-sweep")
+    nc = await connect(settings.require_nats_url(), name="session-sweep", credentials=bus_credentials(settings))
     try:
         idle = timedelta(minutes=settings.engram_session_idle_minutes)
         return await end_idle_sessions(

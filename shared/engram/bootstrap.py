@@ -19,6 +19,7 @@ import structlog
 
 from engram.adapters.embedders import build_embedder
 from engram.adapters.maintenance import PgAgentKeyDirectory, PgMaintenance, PgRetentionStore
+from engram.adapters.nats_auth import bus_credentials
 from engram.adapters.nats_bus import NatsBus, connect
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
@@ -28,6 +29,7 @@ from engram.domain.routing import RoutingRules
 from engram.domain.rules import RuleSet
 from engram.domain.streams import DecisionEngine
 from engram.ports import LLM, AgentKeyDirectory, Embedder, EventBus, Maintenance, Recall, SearchIndex, UnitOfWork
+from engram.services.agent_keys import AgentKeys
 from engram.services.auth import Authenticator
 from engram.services.chat import ChatTurns
 from engram.services.chat_extraction import ChatExtractor
@@ -78,6 +80,7 @@ class Services:
     bus: EventBus
     uow: UnitOfWork
     auth: Authenticator
+    agent_keys: AgentKeys
     memory: MemoryService
     ingest: EventIngest
     extraction: Extraction
@@ -160,9 +163,16 @@ class Services:
             self.background.append(asyncio.create_task(pruning.forever(consumer, interval)))
 
     def start_outbox_relay(self) -> None:
+        """Publish what interrupted writers left in the outbox: the subjects this process's bus
+        user may publish (a relay never tries what the server would refuse); all without one."""
         from engram.adapters.outbox import relay_forever
+        from engram.domain.bus_access import admin_user, relayable, user
 
-        self.background.append(asyncio.create_task(relay_forever(self.database, self.bus)))
+        name = self.settings.engram_nats_user
+        subjects = relayable(user(name, self.settings.engram_stream) if name else admin_user())
+        if not subjects:
+            return
+        self.background.append(asyncio.create_task(relay_forever(self.database, self.bus, subjects=subjects)))
 
     async def close(self) -> None:
         drain = getattr(self.recall, "drain", None)
@@ -328,8 +338,10 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
             max_size=settings.database_pool_size,
             timeout=settings.engram_db_timeout_seconds,
         )
-    bus = o.bus or NatsBus(
-        await connect(settings.require_nats_url()), publish_timeout=settings.engram_publish_timeout_seconds
+    bus: EventBus = o.bus or NatsBus(
+        await connect(settings.require_nats_url(), credentials=bus_credentials(settings)),
+        publish_timeout=settings.engram_publish_timeout_seconds,
+        stream=settings.engram_stream,
     )
     uow = o.uow or PgUnitOfWork(_required(db), bus)
     gateway = o.gateway or build_gateway(settings, o.llm)
@@ -352,13 +364,14 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
         bus=bus,
         uow=uow,
         auth=Authenticator(settings, keys),
+        agent_keys=AgentKeys(uow),
         memory=MemoryService(uow, bus, types),
         ingest=EventIngest(bus),
         extraction=Extraction(uow, load_rules(settings), types, chat_extractor=ChatExtractor(uow, gateway, types)),
         feedback=FeedbackService(uow, bus),
         feedback_recorder=FeedbackRecorder(uow),
         telemetry_query=TelemetryQuery(uow),
-        personal_data=PersonalData(uow, telemetry_archive(settings, db)),
+        personal_data=PersonalData(uow, telemetry_archive(settings, db), bus),
         embedder=embedder,
         index=index,
         indexing=Indexer(uow, index, embedder),

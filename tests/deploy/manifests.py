@@ -111,6 +111,7 @@ KEDA_NATS_REQUIRED = frozenset({"natsServerMonitoringEndpoint", "account", "stre
 # Workloads that hold data or serve models: only Engram's own pods may reach them.
 BACKENDS = ("postgres", "nats", "elasticsearch", "tei")
 CLIENT_LABEL = ("engram.io/client", "true")
+PRODUCER_LABEL = ("engram.io/producer", "true")  # namespaces of domain systems that publish to NATS
 
 # Environment variables a function reads that the platform or the image provides.
 PLATFORM_ENV = frozenset({"PORT", "HOST", "K_SERVICE", "K_REVISION", "K_CONFIGURATION", "ENGRAM_READY_FILE"})
@@ -172,6 +173,11 @@ def copy_tree(destination: Path, source: Path = K8S) -> Path:
     shutil.copytree(source, target)
     for example in (target / "overlays" / "prod" / "secrets").glob("*.env.example"):
         shutil.copy2(example, example.with_name(example.name.removesuffix(".example")))
+    from engram.adapters.nats_auth import write_cluster_credentials
+
+    # the bus users' NKeys, as `engram bus-credentials --out` makes them (git-ignored, never committed)
+    write_cluster_credentials(target / "overlays" / "prod" / "secrets")
+    write_cluster_credentials(target / "overlays" / "dev" / "settings")
     return target
 
 
@@ -703,7 +709,11 @@ def check_network(docs: list[Doc]) -> list[str]:
                     ns_sel = peer.get("namespaceSelector")
                     if pod_sel is not None and not pod_sel.get("matchLabels"):
                         problems.append(f"{ident(policy)}: an empty podSelector admits every pod")
-                    if ns_sel is not None and not (ns_sel.get("matchLabels") or {}).get("kubernetes.io/metadata.name"):
+                    ns_labels = ns_sel.get("matchLabels") or {} if ns_sel is not None else {}
+                    if ns_sel is not None and not (
+                        ns_labels.get("kubernetes.io/metadata.name")
+                        or (backend == "nats" and ns_labels == dict([PRODUCER_LABEL]))
+                    ):
                         problems.append(f"{ident(policy)}: a namespaceSelector must name one namespace")
                     if pod_sel is not None and ns_sel is None:
                         labels = pod_sel["matchLabels"]

@@ -24,7 +24,13 @@ def test_classifies_unknown_folders_by_their_entry_point() -> None:
 
 def test_each_function_starts_and_becomes_healthy(stack: dict[str, str], tmp_path: Path) -> None:
     """One whole-process start per function (timing is the benchmark's business, not this test's)."""
-    env = cold_start.function_env({"DATABASE_URL": stack["database_url"], "NATS_URL": stack["nats_url"]})
+    env = cold_start.function_env(
+        {
+            "DATABASE_URL": stack["database_url"],
+            "NATS_URL": stack["nats_url"],
+            "ENGRAM_NATS_SEED_FILE": str(Path(stack["nats_dir"]) / "credentials" / "engram.nk"),
+        }
+    )
     measured = 0
     for fn in cold_start.discover():
         if fn.kind == "job":

@@ -279,7 +279,7 @@ BROKEN = [
     ),
     (
         "base/nats/streams.yaml",
-        '  servers: ["nats://nats.engram.svc.cluster.local:4222"]\n---',
+        '  servers: ["nats://nats.engram.svc.cluster.local:4222"]\n  nkey: /etc/nack/engram/engram.nk\n---',
         '  servers: ["nats://nats.events.svc.cluster.local:4222"]\n---',
         "nats.events.svc.cluster.local:4222: namespace 'events'",
         "dev",
@@ -323,3 +323,47 @@ def test_the_elasticsearch_setup_script_is_valid_shell() -> None:
 
     script = manifests.K8S / "components" / "search" / "setup.sh"
     assert subprocess.run(["sh", "-n", str(script)], capture_output=True).returncode == 0
+
+
+def test_the_clusters_nats_authorization_is_the_codes() -> None:
+    """k8s/base/nats/auth.conf is what engram.adapters.nats_auth renders (`make run` and the
+    tests run the same text on the embedded server)."""
+    from engram.adapters.nats_auth import render_authorization
+
+    committed = (manifests.K8S / "base" / "nats" / "auth.conf").read_text()
+    assert committed == render_authorization("ENGRAM", []), "regenerate k8s/base/nats/auth.conf"
+
+
+def test_nats_server_accepts_the_clusters_config(tmp_path: Path) -> None:
+    """nats.conf + auth.conf as the pod gets them (public keys from engram-nats-keys) parse."""
+    import os
+    import subprocess
+
+    from engram.adapters.nats_auth import write_cluster_credentials
+    from engram.development.embedded import EmbeddedNats
+
+    for name in ("nats.conf", "auth.conf"):
+        (tmp_path / name).write_text((manifests.K8S / "base" / "nats" / name).read_text())
+    _, keys = write_cluster_credentials(tmp_path / "secrets")
+    env = dict(line.split("=", 1) for line in keys.read_text().splitlines() if "=" in line and line[0] != "#")
+    result = subprocess.run(
+        [EmbeddedNats.binary(), "-t", "-c", str(tmp_path / "nats.conf")],
+        env={**os.environ, **env, "POD_NAME": "nats-0"},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_functions_connect_as_their_own_bus_user(rendered: dict[str, Docs]) -> None:
+    from engram.domain.bus_access import function_users
+
+    names = {u.name for u in function_users()}
+    for pod, container in manifests.function_templates(rendered["prod"]):
+        if pod.owner["kind"] == "Job":
+            continue  # the migration Job talks to PostgreSQL only
+        env = {e["name"]: e for e in container.get("env", [])}
+        user = env["ENGRAM_NATS_USER"]["value"]
+        assert user in names, container["image"]
+        ref = env["ENGRAM_NATS_SEED"]["valueFrom"]["secretKeyRef"]
+        assert ref["name"].startswith("engram-nats-seeds") and ref["key"].endswith(user.upper().replace("-", "_"))

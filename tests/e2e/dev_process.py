@@ -55,7 +55,7 @@ def engram_dev(stack: dict[str, str], log: Path, *args: str) -> Iterator[DevProc
         "ENGRAM_JWT_SECRET": JWT_SECRET,
         "ENGRAM_PORT_BASE": str(base),
         "ENGRAM_DATA_DIR": str(log.parent),
-        "ENGRAM_LOG_LEVEL": "INFO",
+        "ENGRAM_LOG_LEVEL": "DEBUG",  # the most there is to leak (test_no_secret_or_message_body_reaches_a_log_line)
     }
     with open(log, "wb") as out:
         proc = subprocess.Popen(

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -109,6 +110,72 @@ def test_a_killed_worker_is_restarted_and_the_http_functions_keep_serving(local_
     assert proc.poll() is None
     text = local_stack["log"].read_text()
     assert "embed-index (pid " in text and "exited with signal 9" in text and "restarting in" in text
+
+
+def test_no_secret_or_message_body_reaches_a_log_line(local_stack: Any, stack: dict[str, str]) -> None:
+    """R-12.3/R-16.5: the stack runs at DEBUG; after calls that carry a JWT, an agent key and
+    message bodies (also failing ones), no line of its log holds any of them."""
+    import sys
+    from pathlib import Path
+
+    api = local_stack["api"]
+    chat = "http://127.0.0.1:" + str(int(api.rsplit(":", 1)[1]) + 1)
+    token = issue_jwt(
+        JWT_SECRET,
+        tenant_id=DEMO_TENANT,
+        user_id="logcheck",
+        permissions=["create:AiObservation", "read:AiObservation", "create:AiObservationFeedback"],
+    )
+    created = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engram.operations.cli",
+            "agent-key",
+            "create",
+            "--tenant",
+            DEMO_TENANT,
+            "--name",
+            "log-check",
+            "--user",
+            "logcheck",
+            "--permission",
+            "create:AiObservation",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DATABASE_URL": stack["database_url"]},
+        timeout=60,
+    )
+    agent_key = created.stdout.split()[-1]
+    assert agent_key.startswith("egk_"), created.stdout + created.stderr
+    body = "Zebra-Geheimnis-4711: my salary is 91234 EUR"
+    jwt_headers = {"Authorization": f"Bearer {token}"}
+    calls = [
+        httpx.post(f"{api}/api/ai/memory", headers={"X-Agent-Key": agent_key}, json={"title": body}),
+        httpx.post(f"{api}/api/ai/memory/mark", headers=jwt_headers, json={"text": body}),
+        httpx.post(
+            f"{chat}/api/ai/chats/{uuid.uuid4()}/turns", headers=jwt_headers, json={"message": body}, timeout=30
+        ),
+        httpx.post(f"{api}/api/ai/memory", headers={"Authorization": f"Bearer {token}x"}, json={"title": body}),
+        httpx.post(f"{api}/api/ai/memory", headers={"X-Agent-Key": agent_key + "x"}, json={"title": body}),
+        httpx.post(f"{api}/api/ai/memory", headers=jwt_headers, json={"title": body, "scope": "martian"}),
+    ]
+    assert [c.status_code for c in calls[:3]] == [201, 202, 200], [c.text for c in calls]
+    assert [c.status_code for c in calls[3:]] == [401, 401, 422]
+    time.sleep(3)  # extraction, indexing and feedback have logged what they do
+    seed = (Path(stack["nats_dir"]) / "credentials" / "engram.nk").read_text().strip()
+    secrets = {
+        "jwt": token,
+        "jwt secret": JWT_SECRET,
+        "agent key": agent_key,
+        "message body": "Zebra-Geheimnis",
+        "nkey seed": seed,
+    }
+    lines = local_stack["log"].read_text(errors="replace").splitlines()
+    assert len(lines) > 50
+    leaks = {name: [line for line in lines if value in line][:2] for name, value in secrets.items()}
+    assert {name: found for name, found in leaks.items() if found} == {}
 
 
 def test_ctrl_c_stops_every_process(local_stack: Any) -> None:

@@ -12,12 +12,15 @@ failure per message, as `NatsBus` does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from cloudevents.http import CloudEvent
 
 from engram.adapters.nats_binding import from_nats, to_nats_binary
+from engram.domain.bus_access import subject_regex
 from engram.domain.events import subject_for
+from engram.domain.subjects import user_filters
 from engram.ports import Published, RawMessage
 
 
@@ -48,13 +51,20 @@ class FakeBus:
     def of_type(self, event_type: str) -> list[CloudEvent]:
         return [e for e in self.events if e["type"] == event_type]
 
+    async def erase_user(self, tenant_id: str, user_id: str) -> dict[str, int]:
+        """The user's messages leave the stored ones (the subjects JetStream's purge filters on)."""
+        patterns = [re.compile(subject_regex(f)) for f in user_filters(tenant_id, user_id)]
+        before = len(self.stored)
+        self.stored = [m for m in self.stored if not any(p.match(m.subject) for p in patterns)]
+        return {"ENGRAM": before - len(self.stored)}
+
     # ---- EventBus ----------------------------------------------------------------------------------
 
     async def publish(self, event: CloudEvent) -> Published:
         return (await self.publish_many([event]))[0]
 
     async def publish_many(self, events: Sequence[CloudEvent]) -> list[Published]:
-        items = [RawMessage(subject_for(e["type"]), *to_nats_binary(e), event_id=str(e["id"])) for e in events]
+        items = [RawMessage(subject_for(e), *to_nats_binary(e), event_id=str(e["id"])) for e in events]
         results = await self.publish_raw_many(items)
         for r in results:
             if isinstance(r, BaseException):

@@ -9,6 +9,7 @@ from engram.ports import (
     ConsolidationStore,
     Embedder,
     EmbeddingCache,
+    ErasureStore,
     EventBus,
     FeedbackStore,
     Inbox,
@@ -39,10 +40,11 @@ def ports(uow: InMemoryUnitOfWork, tx: InMemoryTenantTx) -> list[object]:
     agent_keys: AgentKeyStore = tx.agent_keys
     inbox: Inbox = tx.inbox
     consolidation: ConsolidationStore = tx.consolidation
+    erasures: ErasureStore = tx.erasures
     bus: EventBus = FakeBus()
     index: SearchIndex = FakeSearchIndex()
     embedder: Embedder = FakeEmbedder()
     recall: Recall = FakeRecall()
     checked += [unit_of_work, tenant_tx, observations, chats, feedback, telemetry, embeddings, personal]
-    checked += [agent_keys, inbox, consolidation, bus, index, embedder, recall]
+    checked += [agent_keys, inbox, consolidation, erasures, bus, index, embedder, recall]
     return checked

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from engram.domain.models import FeedbackKind, FeedbackRow
+from engram.domain.models import AgentKey, FeedbackKind, FeedbackRow
 from engram.domain.observation import Observation
 from engram.domain.search import Vector
 from engram.ports import Erased
@@ -50,7 +50,14 @@ class InMemoryFeedbackStore:
             if f.user_id == user_id and f.kind is FeedbackKind.rejected and f.observation_id is not None
         )
 
-    async def erasures(self, user_ids: Sequence[str]) -> dict[str, datetime]:
+
+class InMemoryErasureStore:
+    """The tombstones (one transaction at a time here, so holding them needs no lock)."""
+
+    def __init__(self, tx: TxState) -> None:
+        self.tx = tx
+
+    async def hold(self, user_ids: Sequence[str]) -> dict[str, datetime]:
         erased = self.tx.rows().erasures
         return {u: erased[u] for u in user_ids if u in erased}
 
@@ -123,6 +130,17 @@ class InMemoryAgentKeyStore:
             "revoked_at": None,
         }
 
+    async def list(self, *, include_revoked: bool = False) -> list[AgentKey]:
+        keys = sorted(self.tx.rows().agent_keys.values(), key=lambda k: (k["created_at"], str(k["id"])))
+        return [_agent_key(k) for k in keys if include_revoked or k.get("revoked_at") is None]
+
+    async def revoke(self, key_id: uuid.UUID) -> AgentKey | None:
+        key = self.tx.rows().agent_keys.get(key_id)
+        if key is None:
+            return None
+        key["revoked_at"] = key.get("revoked_at") or self.tx.now
+        return _agent_key(key)
+
 
 def _history(data: TenantData, tenant_id: str, name: str, user_id: str) -> list[dict[str, Any]]:
     """The user's `chats`, `messages`, `sessions` or `summaries` as rows, in export order: a
@@ -140,6 +158,10 @@ def _history(data: TenantData, tenant_id: str, name: str, user_id: str) -> list[
     else:
         raise KeyError(name)
     return sorted(rows, key=lambda r: (r["created_at"], r["id"].int))
+
+
+def _agent_key(row: dict[str, Any]) -> AgentKey:
+    return AgentKey(**{k: row.get(k) for k in AgentKey.model_fields})
 
 
 class InMemoryPersonalDataStore:

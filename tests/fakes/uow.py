@@ -42,6 +42,7 @@ from tests.fakes.observations import InMemoryObservationStore
 from tests.fakes.stores import (
     InMemoryAgentKeyStore,
     InMemoryEmbeddingCache,
+    InMemoryErasureStore,
     InMemoryFeedbackStore,
     InMemoryInbox,
     InMemoryPersonalDataStore,
@@ -106,6 +107,10 @@ class InMemoryTenantTx:
     @cached_property
     def consolidation(self) -> InMemoryConsolidationStore:
         return InMemoryConsolidationStore(self.state)
+
+    @cached_property
+    def erasures(self) -> InMemoryErasureStore:
+        return InMemoryErasureStore(self.state)
 
     @cached_property
     def inbox(self) -> InMemoryInbox:
@@ -187,7 +192,7 @@ class InMemoryUnitOfWork:
     @staticmethod
     def _encode(tenant_id: str, event: CloudEvent) -> OutboxEntry:
         headers, body = to_nats_binary(event)
-        return OutboxEntry(tenant_id, RawMessage(subject_for(event["type"]), headers, body, str(event["id"])))
+        return OutboxEntry(tenant_id, RawMessage(subject_for(event), headers, body, str(event["id"])))
 
     async def _publish(self, staged: list[OutboxEntry]) -> int:
         """Publish staged events; what went out leaves the outbox, failures stay for the relay."""

@@ -222,7 +222,7 @@ async def test_invalid_output_twice_is_dead_lettered_with_the_reason(
     marker = f"Vorgang-{uuid.uuid4().hex[:8]}"
     bad = {"observations": [{"type": "fact", "title": ""}]}
     seen = marked(anthropic, marker, tool_use("record_observations", bad), tool_use("record_observations", bad))
-    dlq = await services.bus.js.pull_subscribe("dlq.engram.extract-observation", stream="ENGRAM_DLQ")
+    dlq = await services.bus.js.pull_subscribe("dlq.engram.extract-observation.>", stream="ENGRAM_DLQ")
     body = await turn(chat_api, auth(tenant), uuid.uuid4(), f"{marker} ist abgeschlossen.")
 
     async def dead_letter() -> Any:

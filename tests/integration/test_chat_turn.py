@@ -86,7 +86,7 @@ async def test_a_turn_answers_with_memory_and_persists_everything(
         model=SONNET,
     )
     js = services.bus.js
-    sub = await js.pull_subscribe("engram.chat.turn.completed", stream="ENGRAM")
+    sub = await js.pull_subscribe("engram.chat.*.*.turn.completed", stream="ENGRAM")
     chat_id = uuid.uuid4()
     message = "Tell me about Müller Maschinenbau: how are they billed and what did they order recently?"
     r = await say(chat_api, auth(tenant), chat_id, message)
@@ -651,7 +651,7 @@ async def test_ending_a_session_publishes_it_and_the_next_turn_opens_a_new_one(
     services: Any, llm: Any, fake_recall: FakeRecall, chat_api: httpx.AsyncClient, auth: Any, tenant: str
 ) -> None:
     js = services.bus.js
-    sub = await js.pull_subscribe("engram.chat.session.ended", stream="ENGRAM")
+    sub = await js.pull_subscribe("engram.chat.*.*.session.ended", stream="ENGRAM")
     chat_id = uuid.uuid4()
     first = (await say(chat_api, auth(tenant), chat_id, "Hallo", end_session=True)).json()
     assert first["session_ended"] is True

@@ -40,7 +40,7 @@ async def test_same_event_three_times_plus_redelivery_gives_one_observation(
     # a producer retry after the duplicate window: same CloudEvent id, new NATS message id
     headers, body = to_nats_binary(event)
     headers["Nats-Msg-Id"] = "retry-after-window"
-    await services.bus.js.publish(subject_for(event["type"]), body, headers=headers)
+    await services.bus.js.publish(subject_for(event), body, headers=headers)
     await eventually(lambda: count(db=services.db, tenant=tenant, sql="SELECT count(*) FROM processed_events"))
     # a forced redelivery: the worker crashed after commit, before its ack
     assert await deliver(services, WORKER, [event]) == [None]
@@ -112,7 +112,7 @@ async def test_marked_statement_becomes_verified_user_observation(services: Any,
 
 async def test_observation_created_events_are_published_for_indexing(services: Any, workers: Any, tenant: str) -> None:
     js = services.bus.js
-    sub = await js.pull_subscribe("engram.observation.created", stream="ENGRAM")
+    sub = await js.pull_subscribe("engram.observation.*.*.created", stream="ENGRAM")
     await services.bus.publish(customer_event(tenant, "idx-1"))
     await eventually(lambda: count(services.db, tenant))
     seen = []

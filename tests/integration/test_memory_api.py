@@ -143,6 +143,37 @@ async def test_mark_publishes_and_worker_stores_verified(api: Any, auth: Any, te
     assert obs["verified"] and obs["trigger_source"] == "manual"
 
 
+async def test_no_write_path_plants_memory_in_another_team(api: Any, auth: Any, tenant: str) -> None:
+    """alice (team sales) cannot put a team memory into team hr: not by remember, not by marking
+    over HTTP, not by a mark sent through /api/ai/events (R-16.4)."""
+    alice = auth(tenant, "alice", teams=["sales"])
+    team_hr = {"scope": "team", "team_ids": ["hr"]}
+    body = assert_problem(await api.post("/api/ai/memory", headers=alice, json={"title": "x", **team_hr}), 403)
+    assert "hr" in body["detail"]
+    r = await api.post("/api/ai/memory/mark", headers=alice, json={"text": "HR: all raises are frozen", **team_hr})
+    assert "hr" in assert_problem(r, 403)["detail"]
+    r = await api.post(
+        "/api/ai/events",
+        headers={
+            **alice,
+            "ce-specversion": "1.0",
+            "ce-id": "mark-hr-1",
+            "ce-source": "/ui",
+            "ce-type": "io.engram.observation.marked.v1",
+            "Content-Type": "application/json",
+        },
+        content=json.dumps({"text": "HR: all raises are frozen", **team_hr}).encode(),
+    )
+    assert "hr" in assert_problem(r, 403)["detail"]
+    sensitive = {"text": "salary of bob", "scope": "sensitive"}
+    assert_problem(await api.post("/api/ai/memory/mark", headers=alice, json=sensitive), 403)
+    # her own team is fine
+    r = await api.post(
+        "/api/ai/memory/mark", headers=alice, json={"text": "Sales: Q3 push", "scope": "team", "team_ids": ["sales"]}
+    )
+    assert r.status_code == 202, r.text
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -153,7 +184,7 @@ async def test_mark_publishes_and_worker_stores_verified(api: Any, auth: Any, te
         ({"title": "x", "confidence": 3}, "body.confidence"),
         ({"title": "x", "unexpected": 1}, "body.unexpected"),
         ({"title": "x", "type": "martian"}, "type"),
-        ({"title": "x", "scope": "team"}, "body"),
+        ({"title": "x", "scope": "team"}, "team_ids"),
     ],
 )
 async def test_bad_remember_bodies_are_422_problems(api: Any, auth: Any, tenant: str, body: Any, field: str) -> None:

@@ -85,7 +85,7 @@ async def test_republished_event_id_is_dropped_by_jetstream(services: Any, scrat
 
 async def _dead_letters(services: Any, durable: str, expect: int) -> list[Any]:
     js = services.bus.js
-    sub = await js.pull_subscribe(f"dlq.engram.{durable}", stream="ENGRAM_DLQ")
+    sub = await js.pull_subscribe(f"dlq.engram.{durable}.>", stream="ENGRAM_DLQ")
     out: list[Any] = []
     while len(out) < expect:
         out.extend(await sub.fetch(expect - len(out), timeout=5))
@@ -97,7 +97,7 @@ async def test_poison_goes_to_dead_letter_and_the_next_event_is_processed(servic
     subject_prefix, spec = scratch_stream
     handled: list[str] = []
 
-    async def handler(events: list[CloudEvent]) -> list[BaseException | None]:
+    async def handler(events: list[CloudEvent], subjects: list[str]) -> list[BaseException | None]:
         out: list[BaseException | None] = []
         for e in events:
             if e.get_data() == {"poison": True}:
@@ -133,7 +133,7 @@ async def test_transient_failure_is_retried_then_dead_lettered(services: Any, sc
     subject_prefix, spec = scratch_stream
     attempts: dict[str, int] = {}
 
-    async def handler(events: list[CloudEvent]) -> list[BaseException | None]:
+    async def handler(events: list[CloudEvent], subjects: list[str]) -> list[BaseException | None]:
         out: list[BaseException | None] = []
         for e in events:
             attempts[e["id"]] = attempts.get(e["id"], 0) + 1
@@ -173,7 +173,7 @@ async def test_in_progress_keeps_long_work_alive(services: Any, scratch_stream: 
     subject_prefix, spec = scratch_stream
     calls = 0
 
-    async def slow(events: list[CloudEvent]) -> list[BaseException | None]:
+    async def slow(events: list[CloudEvent], subjects: list[str]) -> list[BaseException | None]:
         nonlocal calls
         calls += 1
         await asyncio.sleep(7)  # longer than ack_wait (5 s): without in_progress it would be redelivered

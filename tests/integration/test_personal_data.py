@@ -223,6 +223,10 @@ async def test_erasure_leaves_nothing_of_the_user(
         "summaries": 1,
         "telemetry_events": 2,
         "archived_events": 0,  # no archive configured here (test_retention covers the archive)
+        "embedding_cache": 3,  # the vectors of her 3 texts
+        "outbox_events": 0,
+        "stream_messages": 3,  # her mark, chat turn and feedback events, purged from ENGRAM
+        "dead_letters": 0,
     }
     assert set((await rows_naming(db, tenant, "alice")).values()) == {0}  # nothing names alice any more
     bob_left = await rows_naming(db, tenant, "bob")
@@ -267,6 +271,7 @@ async def test_erasure_leaves_nothing_of_the_user(
         **dict.fromkeys(("observations", "feedback", "index_entries", "chats", "messages", "sessions", "summaries"), 0),
         "telemetry_events": 0,
         "archived_events": 0,
+        **dict.fromkeys(("embedding_cache", "outbox_events", "stream_messages", "dead_letters"), 0),
     }
 
     # feedback alice gave before the erasure but still in flight is dropped; later feedback counts
@@ -275,7 +280,8 @@ async def test_erasure_leaves_nothing_of_the_user(
         return new_event(FEEDBACK_RECORDED, data, tenant_id=tenant, source="/t", user_id="alice", time=at.isoformat())
 
     in_flight, later = cited(datetime.now(UTC) - timedelta(seconds=30)), cited(datetime.now(UTC) + timedelta(seconds=1))
-    assert await deliver(services, FEEDBACK_WORKER, [in_flight, later]) == [None, None]
+    outcomes = await deliver(services, FEEDBACK_WORKER, [in_flight, later])
+    assert [type(o).__name__ if o else None for o in outcomes] == ["Erased", None]  # acked, and deleted from NATS
     assert services.feedback_recorder.last_report.erased == 1
     async with db.tenant(tenant) as conn:
         assert await conn.fetchval("SELECT count(*) FROM observation_feedback WHERE user_id = 'alice'") == 1

@@ -126,7 +126,7 @@ async def test_delete_publishes_event_and_needs_ownership(
     public = await remember(api, auth(tenant), title="Office closes at six", scope="public")
     await eventually(lambda: indexed(services, tenant, public["id"]))
     assert_problem(await api.delete(f"/api/ai/memory/{public['id']}", headers=auth(tenant, "bob")), 403)
-    sub = await services.bus.js.pull_subscribe("engram.observation.deleted", stream="ENGRAM")
+    sub = await services.bus.js.pull_subscribe("engram.observation.*.*.deleted", stream="ENGRAM")
     r = await api.delete(f"/api/ai/memory/{public['id']}", headers=auth(tenant))
     assert r.status_code == 204
 
@@ -168,7 +168,7 @@ async def test_retrieved_feedback_events(tenant: str, services: Any, workers: An
             [ObservationDraft(tenant_id=tenant, user_id="alice", title="Ibis project kickoff", type="project")]
         )
     await services.indexing.reindex(tenant)
-    sub = await services.bus.js.pull_subscribe("engram.feedback.recorded", stream="ENGRAM")
+    sub = await services.bus.js.pull_subscribe("engram.feedback.>", stream="ENGRAM")
     result = await services.recall.search(
         principal, RecallQuery("Ibis kickoff", types=("project",), type_boosts={"project": 1.3}, stream_origin="facts")
     )
@@ -354,7 +354,7 @@ async def test_search_many_plans_streams_together(tenant: str, services: Any, wo
     principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
     project, fact = await kickoff(services, tenant, "Heron", "Lisbon")
     shared = uuid.uuid4()
-    sub = await services.bus.js.pull_subscribe("engram.feedback.recorded", stream="ENGRAM")
+    sub = await services.bus.js.pull_subscribe("engram.feedback.>", stream="ENGRAM")
     projects, facts, empty = await services.recall.search_many(
         principal,
         [

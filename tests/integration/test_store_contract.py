@@ -317,5 +317,5 @@ async def test_personal_data_export_and_erasure(uow: Any, tenant: str) -> None:
     assert erased.history == {"messages": 2, "summaries": 1, "sessions": 1, "chats": 1, "telemetry_events": 1}
     assert sorted(i for i, _ in erased.observations) == sorted([mine.id, public.id])
     async with uow.tenant(tenant) as tx:
-        assert set(await tx.feedback.erasures(["alice", "bob"])) == {"alice"}
+        assert set(await tx.erasures.hold(["alice", "bob"])) == {"alice"}
         assert await tx.observations.live_ids() == [str(bobs.id)]

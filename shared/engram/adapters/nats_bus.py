@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,19 +15,31 @@ from nats.js import JetStreamContext
 from nats.js import api as js_api
 from nats.js.errors import NotFoundError
 
+from engram.adapters.nats_auth import Credentials
 from engram.adapters.nats_binding import to_nats_binary
+from engram.domain.bus_access import inbox_prefix
 from engram.domain.events import subject_for
-from engram.domain.topology import ConsumerSpec, StreamSpec, consumers, streams
+from engram.domain.subjects import dead_letter_user_filters, user_filters
+from engram.domain.topology import DLQ_SUBJECT_PREFIX, ConsumerSpec, StreamSpec, consumers, streams
 from engram.ports import Published, RawMessage
 
 log = structlog.get_logger(__name__)
 
 
-async def connect(url: str, *, name: str = "engram") -> NatsClient:
+async def _log_error(error: Exception) -> None:
+    # a refused publish or subscription (permissions) arrives here, not at the caller
+    log.warning("nats.error", error=str(error))
+
+
+async def connect(url: str, *, name: str = "engram", credentials: Credentials | None = None) -> NatsClient:
+    """A connection as `credentials`' user (its NKey, its own reply inbox), or anonymous."""
     if any(u.strip().startswith(("ws://", "wss://")) for u in url.split(",")):
         from engram._nats_import import enable_websocket_transport
 
         enable_websocket_transport()
+    auth: dict[str, Any] = {}
+    if credentials is not None:
+        auth = {"nkeys_seed_str": credentials.seed, "inbox_prefix": inbox_prefix(credentials.user)}
     return await nats.connect(
         url,
         name=name,
@@ -34,20 +47,25 @@ async def connect(url: str, *, name: str = "engram") -> NatsClient:
         reconnect_time_wait=0.5,
         connect_timeout=5,
         allow_reconnect=True,
+        error_cb=_log_error,
+        **auth,
     )
 
 
 class NatsBus:
     """The EventBus port on JetStream: binary-mode CloudEvents, `Nats-Msg-Id` = event id."""
 
-    def __init__(self, nc: NatsClient, *, publish_concurrency: int = 256, publish_timeout: float = 10.0) -> None:
+    def __init__(
+        self, nc: NatsClient, *, publish_concurrency: int = 256, publish_timeout: float = 10.0, stream: str = "ENGRAM"
+    ) -> None:
         self.nc = nc
         self.publish_timeout = publish_timeout  # no ack by then: the caller learns it (503, a retry)
         self.js: JetStreamContext = nc.jetstream()
+        self.stream = stream
         self._gate = asyncio.Semaphore(publish_concurrency)
 
     async def publish(self, event: CloudEvent) -> Published:
-        subject = subject_for(event["type"])
+        subject = subject_for(event)
         headers, body = to_nats_binary(event)
         return await self.publish_raw(subject, headers, body, event_id=event["id"])
 
@@ -58,7 +76,7 @@ class NatsBus:
 
     async def publish_many(self, events: Sequence[CloudEvent]) -> list[Published]:
         """Publish a batch with pipelined acks; raises the first failure."""
-        items = [RawMessage(subject_for(e["type"]), *to_nats_binary(e), event_id=str(e["id"])) for e in events]
+        items = [RawMessage(subject_for(e), *to_nats_binary(e), event_id=str(e["id"])) for e in events]
         results = await self.publish_raw_many(items)
         for r in results:
             if isinstance(r, BaseException):
@@ -83,6 +101,29 @@ class NatsBus:
             else:
                 results.append(Published(m.event_id, m.subject, bool(ack.duplicate), ack.seq))
         return results
+
+    async def erase_user(self, tenant_id: str, user_id: str) -> dict[str, int]:
+        """Purge the user's subjects (`engram.domain.subjects.user_filters`) from the main stream and
+        the dead letters, up to the last message stored now: what is published later is either the
+        user's new activity (kept) or an older event that a worker drops and deletes on arrival."""
+        purged: dict[str, int] = {}
+        dlq = f"{self.stream}_DLQ"
+        for stream, filters in (
+            (self.stream, user_filters(tenant_id, user_id)),
+            (dlq, dead_letter_user_filters(DLQ_SUBJECT_PREFIX, tenant_id, user_id)),
+        ):
+            last = (await self.js.stream_info(stream)).state.last_seq
+            purged[stream] = 0
+            for subject_filter in filters:
+                request = {"filter": subject_filter, "seq": last + 1}
+                reply = await self.nc.request(
+                    f"$JS.API.STREAM.PURGE.{stream}", json.dumps(request).encode(), timeout=10
+                )
+                answer = json.loads(reply.data)
+                if "error" in answer:
+                    raise RuntimeError(f"purging {subject_filter} from {stream}: {answer['error']}")
+                purged[stream] += int(answer.get("purged", 0))
+        return purged
 
     async def ping(self) -> bool:
         if not self.nc.is_connected:
@@ -143,9 +184,9 @@ async def declare_topology(js: JetStreamContext, main: str = "ENGRAM") -> dict[s
     return report
 
 
-async def declare_streams(url: str, stream: str) -> str:
+async def declare_streams(url: str, stream: str, credentials: Credentials | None = None) -> str:
     """Declare the JetStream streams and durable consumers (idempotent); a summary line (`engram declare`)."""
-    nc = await connect(url)
+    nc = await connect(url, credentials=credentials)
     try:
         report = await declare_topology(nc.jetstream(), stream)
     finally:

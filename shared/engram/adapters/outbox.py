@@ -18,6 +18,7 @@ from cloudevents.http import CloudEvent
 
 from engram.adapters.nats_binding import to_nats_binary
 from engram.adapters.postgres import Connection, Database
+from engram.domain.bus_access import subject_regex
 from engram.domain.events import subject_for
 from engram.ports import EventBus, RawMessage
 
@@ -44,7 +45,7 @@ async def stage(conn: Connection, tenant_id: str, events: Sequence[CloudEvent]) 
     encoded = []
     for event in events:
         headers, body = to_nats_binary(event)
-        encoded.append((event["id"], subject_for(event["type"]), headers, body))
+        encoded.append((event["id"], subject_for(event), headers, body))
     rows = await conn.fetch(
         "INSERT INTO outbox (tenant_id, event_id, subject, headers, body)"
         " SELECT $1, e, s, h, b FROM unnest($2::text[], $3::text[], $4::jsonb[], $5::bytea[]) AS x(e, s, h, b)"
@@ -72,15 +73,25 @@ async def publish(db: Database, bus: EventBus, pending: Sequence[Pending]) -> in
     return len(done)
 
 
-async def relay_once(db: Database, bus: EventBus, *, older_than_seconds: float = 5.0, limit: int = 500) -> int:
-    """Publish events an interrupted writer left behind."""
+async def relay_once(
+    db: Database,
+    bus: EventBus,
+    *,
+    older_than_seconds: float = 5.0,
+    limit: int = 500,
+    subjects: Sequence[str] = (">",),
+) -> int:
+    """Publish events an interrupted writer left behind, of the `subjects` (NATS patterns) this
+    process's bus user may publish; the others are left to a process that may."""
+    patterns = [subject_regex(s) for s in subjects]
     async with db.system() as conn:
         rows = await conn.fetch(
             "SELECT id, event_id, subject, headers, body FROM outbox"
-            " WHERE created_at < now() - make_interval(secs => $1)"
+            " WHERE created_at < now() - make_interval(secs => $1) AND subject ~ ANY($3::text[])"
             " ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
             older_than_seconds,
             limit,
+            patterns,
         )
         pending = [Pending(r["id"], r["event_id"], r["subject"], r["headers"], r["body"]) for r in rows]
         if not pending:
@@ -93,8 +104,10 @@ async def relay_once(db: Database, bus: EventBus, *, older_than_seconds: float =
     return len(done)
 
 
-async def relay_forever(db: Database, bus: EventBus, *, interval: float = 5.0) -> None:
+async def relay_forever(
+    db: Database, bus: EventBus, *, interval: float = 5.0, subjects: Sequence[str] = (">",)
+) -> None:
     while True:
         with contextlib.suppress(Exception):
-            await relay_once(db, bus)
+            await relay_once(db, bus, subjects=subjects)
         await asyncio.sleep(interval)

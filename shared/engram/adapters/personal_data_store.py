@@ -14,7 +14,11 @@ from typing import Any
 
 from engram.adapters.observation_rows import to_observation
 from engram.adapters.postgres import Connection
+from engram.adapters.tenant_stores import ERASURE_LOCK
+from engram.domain.bus_access import subject_regex
 from engram.domain.observation import Observation
+from engram.domain.search import passage_text, text_hash
+from engram.domain.subjects import user_filters
 from engram.ports import Erased
 
 _OF_USER = "tenant_id = $1 AND user_id = $2"
@@ -87,14 +91,25 @@ class PgPersonalDataStore:
     async def erase(self, user_id: str) -> Erased:
         tenant_id = self.tenant_id
         conn = self.conn
-        ids = [
-            r["id"]
+        # writers of this user finish first, later ones wait and then see the tombstone
+        await conn.execute(f"SELECT pg_advisory_xact_lock({ERASURE_LOCK.format(user='$2')})", tenant_id, user_id)
+        owned = [
+            to_observation(r)
             for r in await conn.fetch(
-                "SELECT id FROM observations WHERE tenant_id = $1 AND owner_key = $2 ORDER BY id FOR UPDATE",
+                "SELECT * FROM observations WHERE tenant_id = $1 AND owner_key = $2 ORDER BY id FOR UPDATE",
                 tenant_id,
                 user_id,
             )
         ]
+        ids = [o.id for o in owned]
+        cache = await self._erase_cache(owned)
+        outbox = _count(
+            await conn.execute(
+                "DELETE FROM outbox WHERE tenant_id = $1 AND subject ~ ANY($2::text[])",
+                tenant_id,
+                [subject_regex(f) for f in user_filters(tenant_id, user_id)],
+            )
+        )
         feedback = _count(
             await conn.execute(
                 "DELETE FROM observation_feedback WHERE tenant_id = $1"
@@ -125,4 +140,26 @@ class PgPersonalDataStore:
             tenant_id,
             ids,
         )
-        return Erased(feedback=feedback, history=history, observations=[(r["id"], r["user_id"]) for r in deleted])
+        return Erased(
+            feedback=feedback,
+            history=history,
+            observations=[(r["id"], r["user_id"]) for r in deleted],
+            embedding_cache=cache,
+            outbox=outbox,
+        )
+
+    async def _erase_cache(self, owned: list[Observation]) -> int:
+        """The cached vectors of the user's texts, for every model the tenant's cache holds."""
+        if not owned:
+            return 0
+        models = [r["model"] for r in await self.conn.fetch("SELECT DISTINCT model FROM embedding_cache")]
+        hashes = [text_hash(m, passage_text(o)) for m in models for o in owned]
+        if not hashes:
+            return 0
+        return _count(
+            await self.conn.execute(
+                "DELETE FROM embedding_cache WHERE tenant_id = $1 AND text_hash = ANY($2::text[])",
+                self.tenant_id,
+                hashes,
+            )
+        )

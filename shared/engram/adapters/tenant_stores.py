@@ -10,7 +10,7 @@ from datetime import datetime
 
 from engram.adapters.observation_rows import REJECTED_IDS_SQL
 from engram.adapters.postgres import Connection, parse_vector, vector_literal
-from engram.domain.models import FeedbackRow
+from engram.domain.models import AgentKey, FeedbackRow
 from engram.domain.search import Vector
 
 
@@ -41,11 +41,31 @@ class PgFeedbackStore:
         rows = await self.conn.fetch(REJECTED_IDS_SQL.format(user="$1"), user_id)
         return frozenset(str(r["observation_id"]) for r in rows)
 
-    async def erasures(self, user_ids: Sequence[str]) -> dict[str, datetime]:
+
+# One advisory lock per (tenant, user): writers hold it shared, an erasure exclusively, both until
+# their transaction ends (`engram.domain.erasure`).
+ERASURE_LOCK = "hashtextextended('engram.erasure' || chr(31) || $1 || chr(31) || {user}, 0)"
+
+
+class PgErasureStore:
+    def __init__(self, conn: Connection, tenant_id: str) -> None:
+        self.conn = conn
+        self.tenant_id = tenant_id
+
+    async def hold(self, user_ids: Sequence[str]) -> dict[str, datetime]:
+        users = sorted(set(user_ids))  # one order everywhere: no deadlock between writers and erasures
+        if not users:
+            return {}
+        await self.conn.execute(
+            f"SELECT pg_advisory_xact_lock_shared({ERASURE_LOCK.format(user='u')})"
+            " FROM unnest($2::text[]) WITH ORDINALITY AS x(u, n) ORDER BY n",
+            self.tenant_id,
+            users,
+        )
         rows = await self.conn.fetch(
             "SELECT user_id, erased_at FROM personal_data_erasures WHERE tenant_id = $1 AND user_id = ANY($2::text[])",
             self.tenant_id,
-            list(user_ids),
+            users,
         )
         return {r["user_id"]: r["erased_at"] for r in rows}
 
@@ -154,3 +174,21 @@ class PgAgentKeyStore:
             teams,
             permissions,
         )
+
+    async def list(self, *, include_revoked: bool = False) -> list[AgentKey]:
+        rows = await self.conn.fetch(
+            "SELECT id, name, user_id, teams, permissions, created_at, revoked_at FROM agent_keys"
+            " WHERE tenant_id = $1 AND ($2 OR revoked_at IS NULL) ORDER BY created_at, id",
+            self.tenant_id,
+            include_revoked,
+        )
+        return [AgentKey(**dict(r)) for r in rows]
+
+    async def revoke(self, key_id: uuid.UUID) -> AgentKey | None:
+        row = await self.conn.fetchrow(
+            "UPDATE agent_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = $1 AND id = $2"
+            " RETURNING id, name, user_id, teams, permissions, created_at, revoked_at",
+            self.tenant_id,
+            key_id,
+        )
+        return AgentKey(**dict(row)) if row is not None else None

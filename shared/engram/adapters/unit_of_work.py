@@ -27,7 +27,13 @@ from engram.adapters.observations import PgObservationStore
 from engram.adapters.personal_data_store import PgPersonalDataStore
 from engram.adapters.postgres import Connection, Database
 from engram.adapters.telemetry_store import PgTelemetryStore
-from engram.adapters.tenant_stores import PgAgentKeyStore, PgEmbeddingCache, PgFeedbackStore, PgInbox
+from engram.adapters.tenant_stores import (
+    PgAgentKeyStore,
+    PgEmbeddingCache,
+    PgErasureStore,
+    PgFeedbackStore,
+    PgInbox,
+)
 from engram.ports import Announce, EventBus, TenantTx
 
 log = structlog.get_logger(__name__)
@@ -77,6 +83,10 @@ class PgTenantTx:
     @cached_property
     def consolidation(self) -> PgConsolidationStore:
         return PgConsolidationStore(self.connection, self._tenant_id)
+
+    @cached_property
+    def erasures(self) -> PgErasureStore:
+        return PgErasureStore(self.connection, self._tenant_id)
 
     @cached_property
     def inbox(self) -> PgInbox:

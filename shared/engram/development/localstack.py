@@ -278,6 +278,22 @@ def banner(fns: list[Function], token: str, pg_url: str, nats_url: str) -> None:
     console.print("Ctrl-C stops everything.\n")
 
 
+def function_env(fn: Function, env: dict[str, str], nats: EmbeddedNats | None) -> dict[str, str]:
+    """A function's environment: its port, and on the embedded server its own bus user (R-16.3)."""
+    fn_env = dict(env)
+    if nats is not None:
+        fn_env.update(nats.client_env(fn.name))
+        fn_env.pop("ENGRAM_NATS_SEED", None)
+    if fn.port:
+        fn_env["PORT"] = str(fn.port)
+    return fn_env
+
+
+def local_data_dir(configured: Path) -> Path:
+    """`ENGRAM_DATA_DIR` (`.engram/`), relative to the repository."""
+    return (REPO / configured).resolve() if not configured.is_absolute() else configured
+
+
 def run_local_stack(*, seed: bool = True) -> int:
     import logging
 
@@ -286,11 +302,7 @@ def run_local_stack(*, seed: bool = True) -> int:
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     settings = get_settings()
-    data_dir = (
-        (REPO / settings.engram_data_dir).resolve()
-        if not settings.engram_data_dir.is_absolute()
-        else settings.engram_data_dir
-    )
+    data_dir = local_data_dir(settings.engram_data_dir)
     port_base = int(os.environ.get("ENGRAM_PORT_BASE", "8080"))
     pg: EmbeddedPostgres | None = None
     nats: EmbeddedNats | None = None
@@ -302,14 +314,16 @@ def run_local_stack(*, seed: bool = True) -> int:
             pg_url = pg.url
         nats_url = settings.nats_url
         if not nats_url:
-            nats = EmbeddedNats(data_dir / "nats").start()
+            nats = EmbeddedNats(data_dir / "nats", stream=settings.engram_stream).start()
             nats_url = nats.url
 
         from engram.adapters.migrations import apply_migrations
+        from engram.adapters.nats_auth import bus_credentials
         from engram.adapters.nats_bus import declare_streams
 
         console.print(asyncio.run(apply_migrations(pg_url)))
-        console.print(asyncio.run(declare_streams(nats_url, settings.engram_stream)))
+        admin = nats.credentials("engram") if nats is not None else bus_credentials(settings)
+        console.print(asyncio.run(declare_streams(nats_url, settings.engram_stream, admin)))
 
         secret = _secret(data_dir)
         env = {
@@ -322,9 +336,7 @@ def run_local_stack(*, seed: bool = True) -> int:
         fns = functions(port_base)
         supervisor = Supervisor()
         for fn in fns:
-            fn_env = dict(env)
-            if fn.port:
-                fn_env["PORT"] = str(fn.port)
+            fn_env = function_env(fn, env, nats)
             supervisor.add(fn.name, [sys.executable, "-m", f"functions.{fn.module}"], env=fn_env, cwd=str(REPO))
         token = issue_jwt(
             secret,

@@ -20,7 +20,13 @@ from engram.domain.errors import InvalidEvent, Poison, Transient
 
 T = TypeVar("T")
 
-Outcome = Poison | Transient | None
+
+class Erased(Exception):
+    """An event given before its user's personal memory was erased (R-16.5): acknowledged,
+    applied to nothing, and deleted from the stream, so the user's text does not stay there."""
+
+
+Outcome = Poison | Transient | Erased | None
 
 
 def reason(error: BaseException) -> str:
@@ -29,10 +35,10 @@ def reason(error: BaseException) -> str:
     return str(detail) if detail else (str(error) or type(error).__name__)
 
 
-def classify(error: BaseException) -> Poison | Transient:
+def classify(error: BaseException) -> Poison | Transient | Erased:
     """Poison when no retry can fix it: an invalid event, data that fails its model, a 4xx other
     than 408 and 429 (how the Knative broker reads an HTTP function's answer); else transient."""
-    if isinstance(error, Poison | Transient):
+    if isinstance(error, Poison | Transient | Erased):
         return error
     status = getattr(error, "status_code", None)
     poison = isinstance(error, ValidationError) or (
@@ -85,6 +91,10 @@ class Delivery(Generic[T]):
         """This event can never be applied: dead-letter it with `reason`."""
         self.outcome = reason if isinstance(reason, Poison) else InvalidEvent(reason)
 
+    def erased(self) -> None:
+        """Given before its user's erasure: acknowledge it, apply nothing, delete the message."""
+        self.outcome = Erased(f"given before user {self.meta.user_id!r} was erased")
+
     def retry(self, error: BaseException) -> None:
         """This event could not be applied now: redeliver it with backoff (unless the error says
         that no retry can help, see `classify`)."""
@@ -92,7 +102,7 @@ class Delivery(Generic[T]):
 
     @property
     def failed(self) -> bool:
-        return self.outcome is not None
+        return self.outcome is not None and not isinstance(self.outcome, Erased)
 
 
 @dataclass

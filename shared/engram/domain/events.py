@@ -1,8 +1,8 @@
 """Event types (R-3): versioned reverse-DNS names, pydantic data models, JSON Schemas, subjects.
 
 Engram's own events are registered here. Domain events from CRM, orders and invoicing keep
-their producer's type; they travel on `engram.ingest.domain.<type>` and their data is mapped
-by the YAML rules in `engram.domain.rules`.
+their producer's type; they travel on `engram.ingest.<tenant>.<user>.<type>` and their data is
+mapped by the YAML rules in `engram.domain.rules`. Subjects: `engram.domain.subjects`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from engram.domain.errors import InvalidEvent
 from engram.domain.models import FeedbackKind
 from engram.domain.observation import Change, Key, Priority, Scope, Tag, TeamId, TypeName, WriteOutcome
+from engram.domain.subjects import ENGRAM_SUBJECTS, subject_of
 
 EXTENSION_NAME = re.compile(r"^[a-z][a-z0-9]{0,19}$")
 TYPE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,254}$")
@@ -78,6 +79,10 @@ class ChatTurnCompleted(_Data):
     model: str | None = None
     language: str | None = None
     session_ended: bool = False
+    may_store_sensitive: bool = Field(
+        default=False,
+        description="the user held 'view:SensitiveAiMemory' at the turn: extraction may keep sensitive items",
+    )
 
 
 MAX_RETRIEVED_IDS = 100  # a search returns at most 100 hits
@@ -134,8 +139,13 @@ class SessionEnded(_Data):
 @dataclass(frozen=True)
 class EventType:
     type: str
-    subject: str
     data_model: builtins.type[BaseModel]
+
+    @property
+    def subject(self) -> str:
+        """The wildcard subject of every event of this type, whatever its tenant and user."""
+        family, rest = ENGRAM_SUBJECTS[self.type]
+        return f"engram.{family}.*.*.{'*' if rest == '{actor}' else rest}"
 
     @property
     def dataschema(self) -> str:
@@ -148,13 +158,13 @@ class EventType:
         return schema
 
 
-OBSERVATION_MARKED = EventType("io.engram.observation.marked.v1", "engram.ingest.marked", ObservationMarked)
-OBSERVATION_CREATED = EventType("io.engram.observation.created.v1", "engram.observation.created", ObservationChanged)
-OBSERVATION_UPDATED = EventType("io.engram.observation.updated.v1", "engram.observation.updated", ObservationChanged)
-OBSERVATION_DELETED = EventType("io.engram.observation.deleted.v1", "engram.observation.deleted", ObservationChanged)
-CHAT_TURN_COMPLETED = EventType("io.engram.chat.turn.completed.v1", "engram.chat.turn.completed", ChatTurnCompleted)
-SESSION_ENDED = EventType("io.engram.session.ended.v1", "engram.chat.session.ended", SessionEnded)
-FEEDBACK_RECORDED = EventType("io.engram.feedback.recorded.v1", "engram.feedback.recorded", FeedbackRecorded)
+OBSERVATION_MARKED = EventType("io.engram.observation.marked.v1", ObservationMarked)
+OBSERVATION_CREATED = EventType("io.engram.observation.created.v1", ObservationChanged)
+OBSERVATION_UPDATED = EventType("io.engram.observation.updated.v1", ObservationChanged)
+OBSERVATION_DELETED = EventType("io.engram.observation.deleted.v1", ObservationChanged)
+CHAT_TURN_COMPLETED = EventType("io.engram.chat.turn.completed.v1", ChatTurnCompleted)
+SESSION_ENDED = EventType("io.engram.session.ended.v1", SessionEnded)
+FEEDBACK_RECORDED = EventType("io.engram.feedback.recorded.v1", FeedbackRecorded)
 
 REGISTRY: dict[str, EventType] = {
     t.type: t
@@ -169,24 +179,14 @@ REGISTRY: dict[str, EventType] = {
     )
 }
 
-DOMAIN_SUBJECT_PREFIX = "engram.ingest.domain"
-_SUBJECT_TOKEN = re.compile(r"[^A-Za-z0-9_\-.]")
-
 
 def is_engram_type(event_type: str) -> bool:
     return event_type.startswith("io.engram.")
 
 
-def subject_for(event_type: str) -> str:
-    """Engram types have fixed subjects; domain events go under `engram.ingest.domain.<type>`."""
-    known = REGISTRY.get(event_type)
-    if known is not None:
-        return known.subject
-    if is_engram_type(event_type):
-        raise InvalidEvent(f"unknown Engram event type {event_type!r}")
-    if not TYPE_NAME.match(event_type) or ".." in event_type or event_type.endswith("."):
-        raise InvalidEvent(f"event type {event_type!r} is not a reverse-DNS name")
-    return f"{DOMAIN_SUBJECT_PREFIX}.{_SUBJECT_TOKEN.sub('_', event_type)}"
+def subject_for(event: CloudEvent) -> str:
+    """The subject an event travels on: its family, tenant, user and type (`engram.domain.subjects`)."""
+    return subject_of(str(event["type"]), event.get("tenantid"), event.get("userid"), event.get_data())
 
 
 def parse_data(event_type: str, data: Any) -> BaseModel:

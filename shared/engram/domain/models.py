@@ -143,3 +143,17 @@ class AiEvent(BaseModel):
     user_id: str | None = None
     chat_id: uuid.UUID | None = None
     created_at: datetime | None = None
+
+
+class AgentKey(BaseModel):
+    """An agent key as listed (never its secret: only its hash is stored, R-12.1)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: uuid.UUID
+    name: str
+    user_id: str | None
+    teams: list[str]
+    permissions: list[str]
+    created_at: datetime
+    revoked_at: datetime | None = None

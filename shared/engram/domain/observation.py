@@ -127,6 +127,19 @@ class ObservationDraft(BaseModel):
         return list(dict.fromkeys(v for v in values if v.strip()))
 
     @model_validator(mode="after")
+    def _flag_instruction_like(self) -> ObservationDraft:
+        """Instruction-like content (R-16.6) is kept, flagged and trusted less; the flag is
+        Engram's alone (a writer's own `flag:` tags are dropped)."""
+        from engram.domain.injection import FLAG_PREFIX, FLAGGED_CONFIDENCE, INSTRUCTION_FLAG, is_instruction_like
+
+        tags = [t for t in self.tags if not t.startswith(FLAG_PREFIX)]
+        if is_instruction_like(self.title, self.narrative, *self.facts):
+            tags = [*tags[:49], INSTRUCTION_FLAG]
+            self.confidence = min(self.confidence, FLAGGED_CONFIDENCE)
+        self.tags = tags
+        return self
+
+    @model_validator(mode="after")
     def _scope_needs_owner(self) -> ObservationDraft:
         if self.scope is Scope.private and self.user_id is None:
             raise ValueError("a private observation needs a user_id (tenant-wide ones are public or team)")

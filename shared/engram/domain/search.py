@@ -67,6 +67,13 @@ def passage_text(obs: Observation) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def text_hash(model: str, text: str) -> str:
+    """The embedding cache's key of a passage (`embedding_cache.text_hash`)."""
+    import hashlib
+
+    return hashlib.sha256(f"{model}\x1f{text}".encode()).hexdigest()
+
+
 def index_document(obs: Observation, embedding: Vector) -> IndexDocument:
     title, body = headline_text(obs), body_text(obs)
     return IndexDocument(

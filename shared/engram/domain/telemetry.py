@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from engram.domain.errors import TelemetryError
+from engram.domain.redaction import redact
 
 
 class _Meta(BaseModel):
@@ -192,8 +193,9 @@ def record(
     user_id: str | None = None,
     chat_id: uuid.UUID | None = None,
 ) -> TelemetryRecord:
-    """Validate now (raises TelemetryError), write later with `TelemetryStore.write`."""
-    return TelemetryRecord(tenant_id, name, validate_metadata(name, metadata), user_id, chat_id)
+    """Validate now (raises TelemetryError), write later with `TelemetryStore.write`; secrets in
+    the metadata (an error's text quoting a key, a URL with a password) are scrubbed first."""
+    return TelemetryRecord(tenant_id, name, redact(validate_metadata(name, metadata), bodies=False), user_id, chat_id)
 
 
 def records_of(

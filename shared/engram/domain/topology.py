@@ -37,6 +37,7 @@ class ConsumerSpec:
 
     @property
     def dlq_subject(self) -> str:
+        """The prefix of its dead letters: `<prefix>.<original subject without "engram.">`."""
         return f"{DLQ_SUBJECT_PREFIX}.{self.durable}"
 
 
@@ -52,7 +53,12 @@ def consumers(main: str = "ENGRAM") -> tuple[ConsumerSpec, ...]:
         ConsumerSpec(
             durable="extract-observation",
             stream=main,
-            filter_subjects=("engram.ingest.>", "engram.chat.turn.completed", "engram.chat.session.ended"),
+            filter_subjects=(
+                "engram.ingest.>",
+                "engram.mark.>",
+                "engram.chat.*.*.turn.completed",
+                "engram.chat.*.*.session.ended",
+            ),
             ack_wait_seconds=120,
             description="domain events, marks and chat turns -> observations",
         ),
@@ -73,7 +79,7 @@ def consumers(main: str = "ENGRAM") -> tuple[ConsumerSpec, ...]:
         ConsumerSpec(
             durable="consolidate-memory",
             stream=main,
-            filter_subjects=("engram.observation.created", "engram.observation.updated"),
+            filter_subjects=("engram.observation.*.*.created", "engram.observation.*.*.updated"),
             ack_wait_seconds=180,
             max_ack_pending=1_000,
             description="new and changed observations -> merged, superseded, linked (consolidation)",

@@ -6,8 +6,8 @@ import argparse
 import asyncio
 import json
 import sys
+import uuid
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -23,9 +23,11 @@ async def _migrate(url: str) -> None:
 
 
 async def _declare(url: str, stream: str) -> None:
+    from engram.adapters.nats_auth import bus_credentials
     from engram.adapters.nats_bus import declare_streams
+    from engram.settings import get_settings
 
-    console.print(await declare_streams(url, stream))
+    console.print(await declare_streams(url, stream, bus_credentials(get_settings())))
 
 
 def cmd_migrate(_: argparse.Namespace) -> int:
@@ -77,27 +79,88 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_agent_key(args: argparse.Namespace) -> int:
+    """`engram agent-key create|list|revoke|rotate`: an operator's view of a tenant's agent keys."""
     from engram.adapters.postgres import Database
     from engram.adapters.unit_of_work import PgUnitOfWork
+    from engram.domain.errors import NotFound, Unprocessable
+    from engram.services.agent_keys import AgentKeys
     from engram.services.auth import create_agent_key
     from engram.settings import get_settings
 
-    async def run() -> Any:
+    async def run() -> int:
         db = await Database.connect(get_settings().require_database_url(), max_size=1)
+        uow = PgUnitOfWork(db, None)
+        keys = AgentKeys(uow)
+        if args.action in ("revoke", "rotate") and not args.id:
+            console.print(f"agent-key {args.action} needs the key's id", style="red")
+            return 2
         try:
-            return await create_agent_key(
-                PgUnitOfWork(db, None),
-                tenant_id=args.tenant,
-                name=args.name,
-                user_id=args.user,
-                teams=args.team or [],
-                permissions=args.permission or [],
-            )
+            if args.action == "create":
+                if not args.name:
+                    console.print("--name is required", style="red")
+                    return 2
+                issued = await create_agent_key(
+                    uow,
+                    tenant_id=args.tenant,
+                    name=args.name,
+                    user_id=args.user,
+                    teams=args.team or [],
+                    permissions=args.permission or [],
+                )
+                console.print(f"agent key {issued.id} (shown once): {issued.secret}")
+            elif args.action == "list":
+                for key in await keys.list_tenant(args.tenant, include_revoked=args.all):
+                    state = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
+                    console.print(f"{key.id}  {key.name}  user={key.user_id or '-'}  {state}  {key.permissions}")
+            elif args.action == "revoke":
+                revoked = await keys.revoke_tenant(args.tenant, uuid.UUID(args.id))
+                console.print(f"agent key {revoked.id} ({revoked.name}) revoked at {revoked.revoked_at}")
+            else:
+                old, issued = await keys.rotate_tenant(args.tenant, uuid.UUID(args.id))
+                console.print(f"agent key {old.id} revoked; new key {issued.id} (shown once): {issued.secret}")
+        except (NotFound, Unprocessable, ValueError) as exc:
+            console.print(str(exc), style="red")
+            return 1
         finally:
             await db.close()
+        return 0
 
-    issued = asyncio.run(run())
-    console.print(f"agent key {issued.id} (shown once): {issued.secret}")
+    return asyncio.run(run())
+
+
+def cmd_producer_credentials(args: argparse.Namespace) -> int:
+    """Onboard a domain system (R-1.2): an NKey user that may publish its tenant's domain events only."""
+    from engram.adapters.nats_auth import add_producer, reload_server
+    from engram.development.localstack import local_data_dir
+    from engram.domain.bus_access import inbox_prefix, producer_user
+    from engram.settings import get_settings
+
+    settings = get_settings()
+    folder = Path(args.dir) if args.dir else local_data_dir(settings.engram_data_dir) / "nats"
+    try:
+        user = producer_user(args.tenant, args.name)
+    except ValueError as exc:
+        console.print(str(exc), style="red")
+        return 2
+    credentials, auth = add_producer(folder, args.tenant, args.name, settings.engram_stream)
+    reloaded = reload_server(folder / "nats.pid")
+    console.print(f"producer {user.name}: {auth} written" + (", server reloaded" if reloaded else ""))
+    console.print(f"publish to: {user.publish[0]}  (engram.ingest.<tenant>.<user or _>.<event type>)")
+    console.print(f"reply inbox prefix (nats.connect(inbox_prefix=...)): {inbox_prefix(user.name)}")
+    if not reloaded:
+        console.print("deploy the new auth.conf (cluster: the nats-config ConfigMap) and reload NATS")
+    console.print("NKey seed, shown once (a secret: give it to the producer only):")
+    print(credentials.seed)  # noqa: T201 - the seed is the command's output
+    return 0
+
+
+def cmd_bus_credentials(args: argparse.Namespace) -> int:
+    """The functions' NKeys for a cluster overlay (seeds for their Secret, public keys for NATS)."""
+    from engram.adapters.nats_auth import write_cluster_credentials
+    from engram.settings import get_settings
+
+    seeds, keys = write_cluster_credentials(Path(args.out), get_settings().engram_stream)
+    console.print(f"{seeds} (secret, git-ignored) and {keys} written")
     return 0
 
 
@@ -158,13 +221,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ttl", type=int, default=3600)
     p.set_defaults(func=cmd_token)
 
-    p = sub.add_parser("agent-key", help="create an agent key (stored hashed; shown once)")
+    p = sub.add_parser("agent-key", help="create, list, revoke or rotate agent keys (stored hashed; shown once)")
+    p.add_argument("action", choices=["create", "list", "revoke", "rotate"])
+    p.add_argument("id", nargs="?", help="the key's id (revoke, rotate)")
     p.add_argument("--tenant", required=True)
-    p.add_argument("--name", required=True)
+    p.add_argument("--name", help="create: what the key is for")
     p.add_argument("--user")
     p.add_argument("--team", action="append")
     p.add_argument("--permission", action="append")
+    p.add_argument("--all", action="store_true", help="list: revoked keys too")
     p.set_defaults(func=cmd_agent_key)
+
+    p = sub.add_parser("producer-credentials", help="issue a domain system's NATS credentials (NKey)")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--name", required=True, help="the system, e.g. crm (lowercase, digits, '-')")
+    p.add_argument("--dir", help="where producers.json and auth.conf live (default: the local stack's)")
+    p.set_defaults(func=cmd_producer_credentials)
+
+    p = sub.add_parser("bus-credentials", help="NKeys of every function for a cluster overlay")
+    p.add_argument("--out", required=True, help="e.g. k8s/overlays/prod/secrets")
+    p.set_defaults(func=cmd_bus_credentials)
 
     p = sub.add_parser("reindex", help="rebuild a tenant's search index from PostgreSQL")
     p.add_argument("--tenant", required=True)

@@ -47,6 +47,11 @@ class EventBus(Protocol):
         self, items: Sequence[RawMessage], *, timeout: float = 10.0
     ) -> list[Published | BaseException]: ...
 
+    async def erase_user(self, tenant_id: str, user_id: str) -> dict[str, int]:
+        """Remove the user's messages stored so far (their subjects, `engram.domain.subjects`)
+        from every stream; the number removed per stream."""
+        ...
+
 
 # ---- search, embeddings, models ------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from cloudevents.http import CloudEvent
 
 from engram.domain.models import (
+    AgentKey,
     Chat,
     ChatMessage,
     FeedbackCounts,
@@ -194,8 +195,13 @@ class FeedbackStore(Protocol):
         """The observations this user rejected (hidden from their recall, R-7.5)."""
         ...
 
-    async def erasures(self, user_ids: Sequence[str]) -> dict[str, datetime]:
-        """When each of these users' personal memory was last erased (those ever erased)."""
+
+class ErasureStore(Protocol):
+    """The tombstones of erased users (`engram.domain.erasure`): every writer asks in its transaction."""
+
+    async def hold(self, user_ids: Sequence[str]) -> dict[str, datetime]:
+        """Wait for an erasure of these users in progress to commit, keep a new one out until this
+        transaction ends, and return when each was last erased (those ever erased)."""
         ...
 
 
@@ -252,6 +258,8 @@ class Erased:
     feedback: int
     history: dict[str, int]
     observations: list[tuple[uuid.UUID, str | None]]
+    embedding_cache: int = 0  # cached vectors of the user's texts
+    outbox: int = 0  # the user's events not yet published
 
 
 class PersonalDataStore(Protocol):
@@ -281,6 +289,12 @@ class AgentKeyStore(Protocol):
         teams: list[str],
         permissions: list[str],
     ) -> None: ...
+
+    async def list(self, *, include_revoked: bool = False) -> list[AgentKey]: ...
+
+    async def revoke(self, key_id: uuid.UUID) -> AgentKey | None:
+        """Revoke (once: an earlier revocation stands); None if no such key in the tenant."""
+        ...
 
 
 # ---- the unit of work -----------------------------------------------------------------------------
@@ -334,6 +348,9 @@ class TenantTx(Protocol):
     def consolidation(self) -> ConsolidationStore:
         """Versions, conflict links and consolidation decisions (R-15)."""
         ...
+
+    @property
+    def erasures(self) -> ErasureStore: ...
 
     @property
     def inbox(self) -> Inbox:

@@ -263,12 +263,16 @@ def serve(app_path: str, *, graceful_seconds: int = 20) -> None:
 
     import uvicorn
 
+    from engram.runtime.logs import configure_logging
+
+    configure_logging()  # structlog and the standard loggers, both redacted
     uvicorn.run(
         app_path,
         host=os.environ.get("HOST", "127.0.0.1"),
         port=int(os.environ.get("PORT", "8080")),
         log_level=os.environ.get("ENGRAM_LOG_LEVEL", "info").lower(),
         proxy_headers=True,
+        log_config=None,  # uvicorn's loggers go to the root handler, whose filter redacts (runtime/logs.py)
         timeout_graceful_shutdown=graceful_seconds,
     )
 

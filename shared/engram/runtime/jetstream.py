@@ -24,15 +24,17 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 
 from engram.adapters.nats_binding import from_nats
-from engram.domain.deliveries import classify, reason
+from engram.domain.deliveries import Erased, classify, reason
 from engram.domain.errors import InvalidEvent, Poison
+from engram.domain.subjects import dead_letter_subject
 from engram.domain.text import clean
 from engram.domain.topology import ConsumerSpec
 
 log = structlog.get_logger(__name__)
 
 Outcome = BaseException | None
-BatchHandler = Callable[[list[CloudEvent]], Awaitable[Sequence[Outcome]]]
+# the events of a fetch and, for each, the subject it arrived on (what the bus's permissions vouch for)
+BatchHandler = Callable[[list[CloudEvent], list[str]], Awaitable[Sequence[Outcome]]]
 GaveUpHook = Callable[[CloudEvent, str], Awaitable[None]]
 # (event or None when undecodable, reason, deliveries, poison: refused at once rather than given up)
 DeadLetterHook = Callable[[CloudEvent | None, str, int, bool], Awaitable[None]]
@@ -61,6 +63,7 @@ class RunnerStats:
     acked: int = 0
     nakked: int = 0
     dead_lettered: int = 0
+    erased: int = 0  # given before its user's erasure: acknowledged and deleted from the stream
     batches: int = 0
     pauses: int = 0
     last_batch_ms: float = 0.0
@@ -174,7 +177,7 @@ class PullRunner:
         """Run the handler while telling JetStream the batch is still in progress."""
         keepalive = asyncio.create_task(self._keep_alive(msgs))
         try:
-            outcomes = await self.handler(events)
+            outcomes = await self.handler(events, [m.subject for m in msgs])
             if len(outcomes) != len(events):
                 raise RuntimeError(f"handler returned {len(outcomes)} outcomes for {len(events)} events")
             return outcomes
@@ -187,6 +190,9 @@ class PullRunner:
                 await keepalive
 
     async def _settle(self, msg: Msg, event: CloudEvent, outcome: Outcome) -> None:
+        if isinstance(outcome, Erased):
+            await self._delete(msg)  # its user was erased: the text leaves the stream too
+            outcome = None
         if outcome is None:
             await msg.ack()
             self.stats.acked += 1
@@ -219,6 +225,18 @@ class PullRunner:
         await msg.nak(delay=delay)
         self.stats.nakked += 1
 
+    async def _delete(self, msg: Msg) -> None:
+        from nats.js.errors import BadRequestError
+
+        try:
+            await self.js.delete_msg(msg.metadata.stream, msg.metadata.sequence.stream)
+            self.stats.erased += 1
+        except BadRequestError as exc:
+            if getattr(exc, "err_code", None) != 10043:  # 10043: gone already (the erasure purged it)
+                log.warning("runner.erased_delete_failed", consumer=self.spec.durable, error=reason_of(exc))
+        except Exception as exc:  # acknowledged anyway; the stream's max age removes it in the end
+            log.warning("runner.erased_delete_failed", consumer=self.spec.durable, error=reason_of(exc))
+
     async def dead_letter(self, msg: Msg, event: CloudEvent | None, reason: str, *, poison: bool = True) -> None:
         headers = dict(msg.headers or {})
         meta = msg.metadata
@@ -234,7 +252,9 @@ class PullRunner:
             }
         )
         # the dead letter must be stored before the original is terminated
-        await self.js.publish(self.spec.dlq_subject, msg.data, headers=headers, timeout=10)
+        # under the original subject's tenant and user, so erasing a user also finds its dead letters
+        subject = dead_letter_subject(self.spec.dlq_subject, msg.subject)
+        await self.js.publish(subject, msg.data, headers=headers, timeout=10)
         await msg.term()
         self.stats.dead_lettered += 1
         key = reason.split(":")[0][:80]

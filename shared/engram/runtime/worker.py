@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import structlog
 from cloudevents.http import CloudEvent
 
-from engram.domain.deliveries import Batch, Delivery, EventMeta, Outcome, Rejected, classify
+from engram.domain.deliveries import Batch, Delivery, Erased, EventMeta, Outcome, Rejected, classify
 from engram.domain.errors import InvalidEvent, Poison
+from engram.domain.events import subject_for
+from engram.domain.subjects import check_arrival, needs_bus_identity
 from engram.domain.text import event_fault
 from engram.runtime.isolation import isolate
 
@@ -44,6 +46,7 @@ Handler = Callable[[Batch[T]], Awaitable[None]]
 GaveUp = Callable[[Delivery[T], str], Awaitable[None]]
 RejectedHook = Callable[[Sequence[Rejected]], Awaitable[None]]
 EventFunction = Callable[[CloudEvent], Awaitable[None]]
+OVER_HTTP = "(http)"  # the arrival of an event through the functions-framework entry point
 
 
 def tenant_of(event: CloudEvent) -> str:
@@ -74,21 +77,36 @@ class Worker(Generic[T]):
     rejected: Callable[[Services], RejectedHook] | None = None
     batch: int = 200
 
-    def delivery(self, event: CloudEvent) -> Delivery[T]:
-        """The event decoded (InvalidEvent if it cannot be, or holds text that cannot be stored)."""
+    def delivery(self, event: CloudEvent, subject: str | None = None) -> Delivery[T]:
+        """The event decoded (InvalidEvent if it cannot be, or holds text that cannot be stored).
+        `subject`: the NATS subject it arrived on, which must be the one its attributes give
+        (`check_arrival`); `OVER_HTTP` for the functions-framework entry point, where no bus
+        identity vouches for the sender, so what only a privileged publisher may send is refused;
+        None for a call in the same process."""
         tenant = tenant_of(event)
         fault = event_fault(event.get_attributes(), event.get_data())
         if fault is not None:
             raise InvalidEvent(fault)
+        if subject == OVER_HTTP:
+            if needs_bus_identity(subject_for(event)):
+                raise InvalidEvent("human feedback is accepted only over the bus, from the memory API")
+        elif subject is not None:
+            check_arrival(subject, subject_for(event))
         return Delivery(tenant, self.decode(event), meta_of(event))
 
-    async def handle_events(self, services: Services, events: Sequence[CloudEvent]) -> list[Outcome]:
+    async def handle_events(
+        self, services: Services, events: Sequence[CloudEvent], subjects: Sequence[str] | None = None
+    ) -> list[Outcome]:
         """Decode, apply and report one outcome per event, in order (None: applied)."""
         rejected = self.rejected(services) if self.rejected is not None else None
-        return await self.run(self.handler(services), events, rejected)
+        return await self.run(self.handler(services), events, rejected, subjects)
 
     async def run(
-        self, handler: Handler[T], events: Sequence[CloudEvent], rejected: RejectedHook | None = None
+        self,
+        handler: Handler[T],
+        events: Sequence[CloudEvent],
+        rejected: RejectedHook | None = None,
+        subjects: Sequence[str] | None = None,
     ) -> list[Outcome]:
         """`handle_events` with the service's methods given (a benchmark's or test's own service)."""
         outcomes: list[Outcome] = [None] * len(events)
@@ -97,7 +115,7 @@ class Worker(Generic[T]):
         refused: list[Rejected] = []
         for i, event in enumerate(events):
             try:
-                batch.deliveries.append(self.delivery(event))
+                batch.deliveries.append(self.delivery(event, subjects[i] if subjects is not None else None))
                 slots.append(i)
             except Exception as exc:
                 outcome = classify(exc)
@@ -125,8 +143,8 @@ class Worker(Generic[T]):
     def batch_handler(self, services: Services) -> BatchHandler:
         """The pull runner's view: CloudEvents in, outcomes out."""
 
-        async def handle(events: list[CloudEvent]) -> Sequence[BaseException | None]:
-            return await self.handle_events(services, events)
+        async def handle(events: list[CloudEvent], subjects: list[str]) -> Sequence[BaseException | None]:
+            return await self.handle_events(services, events, subjects)
 
         return handle
 
@@ -136,7 +154,8 @@ class Worker(Generic[T]):
         hook = self.gave_up(services)
 
         async def gave_up(event: CloudEvent, reason: str) -> None:
-            await hook(self.delivery(event), reason)
+            tenant = tenant_of(event)
+            await hook(Delivery(tenant, self.decode(event), meta_of(event)), reason)
 
         return gave_up
 
@@ -164,11 +183,11 @@ class Worker(Generic[T]):
             from engram.bootstrap import get_services
 
             services = await get_services()
-            outcome = (await self.handle_events(services, [event]))[0]
+            outcome = (await self.handle_events(services, [event], [OVER_HTTP]))[0]
             if isinstance(outcome, Poison):
                 await self.dead_letter_hook(services)(event, str(outcome), 1, True)
                 raise HTTPException(status_code=422, detail=str(outcome))
-            if outcome is not None:
+            if outcome is not None and not isinstance(outcome, Erased):
                 raise HTTPException(status_code=503, detail=str(outcome))
 
         function.__name__ = function.__qualname__ = name  # functions-framework registers by name

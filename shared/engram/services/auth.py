@@ -44,7 +44,6 @@ class Authenticator:
         self.settings = settings
         self.keys = keys
         self._jwks: jwt.PyJWKClient | None = None
-        self._key_cache: dict[str, tuple[float, Principal]] = {}
 
     def _verification_key(self, token: str) -> tuple[Any, list[str]]:
         import jwt
@@ -102,10 +101,8 @@ class Authenticator:
         if not secret.startswith(AGENT_KEY_PREFIX) or len(secret) > 200:
             raise Unauthorized("malformed agent key")
         digest = secret_hash(secret)
-        cached = self._key_cache.get(digest)
-        now = time.monotonic()
-        if cached and cached[0] > now:
-            return cached[1]
+        # resolved on every request (one indexed lookup), never cached: a key revoked in any
+        # process or by `engram agent-key revoke` is refused from the next request on
         if self.keys is None:
             raise Unauthorized("agent keys need the database")
         found = await self.keys.resolve(digest)
@@ -118,7 +115,6 @@ class Authenticator:
             teams=found.teams,
             permissions=found.permissions,
         )
-        self._key_cache[digest] = (now + 30, principal)
         return principal
 
     async def authenticate(self, authorization: str | None, agent_key: str | None) -> Principal:

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import structlog
 from pydantic import BaseModel, ValidationError
 
+from engram.domain.authorization import WriteRequest, extractor_for, may_write
 from engram.domain.chat_extraction import (
     ExtractionOutput,
     InvalidExtraction,
@@ -46,6 +47,7 @@ from engram.domain.language import detect_language
 from engram.domain.llm import LlmReply, LlmRequest, Priority, Profile, ToolSpec, Usage
 from engram.domain.models import SessionStatus
 from engram.domain.observation import ObservationDraft
+from engram.domain.scopes import Principal
 from engram.ports import TenantTx, UnitOfWork
 from engram.services.extraction import CONSUMER, ChatEvent, Extracted
 from engram.services.gateway import LlmGateway
@@ -68,6 +70,15 @@ class InvalidOutput(InvalidEvent):
         self.input_tokens = usage.input_tokens
         self.output_tokens = usage.output_tokens
         self.duration_ms = duration_ms
+
+
+def permitted(author: Principal, drafts: list[ObservationDraft]) -> list[ObservationDraft]:
+    """The drafts the user the extraction acts for could have stored through `remember` (R-16.4);
+    the others (a sensitive item from a user who may not see sensitive memories) are dropped."""
+    kept = [d for d in drafts if may_write(author, WriteRequest.of(d.user_id, d.scope, d.team_ids))]
+    if len(kept) < len(drafts):
+        log.info("chat_extraction.drafts_refused", tenant=author.tenant_id, refused=len(drafts) - len(kept))
+    return kept
 
 
 def _problems(exc: ValidationError | InvalidExtraction) -> str:
@@ -169,10 +180,11 @@ class ChatExtractor:
             if await tx.inbox.seen([meta.key]):
                 return Extracted([])  # redelivered: the inbox marks it as a duplicate, no second LLM call
             known = await self._known(tx, user) if self.gateway.available else ""
+        author = extractor_for(tenant, user, may_store_sensitive=data.may_store_sensitive)
         if not self.gateway.available:
             drafts = offline_observations(data.user_message, origin, self.observation_types)
             return Extracted(
-                drafts,
+                permitted(author, drafts),
                 model="offline",
                 duration_ms=int((time.perf_counter() - started) * 1000),
                 message_id=data.assistant_message_id,
@@ -200,7 +212,7 @@ class ChatExtractor:
         except ValidationError as exc:
             raise InvalidEvent(f"extracted observations are invalid: {_problems(exc)}") from exc
         return Extracted(
-            drafts,
+            permitted(author, drafts),
             model=reply.model,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
@@ -249,7 +261,7 @@ class ChatExtractor:
             draft = summary_draft(summary, origin, session.id, model_name)
             if draft.type not in self.observation_types:
                 draft = draft.model_copy(update={"type": "note" if "note" in self.observation_types else draft.type})
-            drafts.append(draft)
+            drafts = permitted(extractor_for(tenant, user, may_store_sensitive=False), [draft])
         return Extracted(
             drafts,
             model=model_name,

@@ -56,11 +56,10 @@ from engram.domain.facts import Reading
 from engram.domain.models import FeedbackCounts
 from engram.domain.observation import Change, Observation, ObservationDraft, Scope, WriteOutcome
 from engram.domain.scopes import Visibility
-from engram.domain.search import SearchFilter, Vector, passage_text
+from engram.domain.search import SearchFilter, Vector, passage_text, text_hash
 from engram.domain.telemetry import MemoryConsolidation, TelemetryRecord, record
 from engram.ports import Embedder, SearchIndex, TenantTx, UnitOfWork
 from engram.services.consolidation_llm import ConsolidationJudge, Cost, JudgementFailed
-from engram.services.indexing import text_hash
 
 log = structlog.get_logger(__name__)
 

@@ -31,6 +31,7 @@ from cloudevents.http import CloudEvent
 from pydantic import ValidationError
 
 from engram.domain.deliveries import Batch, Delivery, EventMeta, Rejected
+from engram.domain.erasure import given_before_erasure
 from engram.domain.errors import InvalidEvent
 from engram.domain.events import (
     CHAT_TURN_COMPLETED,
@@ -47,6 +48,7 @@ from engram.domain.observation import ObservationDraft, Provenance, Source, Trig
 from engram.domain.rules import RuleSet, apply_rule, event_context
 from engram.domain.telemetry import TelemetryRecord, record
 from engram.ports import Announce, TenantTx, UnitOfWork
+from engram.services.extraction_stats import ExtractionStats
 from engram.services.memory import marked_draft
 
 log = structlog.get_logger(__name__)
@@ -115,6 +117,11 @@ class Planned:
         self.key = self.delivery.key
         # one row per chat extraction (a model call each), one per trigger for the others
         self.stats_row = (self.trigger, self.key if self.trigger is TriggerSource.chat else "")
+
+    @property
+    def users(self) -> set[str | None]:
+        """Whose memory it writes: the event's user and every draft's owner."""
+        return {self.delivery.meta.user_id, *(d.user_id for d in self.extracted.drafts)}
 
 
 @dataclass
@@ -222,48 +229,6 @@ def domain_drafts(rules: RuleSet, delivery: Delivery[DomainEvent]) -> list[Obser
     return drafts
 
 
-class _Stats:
-    """The `memory.extraction` rows of one tenant batch's rule, mark and chat extractions."""
-
-    def __init__(self) -> None:
-        self.rows: dict[tuple[TriggerSource, str], dict[str, int]] = defaultdict(
-            lambda: {"count": 0, "dedup": 0, "input_tokens": 0, "output_tokens": 0, "llm_ms": 0}
-        )
-        self.models: dict[tuple[TriggerSource, str], str] = {}
-
-    def duplicate(self, p: Planned) -> None:
-        self.rows[p.stats_row]["dedup"] += 1
-
-    def applied(self, p: Planned, stored: int, deduplicated: int) -> None:
-        if p.extracted.model:
-            self.models.setdefault(p.stats_row, p.extracted.model)
-        row = self.rows[p.stats_row]
-        row["input_tokens"] += p.extracted.input_tokens
-        row["output_tokens"] += p.extracted.output_tokens
-        row["llm_ms"] += p.extracted.duration_ms
-        row["dedup"] += deduplicated
-        row["count"] += stored
-
-    def records(self, tenant: str, elapsed_ms: int) -> list[TelemetryRecord]:
-        return [
-            record(
-                tenant,
-                "memory.extraction",
-                {
-                    "trigger": trigger.value,
-                    "count": s["count"],
-                    "dedup_hits": s["dedup"],
-                    "model": self.models.get((trigger, key)),
-                    "input_tokens": s["input_tokens"],
-                    "output_tokens": s["output_tokens"],
-                    "duration_ms": elapsed_ms + s["llm_ms"],
-                    "status": "ok",
-                },
-            )
-            for (trigger, key), s in self.rows.items()
-        ]
-
-
 class Extraction:
     def __init__(
         self,
@@ -310,6 +275,12 @@ class Extraction:
     async def handle(self, batch: Batch[ExtractionInput]) -> None:
         for tenant, deliveries in batch.by_tenant().items():
             work = TenantWork()
+            try:  # what its user gave before an erasure is dropped before any work (no LLM call)
+                deliveries = await self._not_erased(tenant, deliveries)
+            except Exception as exc:
+                for d in deliveries:
+                    d.retry(exc)
+                continue
             for d in deliveries:
                 if self.chat_extractor is not None and isinstance(d.data, ChatTurnCompleted | SessionEnded):
                     await self._extract(cast(Delivery[ChatEvent], d), work)
@@ -325,6 +296,20 @@ class Extraction:
                 log.warning("extraction.tenant_batch_failed", tenant=tenant, error=str(exc))
                 for p in work.planned:
                     p.delivery.retry(exc)
+
+    async def _not_erased(self, tenant: str, deliveries: list[Delivery[Any]]) -> list[Delivery[Any]]:
+        users = [d.meta.user_id for d in deliveries if d.meta.user_id]
+        if not users:
+            return deliveries
+        async with self.uow.tenant(tenant) as tx:
+            erased_at = await tx.erasures.hold(users)
+        kept = []
+        for d in deliveries:
+            if given_before_erasure([d.meta.user_id], d.meta.time, erased_at):
+                d.erased()
+            else:
+                kept.append(d)
+        return kept
 
     async def rejected(self, items: Sequence[Rejected]) -> None:
         """Events refused before planning (no data model fits): their `memory.extraction` rows,
@@ -406,10 +391,16 @@ class Extraction:
             records.extend(failed_record(tenant, "chat", refused) for refused in work.invalid_chat)
             await tx.telemetry.write(records)
 
-    async def _write(self, tx: TenantTx, planned: list[Planned]) -> _Stats:
+    async def _write(self, tx: TenantTx, planned: list[Planned]) -> ExtractionStats:
         """Write what the batch's new events produced, note them in the inbox, and announce
         it, together with what earlier attempts of redelivered events produced."""
-        stats = _Stats()
+        stats = ExtractionStats()
+        # again under the users' erasure locks: an erasure since the check above wins (R-16.5)
+        erased_at = await tx.erasures.hold(sorted({u for p in planned for u in p.users if u}))
+        for p in planned:
+            if given_before_erasure(p.users, p.delivery.meta.time, erased_at):
+                p.delivery.erased()
+        planned = [p for p in planned if not p.delivery.outcome]
         done = await tx.inbox.seen([p.key for p in planned])
         todo: list[Planned] = []
         taken: set[str] = set()

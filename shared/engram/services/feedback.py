@@ -24,6 +24,7 @@ from cloudevents.http import CloudEvent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engram.domain.deliveries import Batch, Delivery
+from engram.domain.erasure import given_before_erasure
 from engram.domain.errors import InvalidEvent, NotFound, Unprocessable
 from engram.domain.events import (
     FEEDBACK_RECORDED,
@@ -197,14 +198,15 @@ class FeedbackRecorder:
         report = BatchReport()
         for tenant, deliveries in batch.by_tenant().items():
             try:
-                await self._apply(tenant, [item for d in deliveries for item in _items(d)], report)
+                await self._apply(tenant, deliveries, report)
             except Exception as exc:  # transient: the whole tenant batch is retried
                 log.warning("feedback.tenant_batch_failed", tenant=tenant, error=str(exc))
                 for d in deliveries:
                     d.retry(exc)
         self.last_report = report
 
-    async def _apply(self, tenant: str, items: list[_Item], report: BatchReport) -> None:
+    async def _apply(self, tenant: str, deliveries: list[Delivery[FeedbackEvent]], report: BatchReport) -> None:
+        items = [item for d in deliveries for item in _items(d)]
         unique = {item.key: item for item in items}  # the same event twice in one fetch counts once
         report.duplicates += len(items) - len(unique)
         async with self.uow.tenant(tenant, consumer=CONSUMER) as tx:
@@ -213,12 +215,15 @@ class FeedbackRecorder:
             report.duplicates += len(unique) - len(todo)
             if not todo:
                 return
-            users = sorted({item.user_id for item in todo if item.user_id is not None})
-            erased_at = await tx.feedback.erasures(users)
+            # the tombstones, read under the users' erasure locks (engram.domain.erasure)
+            erased_at = await tx.erasures.hold([d.meta.user_id for d in deliveries if d.meta.user_id])
             if erased_at:
                 before = len(todo)
                 todo = [item for item in todo if not _erased(item, erased_at)]
                 report.erased += before - len(todo)
+                for d in deliveries:
+                    if given_before_erasure([d.meta.user_id], d.data.at, erased_at):
+                        d.erased()  # acknowledged and deleted from the stream
             await self._count(tx, tenant, todo, report)
 
     async def _count(self, tx: TenantTx, tenant: str, todo: list[_Item], report: BatchReport) -> None:

@@ -10,7 +10,6 @@ not yet in the embedding cache (keyed by the hash of the embedded text and the m
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from engram.domain.events import (
     parse_data,
 )
 from engram.domain.observation import Observation
-from engram.domain.search import Vector, index_document, passage_text
+from engram.domain.search import Vector, index_document, passage_text, text_hash
 from engram.ports import Embedder, SearchIndex, UnitOfWork
 
 log = structlog.get_logger(__name__)
@@ -40,10 +39,6 @@ CONSUMER = "embed-index"
 HANDLED = frozenset({OBSERVATION_CREATED.type, OBSERVATION_UPDATED.type, OBSERVATION_DELETED.type})
 
 Progress = Callable[[int, int], None]
-
-
-def text_hash(model: str, text: str) -> str:
-    return hashlib.sha256(f"{model}\x1f{text}".encode()).hexdigest()
 
 
 @dataclass
@@ -134,8 +129,17 @@ class Indexer:
                 work[tenant].vectors[h] = by_text[t]
                 fresh[tenant][h] = by_text[t]
         for tenant, entries in fresh.items():
-            async with self.uow.tenant(tenant) as tx:
-                await tx.embeddings.store(model, entries)
+            await self._store(tenant, work[tenant], entries)
+
+    async def _store(self, tenant: str, w: _TenantWork, entries: dict[str, Vector]) -> None:
+        """Cache the fresh vectors of texts whose observation still exists, under the owners'
+        erasure locks: a user erased while their text was being embedded leaves no cache row."""
+        model = self.embedder.model
+        async with self.uow.tenant(tenant) as tx:
+            await tx.erasures.hold(sorted({o.user_id for o in w.live.values() if o.user_id}))
+            alive = await tx.observations.get_many([o.id for o in w.live.values()])
+            keep = {text_hash(model, passage_text(o)) for o in alive}
+            await tx.embeddings.store(model, {h: v for h, v in entries.items() if h in keep})
 
     async def _apply(self, tenant: str, w: _TenantWork) -> None:
         model = self.embedder.model

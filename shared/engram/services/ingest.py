@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from cloudevents.http import CloudEvent
 
+from engram.domain.authorization import WriteRequest, authorize_write
 from engram.domain.errors import Forbidden, InvalidEvent, Unprocessable
 from engram.domain.events import (
     OBSERVATION_MARKED,
+    ObservationMarked,
     check_extension_names,
     is_engram_type,
     parse_data,
-    subject_for,
 )
 from engram.domain.scopes import Permission, Principal, require
+from engram.domain.subjects import type_tokens
 from engram.domain.text import event_fault
 from engram.ports import EventBus, Published
 
@@ -46,9 +50,11 @@ class EventIngest:
             if event.get("userid") not in (None, principal.user_id):
                 raise Forbidden("the event's 'userid' is not the caller")
             event["userid"] = principal.user_id
-            parse_data(etype, event.get_data())
+            marked = cast(ObservationMarked, parse_data(etype, event.get_data()))
+            # the same rule as remember and mark: no team, owner or scope remember refuses
+            authorize_write(principal, WriteRequest.of(principal.user_id, marked.scope, marked.team_ids))
         else:
-            subject_for(etype)  # validates the type name
+            type_tokens(etype)  # validates the type name
             if not isinstance(event.get_data(), dict):
                 raise InvalidEvent("domain event data must be a JSON object")
             if principal.user_id and event.get("userid") is None:

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engram.domain.authorization import WriteRequest, authorize_write
 from engram.domain.errors import Forbidden, NotFound, Unprocessable
 from engram.domain.events import OBSERVATION_MARKED, ObservationMarked, change_events, new_event
 from engram.domain.observation import (
@@ -95,18 +96,12 @@ class MemoryService:
         require(principal, Permission.create_observation)
         self._check_type(body.type)
         if body.owner == "tenant":
-            require(principal, Permission.manage_observation)
             user_id = None
         else:
             if principal.user_id is None:
                 raise Unprocessable("owner", "this agent key acts for no user; use owner='tenant'")
             user_id = principal.user_id
-        if body.scope is Scope.team:
-            missing = set(body.team_ids) - principal.teams
-            if missing and not principal.has(Permission.manage_observation):
-                raise Forbidden(f"not a member of team(s) {sorted(missing)}")
-        if body.scope is Scope.sensitive and not principal.has(Permission.view_sensitive):
-            raise Forbidden("storing a sensitive observation needs 'view:SensitiveAiMemory'")
+        authorize_write(principal, WriteRequest.of(user_id, body.scope, body.team_ids))
         source = principal.source
         try:
             draft = ObservationDraft(
@@ -133,6 +128,8 @@ class MemoryService:
         except ValueError as exc:
             raise Unprocessable("body", str(exc)) from exc
         async with self.uow.tenant(principal.tenant_id) as tx:
+            if user_id is not None:  # before or after an erasure of this user, never across it
+                await tx.erasures.hold([user_id])
             written = await tx.observations.write_many([draft])
             tx.emit(change_events([w.change for w in written], SOURCE))
         return written[0]
@@ -188,10 +185,7 @@ class MemoryService:
             raise Forbidden("marking ('merken') is a human action; agents use POST /api/ai/memory")
         if principal.user_id is None:
             raise Forbidden("marking needs a user")
-        if body.scope is Scope.team and not body.team_ids:
-            raise Unprocessable("team_ids", "a team observation needs at least one team id")
-        if body.scope is Scope.sensitive and not principal.has(Permission.view_sensitive):
-            raise Forbidden("marking a sensitive observation needs 'view:SensitiveAiMemory'")
+        authorize_write(principal, WriteRequest.of(principal.user_id, body.scope, body.team_ids))
         data = ObservationMarked(**body.model_dump())
         event = new_event(
             OBSERVATION_MARKED,

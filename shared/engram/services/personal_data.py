@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from engram.domain.errors import ArchiveError, Forbidden, Unprocessable
 from engram.domain.events import OBSERVATION_DELETED, observation_changed
 from engram.domain.scopes import Permission, Principal, require
-from engram.ports import UnitOfWork
+from engram.ports import EventBus, UnitOfWork
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +51,10 @@ class Erasure(BaseModel):
     summaries: int = 0
     telemetry_events: int = 0  # ai_events rows naming the user (per-user rollups go with them)
     archived_events: int = 0  # lines naming the user removed from the S3 telemetry archive
+    embedding_cache: int = 0  # cached vectors of the user's texts (embedding_cache rows)
+    outbox_events: int = 0  # the user's events not yet published (outbox rows)
+    stream_messages: int = 0  # the user's messages purged from the main JetStream stream
+    dead_letters: int = 0  # the user's dead letters purged from the dead-letter stream
 
 
 # the export's record name for each part of the user's conversation history, in export order
@@ -84,10 +88,12 @@ class TelemetryArchive(Protocol):
 
 
 class PersonalData:
-    def __init__(self, uow: UnitOfWork, archive: TelemetryArchive | None = None) -> None:
-        """`archive`: the telemetry archive (`Retention`); None when none is configured."""
+    def __init__(self, uow: UnitOfWork, archive: TelemetryArchive | None = None, bus: EventBus | None = None) -> None:
+        """`archive`: the telemetry archive (`Retention`); None when none is configured. `bus`:
+        where the user's messages are purged from (JetStream)."""
         self.uow = uow
         self.archive = archive
+        self.bus = bus
 
     @staticmethod
     def target(principal: Principal, user: str | None, own_permission: Permission) -> str:
@@ -184,13 +190,21 @@ class PersonalData:
                 for obs_id, owner in erased.observations
             ]
             tx.emit(events)
-        # after the commit: rows the user had in the database cannot reach the archive any more
+        # after the commit (the tombstone stands): the user's messages leave the streams; one
+        # published later and given before now is dropped and deleted by the worker it reaches
+        purged = await self.bus.erase_user(tenant_id, user_id) if self.bus is not None else {}
+        # rows the user had in the database cannot reach the archive any more
         archived = await self.archive.scrub_user(tenant_id, user_id) if self.archive is not None else 0
+        stream = next(iter(purged), None)
         return Erasure(
             user_id=user_id,
             observations=len(erased.observations),
             feedback=erased.feedback,
             index_entries=len(events),
             archived_events=archived,
+            embedding_cache=erased.embedding_cache,
+            outbox_events=erased.outbox,
+            stream_messages=purged.get(stream, 0) if stream else 0,
+            dead_letters=sum(n for name, n in purged.items() if name != stream),
             **erased.history,
         )

@@ -12,10 +12,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import structlog
 
+from engram.domain.erasure import given_before_erasure
 from engram.domain.errors import Forbidden, NotFound
 from engram.domain.llm import StreamInterrupted
 from engram.domain.routing import RoutingRules
@@ -87,7 +88,12 @@ class ChatTurns:
             prepared, answered, self.gateway.config, int((time.perf_counter() - prepared.started) * 1000)
         )
         # the events are durable in the outbox at the commit; the answer does not wait for NATS
+        began = datetime.now(UTC) - timedelta(seconds=time.perf_counter() - prepared.started)
         async with self.uow.tenant(prepared.principal.tenant_id, announce=Announce.deferred) as tx:
+            if given_before_erasure([prepared.user_id], began, await tx.erasures.hold([prepared.user_id])):
+                # the user's memory was erased while the model answered: the answer goes back, nothing stays
+                log.info("chat.turn_not_kept", reason="the user's memory was erased during the turn")
+                return turn_response(prepared, answered, record)
             await tx.chats.record_turn(
                 prepared.chat.id,
                 prepared.session.id,

@@ -14,6 +14,7 @@ from engram.domain.events import CHAT_TURN_COMPLETED, ChatTurnCompleted, new_eve
 from engram.domain.language import detect_language
 from engram.domain.llm import LlmConfig, Usage, approx_tokens, cost_usd
 from engram.domain.models import Session, SessionStatus
+from engram.domain.scopes import Permission
 from engram.domain.streams import render_observations, trace_hits
 from engram.domain.telemetry import ChatTurnMetrics, MemoryCacheBreak, TelemetryRecord, records_of
 from engram.ports import NewMessage
@@ -98,6 +99,7 @@ def turn_events(
                 model=answered.model,
                 language=detect_language(prepared.body.message),
                 session_ended=prepared.body.end_session,
+                may_store_sensitive=principal.has(Permission.view_sensitive),
             ),
             tenant_id=principal.tenant_id,
             source=SOURCE,
