@@ -1,7 +1,7 @@
 """An in-memory event bus (`engram.ports.EventBus`) that behaves like JetStream where tests look.
 
 Every event is encoded as the NATS binding does (`to_nats_binary`, so what cannot be sent
-fails here too) and stored once per event id: a second publish of the same id is
+fails here too) and stored once per `Nats-Msg-Id` (tenant, source and event id): a second publish of the same event is
 acknowledged as a duplicate and not stored again (JetStream's `Nats-Msg-Id` de-duplication).
 `events` decodes what was stored, as a consumer would receive it.
 
@@ -78,9 +78,10 @@ class FakeBus:
                 self._failures -= 1
             self.failed += 1
             raise BusDown(f"no ack for {event_id} on {subject}")
-        if event_id in self._ids:
+        key = headers.get("Nats-Msg-Id", event_id)  # what JetStream de-duplicates on
+        if key in self._ids:
             return Published(event_id, subject, duplicate=True, seq=0)
-        self._ids.add(event_id)
+        self._ids.add(key)
         self.stored.append(RawMessage(subject, dict(headers), body, event_id))
         return Published(event_id, subject, duplicate=False, seq=len(self.stored))
 

@@ -46,6 +46,23 @@ async def scratch_stream(services: Any) -> Any:
     await js.delete_stream(name)
 
 
+async def test_two_tenants_events_with_one_id_are_both_kept(services: Any, scratch_stream: Any) -> None:
+    """Issue 16's finding: `Nats-Msg-Id` was the event id alone, so JetStream dropped tenant B's
+    `order-1` as a duplicate of tenant A's. Now only a repeat of the same tenant's event is."""
+    subject_prefix, _ = scratch_stream
+    js = services.bus.js
+    acks = []
+    for tenant in ("acme", "globex", "acme"):
+        event = CloudEvent(
+            {"id": "order-1", "source": "/crm", "type": "com.acme.order.created", "tenantid": tenant}, {"n": 1}
+        )
+        headers, body = to_nats_binary(event)
+        acks.append(await js.publish(f"{subject_prefix}.{tenant}", body, headers=headers))
+    assert [a.duplicate for a in acks] == [False, False, True]
+    info = await js.stream_info(subject_prefix.upper())
+    assert info.state.messages == 2
+
+
 async def test_binding_round_trip_through_jetstream(services: Any, scratch_stream: Any) -> None:
     subject_prefix, spec = scratch_stream
     js = services.bus.js

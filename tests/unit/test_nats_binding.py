@@ -7,6 +7,7 @@ from cloudevents.http import CloudEvent
 from hypothesis import given, settings
 
 from engram.adapters.nats_binding import (
+    dedup_id,
     from_nats,
     percent_decode,
     percent_encode,
@@ -25,7 +26,7 @@ def same(a: CloudEvent, b: CloudEvent) -> bool:
 @given(cloud_events())
 def test_binary_round_trip(event: CloudEvent) -> None:
     headers, body = to_nats_binary(event)
-    assert headers["Nats-Msg-Id"] == percent_encode(event["id"])
+    assert headers["Nats-Msg-Id"] == dedup_id(event.get_attributes())
     assert all(0x21 <= ord(c) <= 0x7E for v in headers.values() for c in v), "header values are printable ASCII"
     assert same(from_nats(headers, body), event)
 
@@ -74,3 +75,25 @@ def test_publish_rejects_bad_extension_names() -> None:
     ev = CloudEvent({"type": "t", "source": "/s", "Tenant_ID": "x"}, {})
     with pytest.raises(InvalidEvent):
         to_nats_binary(ev)
+
+
+def test_the_dedup_id_is_per_tenant_source_and_event_id() -> None:
+    """JetStream drops a repeated `Nats-Msg-Id`: two tenants' systems that number their events
+    alike must not lose each other's events, and one event published twice must stay one."""
+
+    def event(tenant: str, source: str = "/crm", ident: str = "order-1") -> CloudEvent:
+        return CloudEvent({"id": ident, "source": source, "type": "com.acme.order.created", "tenantid": tenant}, {})
+
+    ids = {
+        to_nats_binary(event("acme"))[0]["Nats-Msg-Id"],
+        to_nats_binary(event("globex"))[0]["Nats-Msg-Id"],
+        to_nats_binary(event("acme", source="/erp"))[0]["Nats-Msg-Id"],
+        to_nats_binary(event("acme", ident="order-2"))[0]["Nats-Msg-Id"],
+    }
+    assert len(ids) == 4
+    assert to_nats_binary(event("acme"))[0]["Nats-Msg-Id"] == to_nats_structured(event("acme"))[0]["Nats-Msg-Id"]
+    assert to_nats_binary(event("acme"))[0]["Nats-Msg-Id"] in ids  # the same event, the same id
+    # no separator trick joins two tenants: ("a", "b/c") and ("a/b", "c") differ
+    assert dedup_id({"tenantid": "a", "source": "b/c", "id": "1"}) != dedup_id(
+        {"tenantid": "a/b", "source": "c", "id": "1"}
+    )

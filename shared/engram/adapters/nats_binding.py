@@ -2,14 +2,17 @@
 
 Publish is binary mode: the payload is the data, every attribute a `ce-<name>` header with a
 percent-encoded value (space, `"`, `%` and anything outside U+0021..U+007E as UTF-8 `%XY`),
-`datacontenttype` as `ce-datacontenttype`, and `Nats-Msg-Id` = event id so JetStream drops
-re-published duplicates. Receive accepts binary mode and structured mode (a `Content-Type`
-containing `application/cloudevents`, as the Knative NATS JetStream broker writes).
+`datacontenttype` as `ce-datacontenttype`, and `Nats-Msg-Id` = `dedup_id` (tenant, source and
+id: CloudEvents makes only source + id unique, and two tenants' systems may use the same
+source and ids) so JetStream drops re-published duplicates of one event and nothing else.
+Receive accepts binary mode and structured mode (a `Content-Type` containing
+`application/cloudevents`, as the Knative NATS JetStream broker writes).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -83,6 +86,21 @@ def _encode_data(event: CloudEvent) -> tuple[bytes, str]:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"), content_type
 
 
+def dedup_id(attributes: Mapping[str, Any]) -> str:
+    """The `Nats-Msg-Id` of an event: one per tenant, source and id, printable ASCII.
+
+    JetStream drops a message whose id it has seen within the stream's duplicate window. With
+    the event id alone, tenant B's `order-1` from `/crm` would be dropped as a duplicate of
+    tenant A's; the three parts are joined by a separator no attribute may hold and hashed
+    (SHA-256, 128 bits kept), so the header stays short whatever the source URI is."""
+    parts = (
+        _attr_str(attributes.get("tenantid") or ""),
+        _attr_str(attributes.get("source") or ""),
+        _attr_str(attributes["id"]),
+    )
+    return "ce-" + hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def to_nats_binary(event: CloudEvent) -> tuple[dict[str, str], bytes]:
     """Headers and payload for a binary-mode NATS message."""
     attributes = event.get_attributes()
@@ -94,7 +112,7 @@ def to_nats_binary(event: CloudEvent) -> tuple[dict[str, str], bytes]:
             continue
         headers[f"ce-{name}"] = percent_encode(_attr_str(value))
     headers["ce-datacontenttype"] = percent_encode(content_type)
-    headers["Nats-Msg-Id"] = percent_encode(_attr_str(attributes["id"]))
+    headers["Nats-Msg-Id"] = dedup_id(attributes)
     return headers, body
 
 
@@ -109,7 +127,7 @@ def to_nats_structured(event: CloudEvent) -> tuple[dict[str, str], bytes]:
     elif data is not None:
         doc["data"] = data
     body = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return {"Content-Type": STRUCTURED_TYPE, "Nats-Msg-Id": percent_encode(str(attributes["id"]))}, body
+    return {"Content-Type": STRUCTURED_TYPE, "Nats-Msg-Id": dedup_id(attributes)}, body
 
 
 def _decode_data(body: bytes, content_type: str | None) -> Any:

@@ -53,7 +53,7 @@ async def connect(url: str, *, name: str = "engram", credentials: Credentials | 
 
 
 class NatsBus:
-    """The EventBus port on JetStream: binary-mode CloudEvents, `Nats-Msg-Id` = event id."""
+    """The EventBus port on JetStream: binary-mode CloudEvents, `Nats-Msg-Id` per tenant, source and event id."""
 
     def __init__(
         self, nc: NatsClient, *, publish_concurrency: int = 256, publish_timeout: float = 10.0, stream: str = "ENGRAM"
