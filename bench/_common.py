@@ -46,7 +46,7 @@ def servers() -> Iterator[Servers]:
         os.environ["NATS_URL"] = s.nats_url
         if nats is not None:
             os.environ.update(nats.client_env())
-        from engram.bootstrap import bus_credentials
+        from engram.adapters.nats_auth import bus_credentials
         from engram.settings import get_settings
 
         get_settings.cache_clear()

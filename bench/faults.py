@@ -115,7 +115,7 @@ class Stack:
         self.pg.start()
         self.nats.start()
         asyncio.run(apply_migrations(self.pg.url))
-        asyncio.run(declare_streams(self.nats.url, "ENGRAM"))
+        asyncio.run(declare_streams(self.nats.url, "ENGRAM", self.nats.credentials("engram")))
         env = {
             **os.environ,
             "DATABASE_URL": self.pg.url,
@@ -131,7 +131,9 @@ class Stack:
             ("embed-index", "embed_index"),
             ("record-feedback", "record_feedback"),
         ):
-            child_env = {**env, "PORT": str(self.api_port)} if module == "memory_api" else env
+            child_env = {**env, **self.nats.client_env(name)}  # each function as its own bus user
+            if module == "memory_api":
+                child_env["PORT"] = str(self.api_port)
             self.supervisor.add(name, [sys.executable, "-m", f"functions.{module}"], env=child_env, cwd=str(REPO))
         for child in self.supervisor.children.values():
             self.supervisor._spawn(child)
@@ -186,7 +188,9 @@ class Producers:
         self.n = 0
 
     async def open(self) -> None:
-        self.nc = await connect(self.stack.nats.url, name="bench-producer")
+        self.nc = await connect(
+            self.stack.nats.url, name="bench-producer", credentials=self.stack.nats.credentials("engram")
+        )
 
     async def close(self) -> None:
         await self.http.aclose()
@@ -331,10 +335,10 @@ async def quiescent(stack: Stack, timeout: float = 300) -> float:
 
 async def dead_letters(stack: Stack) -> dict[str, str]:
     """`tenant/event id` -> reason of every dead letter of extract-observation."""
-    nc = await connect(stack.nats.url, name="bench-dlq")
+    nc = await connect(stack.nats.url, name="bench-dlq", credentials=stack.nats.credentials("engram"))
     out: dict[str, str] = {}
     try:
-        sub = await nc.jetstream().pull_subscribe("dlq.engram.extract-observation", stream="ENGRAM_DLQ")
+        sub = await nc.jetstream().pull_subscribe("dlq.engram.extract-observation.>", stream="ENGRAM_DLQ")
         while True:
             try:
                 msgs = await sub.fetch(500, timeout=2)

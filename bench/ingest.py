@@ -24,6 +24,7 @@ from typing import Any
 import asyncpg
 
 from bench._common import console, emit_json, machine, servers, table
+from engram.adapters.nats_auth import bus_credentials
 from engram.adapters.nats_bus import NatsBus, connect
 from engram.bootstrap import load_rules
 from engram.domain.events import new_event
@@ -128,7 +129,7 @@ async def direct_copy(url: str, drafts: list[ObservationDraft]) -> float:
 
 
 async def pipeline(url: str, nats_url: str, tenant: str, evs: list[Any]) -> tuple[float, float]:
-    nc = await connect(nats_url)
+    nc = await connect(nats_url, credentials=bus_credentials(get_settings()))  # the admin (bench._common)
     bus = NatsBus(nc, publish_concurrency=512)
     conn = await asyncpg.connect(url)
     try:

@@ -101,7 +101,9 @@ async def sizes(db_url: str) -> dict[str, Any]:
 
 
 async def soak(pg: EmbeddedPostgres, nats: EmbeddedNats, pids: dict[str, int], events: int, chunk: int) -> list[Any]:
-    bus = NatsBus(await connect(nats.url, name="soak-producer"), publish_timeout=30)
+    bus = NatsBus(
+        await connect(nats.url, name="soak-producer", credentials=nats.credentials("engram")), publish_timeout=30
+    )
     samples: list[dict[str, Any]] = []
     started = time.monotonic()
     try:
@@ -129,7 +131,7 @@ def run(events: int, chunk: int, prune: bool) -> list[Any]:
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         asyncio.run(apply_migrations(pg.url))
-        asyncio.run(declare_streams(nats.url, "ENGRAM"))
+        asyncio.run(declare_streams(nats.url, "ENGRAM", nats.credentials("engram")))
         env = {
             **os.environ,
             "DATABASE_URL": pg.url,
@@ -143,7 +145,11 @@ def run(events: int, chunk: int, prune: bool) -> list[Any]:
         for name, module in WORKERS.items():
             with open(root / f"{name}.log", "wb") as out:
                 procs[name] = subprocess.Popen(
-                    [sys.executable, "-m", f"functions.{module}"], cwd=REPO, env=env, stdout=out, stderr=out
+                    [sys.executable, "-m", f"functions.{module}"],
+                    cwd=REPO,
+                    env={**env, **nats.client_env(name)},  # each worker as its own bus user
+                    stdout=out,
+                    stderr=out,
                 )
         time.sleep(3)
         return asyncio.run(soak(pg, nats, {n: p.pid for n, p in procs.items()}, events, chunk))

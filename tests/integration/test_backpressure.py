@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,11 +20,12 @@ from cloudevents.http import CloudEvent
 from nats.js import api as js_api
 
 from engram import bootstrap
+from engram.adapters.nats_auth import Credentials, read_seed
 from engram.adapters.nats_binding import to_nats_binary
 from engram.adapters.nats_bus import NatsBus, connect
 from engram.bootstrap import Overrides
 from engram.domain.errors import EmbeddingUnavailable, Transient
-from engram.domain.events import subject_for
+from engram.domain.subjects import subject_of
 from engram.domain.topology import ConsumerSpec
 from engram.runtime.guards import Deadline
 from engram.runtime.jetstream import PullRunner
@@ -118,8 +120,9 @@ async def _ok(request: Any) -> Any:
 
 
 @pytest.fixture
-async def proxied_bus(services: Any, nats_proxy: TcpProxy) -> AsyncIterator[Any]:
-    nc = await connect(f"nats://127.0.0.1:{nats_proxy.port}")
+async def proxied_bus(services: Any, nats_proxy: TcpProxy, stack: dict[str, str]) -> AsyncIterator[Any]:
+    seed = read_seed(Path(stack["nats_dir"]) / "credentials" / "memory-api.nk")
+    nc = await connect(f"nats://127.0.0.1:{nats_proxy.port}", credentials=Credentials("memory-api", seed))
     bus = NatsBus(nc, publish_timeout=1.0)
     base = services.base
     async for built in _installed(
@@ -152,7 +155,8 @@ async def test_nats_down_or_slow_is_a_503_and_202_means_stored(
         r = await client.post("/api/ai/events", content=body, headers=headers)
         assert r.status_code == 202, r.text
         # acknowledged by JetStream before the 202: the message is in the stream now
-        stored = await services.base.bus.js.get_last_msg("ENGRAM", subject_for("com.example.crm.customer.created.v1"))
+        subject = subject_of("com.example.crm.customer.created.v1", tenant, "alice")  # the caller is the user
+        stored = await services.base.bus.js.get_last_msg("ENGRAM", subject)
         assert stored.headers["ce-id"] == headers["ce-id"]
         nats_proxy.mode = mode  # type: ignore[assignment]
         started = time.monotonic()
@@ -242,7 +246,7 @@ async def test_a_worker_stops_fetching_while_its_dependency_is_down(services: An
         h, b = to_nats_binary(CloudEvent({"type": "com.x.v1", "source": "/t", "id": f"e{i}", "tenantid": "t"}, {}))
         await js.publish(f"{name.lower()}.x", b, headers=h)
 
-    async def database_down(events: list[CloudEvent]) -> list[BaseException | None]:
+    async def database_down(events: list[CloudEvent], subjects: list[str]) -> list[BaseException | None]:
         return [Transient("the database is unavailable") for _ in events]
 
     runner = PullRunner(js, spec, database_down, fetch_timeout=0.1, nak_base=0.05, nak_cap=0.05, pause_base=1.0)

@@ -68,7 +68,7 @@ async def dead_letters(services: Any, consumer: str, event_id: str) -> list[Any]
         while True:
             try:
                 msgs = await sub.fetch(200, timeout=1)
-            except NatsTimeout:
+            except TimeoutError:  # nats-py raises its own or asyncio's, by version
                 return found
             found += [m for m in msgs if m.headers.get("ce-id") == event_id]
     finally:

@@ -58,7 +58,7 @@ async def test_two_tenants_events_with_one_id_are_both_kept(services: Any, scrat
         )
         headers, body = to_nats_binary(event)
         acks.append(await js.publish(f"{subject_prefix}.{tenant}", body, headers=headers))
-    assert [a.duplicate for a in acks] == [False, False, True]
+    assert [bool(a.duplicate) for a in acks] == [False, False, True]
     info = await js.stream_info(subject_prefix.upper())
     assert info.state.messages == 2
 

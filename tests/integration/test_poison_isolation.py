@@ -22,7 +22,7 @@ from tests.integration.test_extraction import count, customer_event
 async def dead_letter(services: Any, durable: str, event_id: str, timeout: float = 10.0) -> Any:
     """The dead letter of `event_id` on `dlq.engram.<durable>` (an ephemeral consumer of it)."""
     js = services.bus.js
-    sub = await js.pull_subscribe(f"dlq.engram.{durable}", stream="ENGRAM_DLQ")
+    sub = await js.pull_subscribe(f"dlq.engram.{durable}.>", stream="ENGRAM_DLQ")
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:

@@ -8,7 +8,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import nats.errors
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -179,7 +178,7 @@ async def test_retrieved_feedback_events(tenant: str, services: Any, workers: An
     async def mine() -> Any:
         try:
             msgs = await sub.fetch(100, timeout=0.5)
-        except nats.errors.TimeoutError:  # not delivered yet: ask again
+        except TimeoutError:  # not delivered yet: ask again (nats-py raises its own or asyncio's)
             return None
         return [m for m in msgs if str(result.query_id).encode() in m.data] or None
 
@@ -376,7 +375,7 @@ async def test_search_many_plans_streams_together(tenant: str, services: Any, wo
     async def mine() -> Any:  # a fetch may bring one event and the next none (a timeout): keep what came
         try:
             msgs = await sub.fetch(100, timeout=0.5)
-        except nats.errors.TimeoutError:
+        except TimeoutError:
             msgs = []
         found.update(
             (json.loads(m.data)["stream_origin"], *json.loads(m.data)["observation_ids"])
