@@ -19,7 +19,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
 from engram.bootstrap import Services
-from engram.runtime.http import CurrentPrincipal, ServicesDep, document, function_app, problem, warm_embedder
+from engram.runtime.http import CurrentPrincipal, ServicesDep, document, function_app, warm_embedder
+from engram.runtime.problems import problem
 from engram.services.chat import ChatTurns, TurnFailed, TurnRequest, TurnResponse
 
 log = structlog.get_logger(__name__)

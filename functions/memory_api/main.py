@@ -19,7 +19,8 @@ from pydantic import BaseModel
 from engram.domain.errors import ArchiveError
 from engram.domain.observation import Observation, Scope, Source
 from engram.domain.scopes import Permission
-from engram.runtime.http import CurrentPrincipal, ServicesDep, document, function_app, problem, warm_embedder
+from engram.runtime.http import CurrentPrincipal, ServicesDep, document, function_app, warm_embedder
+from engram.runtime.problems import problem
 from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
 from engram.services.personal_data import Erasure

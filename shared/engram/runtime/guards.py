@@ -30,7 +30,7 @@ _SUSPECT_JSON = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 
 
 def _problem_response(status: int, detail: str, **extra: Any) -> Any:
-    from engram.runtime.http import problem
+    from engram.runtime.problems import problem
 
     response = problem(status, detail, **extra)
     if status == 503:

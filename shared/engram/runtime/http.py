@@ -35,37 +35,9 @@ from engram.domain.errors import (
 from engram.domain.scopes import Principal
 from engram.runtime.guards import RETRY_AFTER_SECONDS, Deadline, TextHygiene
 from engram.runtime.heap import settle_heap
+from engram.runtime.problems import problem
 
 log = structlog.get_logger(__name__)
-
-PROBLEM = "application/problem+json"
-_TITLES = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    406: "Not Acceptable",
-    409: "Conflict",
-    413: "Content Too Large",
-    415: "Unsupported Media Type",
-    422: "Unprocessable Content",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
-
-
-def problem(status: int, detail: str, *, title: str | None = None, **extra: Any) -> JSONResponse:
-    body: dict[str, Any] = {
-        "type": f"https://engram.dev/problems/{status}",
-        "title": title or _TITLES.get(status, "Error"),
-        "status": status,
-        "detail": detail,
-    }
-    body.update({k: v for k, v in extra.items() if v is not None})
-    headers = {"WWW-Authenticate": 'Bearer realm="engram"'} if status == 401 else None
-    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
 def _field(loc: tuple[Any, ...] | list[Any]) -> str:

@@ -49,7 +49,8 @@ from engram.domain.models import SessionStatus
 from engram.domain.observation import ObservationDraft
 from engram.domain.scopes import Principal
 from engram.ports import TenantTx, UnitOfWork
-from engram.services.extraction import CONSUMER, ChatEvent, Extracted
+from engram.services.extraction import CONSUMER, ChatEvent
+from engram.services.extraction_plan import Extracted
 from engram.services.gateway import LlmGateway
 
 log = structlog.get_logger(__name__)

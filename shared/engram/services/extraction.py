@@ -48,6 +48,7 @@ from engram.domain.observation import ObservationDraft, Provenance, Source, Trig
 from engram.domain.rules import RuleSet, apply_rule, event_context
 from engram.domain.telemetry import TelemetryRecord, record
 from engram.ports import Announce, TenantTx, UnitOfWork
+from engram.services.extraction_plan import Extracted, Planned
 from engram.services.extraction_stats import ExtractionStats
 from engram.services.memory import marked_draft
 
@@ -88,40 +89,9 @@ def decode_extraction(event: CloudEvent) -> ExtractionInput:
     return DomainEvent(event.get_data())
 
 
-@dataclass
-class Extracted:
-    """What chat extraction found in one event: drafts plus what `memory.extraction` reports."""
-
-    drafts: list[ObservationDraft]
-    model: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    duration_ms: int = 0
-    message_id: uuid.UUID | None = None  # a chat turn's assistant message (its trace shows the status)
-
-
 # Chat extraction for one chat turn or ended session. It opens its own short transactions: none
 # may stay open while a model answers.
 ChatExtractor = Callable[[Delivery[ChatEvent]], Awaitable[Extracted]]
-
-
-@dataclass
-class Planned:
-    delivery: Delivery[Any]
-    trigger: TriggerSource
-    extracted: Extracted
-    key: str = field(init=False)  # the event's inbox key
-    stats_row: tuple[TriggerSource, str] = field(init=False)  # its `memory.extraction` row
-
-    def __post_init__(self) -> None:
-        self.key = self.delivery.key
-        # one row per chat extraction (a model call each), one per trigger for the others
-        self.stats_row = (self.trigger, self.key if self.trigger is TriggerSource.chat else "")
-
-    @property
-    def users(self) -> set[str | None]:
-        """Whose memory it writes: the event's user and every draft's owner."""
-        return {self.delivery.meta.user_id, *(d.user_id for d in self.extracted.drafts)}
 
 
 @dataclass

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from engram.domain.observation import TriggerSource
 from engram.domain.telemetry import TelemetryRecord, record
-
-if TYPE_CHECKING:
-    from engram.services.extraction import Planned
+from engram.services.extraction_plan import Planned
 
 
 class ExtractionStats:
