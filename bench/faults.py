@@ -223,7 +223,7 @@ class Producers:
         event = new_event(TYPE, data, tenant_id=tenant, source="/bench/nats", event_id=event_id)
         headers, body = to_nats_binary(event)
         try:
-            await self.nc.jetstream().publish(subject_for(TYPE), body, headers=headers, timeout=3)
+            await self.nc.jetstream().publish(subject_for(event), body, headers=headers, timeout=3)
         except Exception:
             return False
         return True

@@ -62,7 +62,7 @@ async def publish_chunk(bus: NatsBus, start: int, count: int, tenants: int = 5) 
                 source="/bench/soak",
                 event_id=f"soak-{i}-{uuid.uuid4().hex[:6]}",
             )
-            items.append(RawMessage(subject_for(TYPE), *to_nats_binary(event), event_id=str(event["id"])))
+            items.append(RawMessage(subject_for(event), *to_nats_binary(event), event_id=str(event["id"])))
         for result in await bus.publish_raw_many(items, timeout=60):
             if isinstance(result, BaseException):
                 raise result
