@@ -16,13 +16,17 @@ DO $$
 DECLARE
   shared record;
   big record;
+  todo jsonb;
 BEGIN
   FOR shared IN SELECT indexname FROM pg_indexes
                 WHERE tablename = 'search_documents' AND indexname ~ '^search_documents_hnsw_[0-9]+$'
   LOOP
     EXECUTE format('DROP INDEX IF EXISTS %I', shared.indexname);
   END LOOP;
-  FOR big IN SELECT tenant_id, dims FROM search_documents GROUP BY tenant_id, dims HAVING count(*) >= 5000
+  -- collected first: CREATE INDEX cannot run while a loop's query still reads the table
+  SELECT coalesce(jsonb_agg(jsonb_build_object('tenant_id', tenant_id, 'dims', dims)), '[]') INTO todo
+  FROM (SELECT tenant_id, dims FROM search_documents GROUP BY tenant_id, dims HAVING count(*) >= 5000) t;
+  FOR big IN SELECT * FROM jsonb_to_recordset(todo) AS x(tenant_id text, dims integer)
   LOOP
     EXECUTE format(
       'CREATE INDEX IF NOT EXISTS %I ON search_documents USING hnsw ((embedding::halfvec(%s)) halfvec_cosine_ops)'
