@@ -52,7 +52,7 @@ _OBS_COLUMNS = (
 _STAGE = """
 CREATE UNLOGGED TABLE IF NOT EXISTS bench_stage (
   id uuid PRIMARY KEY, title text NOT NULL, body text NOT NULL, language text NOT NULL, embedding real[] NOT NULL
-)
+) WITH (autovacuum_enabled = false)
 """
 
 _DOCUMENTS_FROM_STAGE = f"""

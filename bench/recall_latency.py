@@ -1,24 +1,29 @@
-"""Recall latency at 10k and 100k observations: `python -m bench.recall_latency [--json]`.
+"""Recall latency from 1k to 1M observations per tenant: `python -m bench.recall_latency [--json]`.
 
-One tenant per size, filled with generated German and English observations from 40 users in
-6 teams, with private, team, public, tenant-wide and sensitive scopes. Observations are
-written through the observation store and indexed by the same `Indexer` embed-index runs;
-their vectors come from the fast 64-dim static model, lifted to the default embedder's width
-(384) by a fixed random projection, so the corpus loads in minutes while the index has the
-default width and real neighbourhoods (index latency depends on width and count, not on the
-model). Queries go through `RecallService.search`, including the query embedding with the
-default embedder (multilingual-e5-small), at concurrency 1 and 8.
+`--sizes 1k,10k,100k,1m`: one tenant per size, filled with generated German and English
+observations from 40 users in 6 teams, with private, team, public, tenant-wide and sensitive
+scopes. `--tenants N`: besides them, N tenants of 1k-10k observations each (log-uniform, the
+first n the same for any N), their rows interleaved the way a shared database fills up.
+Corpora are loaded with COPY and indexed by the pgvector adapter's own SQL
+(`bench.latency_corpus`); vectors come from the fast 64-dim static model, lifted to the
+default embedder's width (384) by a fixed random projection, so a million loads in minutes on
+a quiet machine while the index has the default width and real neighbourhoods (index latency
+depends on width and count, not on the model). Queries go through `RecallService.search`,
+including the query embedding with the default embedder (multilingual-e5-small), at
+concurrency 1 and 8; with `--tenants`, each query goes to a random tenant.
 
-Baseline in the same run: the query embedding alone (the part of recall no index can speed
-up); the report gives recall p95 and the ratio to that baseline's p50. Time to searchable:
-while 8 clients query, new observations are written and handed to the indexer the way a
-worker with an empty queue would; the clock runs from the write's commit until recall
-returns the observation.
+Baselines in the same run: the query embedding alone (the part of recall no index can speed
+up); the report gives recall p95 and the ratio to that baseline's p50. Per size also the kNN
+statement alone by exact scan and by the tenant's own HNSW graph (where it has one), the
+measurement the exact-scan threshold (`--exact-below`, ENGRAM_PGVECTOR_EXACT_BELOW) comes
+from. Time to searchable: while 8 clients query, new observations are written and handed to
+the indexer the way a worker with an empty queue would; the clock runs from the write's
+commit until recall returns the observation. Disk per million observations comes from
+`pg_total_relation_size` / `pg_relation_size`.
 
-State (PostgreSQL with the loaded tenants) lives in `.engram/bench-latency`, so a re-run skips
-loading. PostgreSQL runs with `shared_buffers=1GB` (`--shared-buffers`): the embedded
-development default of 256 MB cannot hold a 100k-vector HNSW index and its table, and buffer
-misses then dominate the kNN query.
+State (PostgreSQL with the loaded tenants) lives in `--state` (`.engram/bench-latency`), so a
+re-run skips loading. PostgreSQL runs with `shared_buffers=2GB` (`--shared-buffers`): the
+embedded development default of 256 MB cannot hold a large tenant's graph and its rows.
 """
 
 from __future__ import annotations
