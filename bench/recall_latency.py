@@ -297,7 +297,11 @@ async def load(db: Database, index: PgVectorIndex, plan: dict[str, int], *, inte
     """Load what is missing of `plan` (tenant -> observations) with COPY; seconds taken."""
     missing = {t: n for t, n in plan.items() if await loaded_count(db, t) != n}
     if not missing:
-        console.print(f"{len(plan)} tenant(s) already loaded")
+        for tenant, n in plan.items():  # a graph an interrupted run left unbuilt
+            if n >= index.exact_below:
+                assert await index.ensure_graph(tenant), tenant
+        if plan:
+            console.print(f"{len(plan)} tenant(s) already loaded")
         return 0.0
     started = time.perf_counter()
     async with db.system() as conn:  # a partial load from an interrupted run
@@ -514,11 +518,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from engram.development.embedded import EmbeddedPostgres
 
     settings = {"shared_buffers": args.shared_buffers, "maintenance_work_mem": args.maintenance_work_mem}
-    pg = EmbeddedPostgres(args.state_dir / "postgres", settings=settings).start()
+    pg = None if args.database_url else EmbeddedPostgres(args.state_dir / "postgres", settings=settings).start()
+    url = args.database_url if pg is None else pg.url
     figures: dict[str, Any] = {}
     try:
-        await migrate(pg.url)
-        db = await Database.connect(pg.url, max_size=20)
+        await migrate(url)
+        db = await Database.connect(url, max_size=20)
         try:
             embedder = E5Embedder()
             await embedder.embed_query("warm up")
@@ -539,7 +544,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             await db.close()
     finally:
-        pg.stop()
+        if pg is not None:
+            pg.stop()
     figures["queries"] = args.queries
     figures["exact_below"] = args.exact_below
     return figures
@@ -577,6 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tenants", type=int, default=0, help="also this many tenants of 1k-10k in the database")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--state", default=".engram/bench-latency")
+    parser.add_argument("--database-url", default=None, help="a running PostgreSQL instead of the state's own")
     parser.add_argument("--load-only", action="store_true", help="load the corpora, measure nothing")
     parser.add_argument("--exact-below", type=int, default=5_000, help="ENGRAM_PGVECTOR_EXACT_BELOW for the run")
     parser.add_argument("--shared-buffers", default="2GB", help="PostgreSQL shared_buffers for the run")

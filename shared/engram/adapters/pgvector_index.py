@@ -140,16 +140,18 @@ class PgVectorIndex:
                 if valid is None or not valid:
                     literal = await conn.fetchval("SELECT quote_literal($1::text)", tenant_id)
                     await conn.execute(f"SET lock_timeout = '{GRAPH_LOCK_TIMEOUT}'")
+                    # no client-side timeout: a build takes as long as the tenant is large
                     if valid is not None:
-                        await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                        await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}", timeout=None)
                     await conn.execute(
                         f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON search_documents"
                         f" USING hnsw ((embedding::halfvec({d})) halfvec_cosine_ops)"
-                        f" WHERE tenant_id = {literal} AND dims = {d}"
+                        f" WHERE tenant_id = {literal} AND dims = {d}",
+                        timeout=None,
                     )
                     log.info("pgvector.graph_created", tenant=tenant_id, dims=d, index=name)
-        except asyncpg.PostgresError as exc:  # lock timeout, a concurrent builder: next time
-            log.warning("pgvector.graph_deferred", tenant=tenant_id, dims=d, error=str(exc))
+        except (asyncpg.PostgresError, OSError, TimeoutError) as exc:  # lock timeout, a concurrent builder
+            log.warning("pgvector.graph_deferred", tenant=tenant_id, dims=d, error=repr(exc))
             self._graph_failed[tenant_id] = time.monotonic()
             return False
         self._graph_failed.pop(tenant_id, None)
