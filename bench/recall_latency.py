@@ -461,6 +461,35 @@ async def embedding_baseline(embedder: E5Embedder, texts: list[str]) -> dict[str
     return percentiles(latencies)
 
 
+class _Explaining:
+    """Stands in for the connection in `vector_in`: runs its statement under EXPLAIN ANALYZE."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.plan: dict[str, Any] = {}
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        text = await self.conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
+        self.plan = json.loads(text)[0]
+        return []
+
+
+async def buffers_per_query(index: PgVectorIndex, tenant: str, vectors: Sequence[Vector], exact: bool) -> float:
+    """Shared buffers (8 kB pages) one kNN statement touches, the mean over `vectors`."""
+    rng = random.Random(SEED)
+    where = SearchFilter(now=datetime.now(UTC))
+    touched = []
+    for vector in vectors:
+        visibility = Visibility.for_principal(principal_for(tenant, rng))
+        async with index.db.tenant(tenant) as conn:
+            plan = await index.prepare(conn, tenant, 20)
+            explaining = _Explaining(conn)
+            await index.vector_in(explaining, visibility, vector, where, 20, SearchPlan(plan.docs, exact))
+        top = explaining.plan["Plan"]
+        touched.append(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+    return round(float(statistics.mean(touched)), 1)
+
+
 async def measure_single(
     db: Database, index: PgVectorIndex, recall: RecallService, embedder: E5Embedder, size: int, texts: list[str]
 ) -> dict[str, Any]:
@@ -475,15 +504,19 @@ async def measure_single(
     knn = {"knn_exact": await knn_only(index, tenant, vectors, True)}
     async with db.system() as conn:
         graph = await conn.fetchval("SELECT pg_relation_size(to_regclass($1))", graph_name(tenant, index.dimensions))
+    buffers = {"knn_exact.buffers": await buffers_per_query(index, tenant, vectors[:10], True)}
     if graph is not None:
         knn["knn_graph"] = await knn_only(index, tenant, vectors, False)
+        buffers["knn_graph.buffers"] = await buffers_per_query(index, tenant, vectors[:10], False)
     tts = await time_to_searchable(db, recall, embedder.dimensions, tenant, 20)
     key = label(size)
     figures: dict[str, Any] = {f"{key}.graph_mb": round(graph / 2**20, 1) if graph is not None else 0.0}
     for name, values in (("embed_only", base), ("c1", c1), ("c8", c8), ("time_to_searchable", tts), *knn.items()):
         for metric, value in values.items():
             figures[f"{key}.{name}.{metric}"] = value
+    figures.update({f"{key}.{k}": v for k, v in buffers.items()})
     figures[f"{key}.ratio_p95_to_embed_p50"] = round(c1["p95"] / base["p50"], 2)
+    console.print(f"{tenant}: buffers per kNN {buffers}")
     console.print(f"{tenant}: c1 {c1}, c8 {c8}, embed {base}, kNN {knn}, time to searchable {tts}")
     return figures
 
