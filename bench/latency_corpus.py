@@ -149,10 +149,11 @@ async def bulk_load(
             for r, h, b, lang, v in zip(rows, headlines, bodies, languages, vectors, strict=True)
         ]
         async with db.system() as conn:
-            await conn.copy_records_to_table("observations", records=rows, columns=_OBS_COLUMNS)
-            await conn.execute("TRUNCATE bench_stage")
-            await conn.copy_records_to_table("bench_stage", records=stage)
-            await conn.execute(_DOCUMENTS_FROM_STAGE, dims)
+            # no client-side timeout: on a loaded machine a chunk's statements can take minutes
+            await conn.copy_records_to_table("observations", records=rows, columns=_OBS_COLUMNS, timeout=None)
+            await conn.execute("TRUNCATE bench_stage", timeout=None)
+            await conn.copy_records_to_table("bench_stage", records=stage, timeout=None)
+            await conn.execute(_DOCUMENTS_FROM_STAGE, dims, timeout=None)
             by_tenant: dict[str, list[int]] = {}
             for i, d in enumerate(chunk):
                 by_tenant.setdefault(d.tenant_id, []).append(i)
@@ -163,6 +164,7 @@ async def bulk_load(
                     [rows[i][0] for i in members],
                     [headlines[i] for i in members],
                     [bodies[i] for i in members],
+                    timeout=None,
                 )
         before, done = done, done + len(chunk)
         if done // 100_000 != before // 100_000 or done == total:
