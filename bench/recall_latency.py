@@ -469,8 +469,8 @@ class _Explaining:
         self.plan: dict[str, Any] = {}
 
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
-        text = await self.conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
-        self.plan = json.loads(text)[0]
+        found = await self.conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
+        self.plan = (json.loads(found) if isinstance(found, str) else found)[0]  # the pool decodes json
         return []
 
 
@@ -555,7 +555,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     url = args.database_url if pg is None else pg.url
     figures: dict[str, Any] = {}
     try:
-        await migrate(url)
+        if pg is not None:  # a --database-url is migrated already (and may be loading)
+            await migrate(url)
         db = await Database.connect(url, max_size=20)
         try:
             embedder = E5Embedder()
@@ -616,7 +617,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tenants", type=int, default=0, help="also this many tenants of 1k-10k in the database")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--state", default=".engram/bench-latency")
-    parser.add_argument("--database-url", default=None, help="a running PostgreSQL instead of the state's own")
+    parser.add_argument(
+        "--database-url", default=None, help="a running, migrated PostgreSQL instead of the state's own"
+    )
     parser.add_argument("--load-only", action="store_true", help="load the corpora, measure nothing")
     parser.add_argument("--exact-below", type=int, default=5_000, help="ENGRAM_PGVECTOR_EXACT_BELOW for the run")
     parser.add_argument("--shared-buffers", default="2GB", help="PostgreSQL shared_buffers for the run")
