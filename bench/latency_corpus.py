@@ -29,6 +29,7 @@ from engram.domain.language import detect_language, search_config
 from engram.domain.observation import ObservationDraft
 
 CHUNK = 20_000
+LONG = 24 * 3600.0  # seconds a statement may take (asyncpg's timeout=None means the pool's 60 s)
 
 _OBS_COLUMNS = (
     "id",
@@ -149,11 +150,11 @@ async def bulk_load(
             for r, h, b, lang, v in zip(rows, headlines, bodies, languages, vectors, strict=True)
         ]
         async with db.system() as conn:
-            # no client-side timeout: on a loaded machine a chunk's statements can take minutes
-            await conn.copy_records_to_table("observations", records=rows, columns=_OBS_COLUMNS, timeout=None)
-            await conn.execute("TRUNCATE bench_stage", timeout=None)
-            await conn.copy_records_to_table("bench_stage", records=stage, timeout=None)
-            await conn.execute(_DOCUMENTS_FROM_STAGE, dims, timeout=None)
+            # on a loaded machine a chunk's statements can take minutes
+            await conn.copy_records_to_table("observations", records=rows, columns=_OBS_COLUMNS, timeout=LONG)
+            await conn.execute("TRUNCATE bench_stage", timeout=LONG)
+            await conn.copy_records_to_table("bench_stage", records=stage, timeout=LONG)
+            await conn.execute(_DOCUMENTS_FROM_STAGE, dims, timeout=LONG)
             by_tenant: dict[str, list[int]] = {}
             for i, d in enumerate(chunk):
                 by_tenant.setdefault(d.tenant_id, []).append(i)
@@ -164,7 +165,7 @@ async def bulk_load(
                     [rows[i][0] for i in members],
                     [headlines[i] for i in members],
                     [bodies[i] for i in members],
-                    timeout=None,
+                    timeout=LONG,
                 )
         before, done = done, done + len(chunk)
         if done // 100_000 != before // 100_000 or done == total:

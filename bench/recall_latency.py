@@ -45,7 +45,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from bench.latency_corpus import bulk_load, interleaved, single
+from bench.latency_corpus import LONG, bulk_load, interleaved, single
 from bench.locomo import CollectingBus
 from engram.adapters.embedders import E5Embedder, StaticEmbedder
 from engram.adapters.observations import PgObservationStore
@@ -305,7 +305,7 @@ async def load(db: Database, index: PgVectorIndex, plan: dict[str, int], *, inte
         return 0.0
     started = time.perf_counter()
     async with db.system() as conn:  # a partial load from an interrupted run
-        await conn.execute("DELETE FROM observations WHERE tenant_id = ANY($1::text[])", list(missing), timeout=None)
+        await conn.execute("DELETE FROM observations WHERE tenant_id = ANY($1::text[])", list(missing), timeout=LONG)
     # graphs of small tenants before their rows (filled one vector at a time, as embed-index
     # does; an index build scans the whole table), of large ones after (one build)
     for tenant, n in missing.items():
@@ -330,7 +330,7 @@ async def load(db: Database, index: PgVectorIndex, plan: dict[str, int], *, inte
             console.print(f"  {tenant}: graph built in {time.perf_counter() - t0:.0f} s")
     async with db.pool.acquire() as conn:  # VACUUM cannot run inside a transaction
         for table in ("observations", "search_documents", "search_terms", "search_term_stats"):
-            await conn.execute(f"VACUUM ANALYZE {table}", timeout=None)
+            await conn.execute(f"VACUUM ANALYZE {table}", timeout=LONG)
     return time.perf_counter() - started
 
 

@@ -48,6 +48,7 @@ BODY_WEIGHT = 0.5
 SEARCH_CONFIGS = ("english", "german")
 GRAPH_RETRY_SECONDS = 60.0
 GRAPH_LOCK_TIMEOUT = "10s"
+GRAPH_BUILD_SECONDS = 6 * 3600.0  # the client's wait for a build (asyncpg's None means the pool's 60 s)
 
 
 def graph_name(tenant_id: str, dims: int) -> str:
@@ -140,14 +141,14 @@ class PgVectorIndex:
                 if valid is None or not valid:
                     literal = await conn.fetchval("SELECT quote_literal($1::text)", tenant_id)
                     await conn.execute(f"SET lock_timeout = '{GRAPH_LOCK_TIMEOUT}'")
-                    # no client-side timeout: a build takes as long as the tenant is large
+                    # a build takes as long as the tenant is large: not the pool's command timeout
                     if valid is not None:
-                        await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}", timeout=None)
+                        await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}", timeout=GRAPH_BUILD_SECONDS)
                     await conn.execute(
                         f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON search_documents"
                         f" USING hnsw ((embedding::halfvec({d})) halfvec_cosine_ops)"
                         f" WHERE tenant_id = {literal} AND dims = {d}",
-                        timeout=None,
+                        timeout=GRAPH_BUILD_SECONDS,
                     )
                     log.info("pgvector.graph_created", tenant=tenant_id, dims=d, index=name)
         except (asyncpg.PostgresError, OSError, TimeoutError) as exc:  # lock timeout, a concurrent builder
