@@ -301,6 +301,8 @@ async def load(db: Database, index: PgVectorIndex, plan: dict[str, int], *, inte
             if n >= index.exact_below:
                 assert await index.ensure_graph(tenant), tenant
         if plan:
+            async with db.pool.acquire() as conn:  # an interrupted run may not have analysed
+                await conn.execute("ANALYZE search_documents", timeout=LONG)
             console.print(f"{len(plan)} tenant(s) already loaded")
         return 0.0
     started = time.perf_counter()
