@@ -1,36 +1,43 @@
-"""Recall latency at 10k and 100k observations: `python -m bench.recall_latency [--json]`.
+"""Recall latency from 1k to 1M observations per tenant: `python -m bench.recall_latency [--json]`.
 
-One tenant per size, filled with generated German and English observations from 40 users in
-6 teams, with private, team, public, tenant-wide and sensitive scopes. Observations are
-written through the observation store and indexed by the same `Indexer` embed-index runs;
-their vectors come from the fast 64-dim static model, lifted to the default embedder's width
-(384) by a fixed random projection, so the corpus loads in minutes while the index has the
-default width and real neighbourhoods (index latency depends on width and count, not on the
-model). Queries go through `RecallService.search`, including the query embedding with the
-default embedder (multilingual-e5-small), at concurrency 1 and 8.
+`--sizes 1k,10k,100k,1m`: one tenant per size, filled with generated German and English
+observations from 40 users in 6 teams, with private, team, public, tenant-wide and sensitive
+scopes. `--tenants N`: besides them, N tenants of 1k-10k observations each (log-uniform, the
+first n the same for any N), their rows interleaved the way a shared database fills up.
+Corpora are loaded with COPY and indexed by the pgvector adapter's own SQL
+(`bench.latency_corpus`); vectors come from the fast 64-dim static model, lifted to the
+default embedder's width (384) by a fixed random projection, so a million loads in minutes on
+a quiet machine while the index has the default width and real neighbourhoods (index latency
+depends on width and count, not on the model). Queries go through `RecallService.search`,
+including the query embedding with the default embedder (multilingual-e5-small), at
+concurrency 1 and 8; with `--tenants`, each query goes to a random tenant.
 
-Baseline in the same run: the query embedding alone (the part of recall no index can speed
-up); the report gives recall p95 and the ratio to that baseline's p50. Time to searchable:
-while 8 clients query, new observations are written and handed to the indexer the way a
-worker with an empty queue would; the clock runs from the write's commit until recall
-returns the observation.
+Baselines in the same run: the query embedding alone (the part of recall no index can speed
+up); the report gives recall p95 and the ratio to that baseline's p50. Per size also the kNN
+statement alone by exact scan and by the tenant's own HNSW graph (where it has one), the
+measurement the exact-scan threshold (`--exact-below`, ENGRAM_PGVECTOR_EXACT_BELOW) comes
+from. Time to searchable: while 8 clients query, new observations are written and handed to
+the indexer the way a worker with an empty queue would; the clock runs from the write's
+commit until recall returns the observation. Disk per million observations comes from
+`pg_total_relation_size` / `pg_relation_size`.
 
-State (PostgreSQL with the loaded tenants) lives in `.engram/bench-latency`, so a re-run skips
-loading. PostgreSQL runs with `shared_buffers=1GB` (`--shared-buffers`): the embedded
-development default of 256 MB cannot hold a 100k-vector HNSW index and its table, and buffer
-misses then dominate the kNN query.
+State (PostgreSQL with the loaded tenants) lives in `--state` (`.engram/bench-latency`), so a
+re-run skips loading. PostgreSQL runs with `shared_buffers=2GB` (`--shared-buffers`): the
+embedded development default of 256 MB cannot hold a large tenant's graph and its rows.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,22 +45,24 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from bench.latency_corpus import LONG, bulk_load, interleaved, single
 from bench.locomo import CollectingBus
 from engram.adapters.embedders import E5Embedder, StaticEmbedder
 from engram.adapters.observations import PgObservationStore
-from engram.adapters.pgvector_index import PgVectorIndex
+from engram.adapters.pgvector_index import PgVectorIndex, graph_name
 from engram.adapters.postgres import Database
 from engram.adapters.unit_of_work import PgUnitOfWork
 from engram.domain.events import change_events
 from engram.domain.observation import ObservationDraft, Priority, Scope
 from engram.domain.recall import RecallQuery
-from engram.domain.scopes import Permission, Principal
-from engram.domain.search import Vector
+from engram.domain.scopes import Permission, Principal, Visibility
+from engram.domain.search import SearchFilter, SearchPlan, Vector
 from engram.services.indexing import Indexer
 from engram.services.recall import RecallService
 from functions.embed_index.main import WORKER as EMBED_INDEX
 
 console = Console(stderr=True)
+GRAPH_AFTER_LOAD = 50_000  # a tenant this large gets its graph after its load (one build)
 SEED = 20261130
 USERS = [f"user{i:02d}" for i in range(40)]
 TEAMS = ["sales", "billing", "support", "engineering", "legal", "marketing"]
@@ -204,9 +213,9 @@ def sentence(rng: random.Random) -> tuple[str, str]:
     return title, narrative
 
 
-def drafts(tenant: str, count: int, rng: random.Random) -> list[ObservationDraft]:
+def drafts(tenant: str, count: int, rng: random.Random, start: int = 0) -> list[ObservationDraft]:
     out = []
-    for i in range(count):
+    for i in range(start, start + count):
         title, narrative = sentence(rng)
         roll = rng.random()
         user: str | None = rng.choice(USERS)
@@ -257,33 +266,104 @@ def principal_for(tenant: str, rng: random.Random) -> Principal:
     )
 
 
-async def load(db: Database, tenant: str, size: int, dims: int) -> float:
-    async with db.tenant(tenant) as conn:
-        have = await conn.fetchval("SELECT doc_count FROM search_stats")
-    if have == size:
-        console.print(f"{tenant}: {size} observations already loaded")
+def parse_sizes(text: str) -> list[int]:
+    """`1k,10k,100k,1m` -> [1000, 10000, 100000, 1000000]."""
+    out = []
+    for part in (p.strip().lower() for p in text.split(",") if p.strip()):
+        unit = {"k": 1_000, "m": 1_000_000}.get(part[-1], 1)
+        out.append(int(float(part[:-1] if unit > 1 else part) * unit))
+    return out
+
+
+def label(size: int) -> str:
+    return f"{size // 1_000_000}m" if size % 1_000_000 == 0 else f"{size // 1_000}k"
+
+
+def many_sizes(count: int) -> dict[str, int]:
+    """`count` tenants of 1k-10k observations, log-uniform (most tenants of a SaaS are small);
+    the first n of any count are the same."""
+    rng = random.Random(SEED)
+    return {f"many-{i:04d}": int(round(1_000 * 10 ** rng.random(), -1)) for i in range(count)}
+
+
+async def loaded_count(db: Database, tenant: str) -> int:
+    async with db.system() as conn:
+        return int(
+            await conn.fetchval("SELECT coalesce((SELECT doc_count FROM search_stats WHERE tenant_id = $1), 0)", tenant)
+        )
+
+
+async def load(db: Database, index: PgVectorIndex, plan: dict[str, int], *, interleave: bool) -> float:
+    """Load what is missing of `plan` (tenant -> observations) with COPY; seconds taken."""
+    missing = {t: n for t, n in plan.items() if await loaded_count(db, t) != n}
+    if not missing:
+        for tenant, n in plan.items():  # a graph an interrupted run left unbuilt
+            if n >= index.exact_below:
+                assert await index.ensure_graph(tenant), tenant
+        if plan:
+            async with db.pool.acquire() as conn:  # an interrupted run may not have analysed
+                await conn.execute("ANALYZE search_documents", timeout=LONG)
+            console.print(f"{len(plan)} tenant(s) already loaded")
         return 0.0
     started = time.perf_counter()
-    async with db.tenant(tenant) as conn:
-        await conn.execute("DELETE FROM observations")
-        await conn.execute("DELETE FROM search_stats")
-    rng = random.Random(SEED + size)
-    corpus = drafts(tenant, size, rng)
-    for start in range(0, size, 2000):
-        async with db.tenant(tenant) as conn:
-            await PgObservationStore(conn).write_many(corpus[start : start + 2000])
-    console.print(f"{tenant}: {size} observations written in {time.perf_counter() - started:.0f} s; indexing")
-    indexer = Indexer(PgUnitOfWork(db, None), PgVectorIndex(db, dims), ProjectedStatic(dims))
-
-    def progress(done: int, total: int) -> None:
-        if done and done % 10_000 == 0:
-            console.print(f"  indexed {done}/{total} in {time.perf_counter() - started:.0f} s")
-
-    await indexer.reindex(tenant, batch_size=1000, progress=progress)
+    async with db.system() as conn:  # a partial load from an interrupted run
+        await conn.execute("DELETE FROM observations WHERE tenant_id = ANY($1::text[])", list(missing), timeout=LONG)
+    # graphs of small tenants before their rows (filled one vector at a time, as embed-index
+    # does; an index build scans the whole table), of large ones after (one build)
+    for tenant, n in missing.items():
+        if index.exact_below <= n < GRAPH_AFTER_LOAD:
+            assert await index.ensure_graph(tenant), tenant
+    embedder = ProjectedStatic(index.dimensions)
+    names = list(missing)
+    # many tenants: 100 at a time, interleaved (an interrupted load keeps whole groups)
+    for group in [names[i : i + 100] for i in range(0, len(names), 100)] if interleave else [names]:
+        part = {t: missing[t] for t in group}
+        total = sum(part.values())
+        console.print(f"loading {total} observations of {len(part)} tenant(s)")
+        if interleave:
+            chunks: Iterable[list[ObservationDraft]] = interleaved(part, SEED, drafts)
+        else:
+            chunks = itertools.chain.from_iterable(single(t, n, SEED, drafts) for t, n in part.items())
+        await bulk_load(db, chunks, total, embedder.embed_passages, index.dimensions, log=console.print)
+    for tenant, n in missing.items():
+        if n >= GRAPH_AFTER_LOAD:
+            t0 = time.perf_counter()
+            assert await index.ensure_graph(tenant), tenant
+            console.print(f"  {tenant}: graph built in {time.perf_counter() - t0:.0f} s")
     async with db.pool.acquire() as conn:  # VACUUM cannot run inside a transaction
-        await conn.execute("VACUUM ANALYZE search_terms")
-        await conn.execute("VACUUM ANALYZE search_documents")
+        for table in ("observations", "search_documents", "search_terms", "search_term_stats"):
+            await conn.execute(f"VACUUM ANALYZE {table}", timeout=LONG)
     return time.perf_counter() - started
+
+
+async def storage(db: Database) -> dict[str, float]:
+    """Disk per million indexed observations (MB): tables with their indexes, the graphs."""
+    async with db.system() as conn:
+        row = await conn.fetchrow(
+            "SELECT (SELECT count(*) FROM search_documents) AS docs,"
+            " pg_total_relation_size('observations') AS observations,"
+            " pg_relation_size('search_documents') AS documents_heap,"
+            " pg_total_relation_size('search_documents') AS documents_total,"
+            " pg_total_relation_size('search_terms') + pg_total_relation_size('search_term_stats') AS postings,"
+            " (SELECT coalesce(sum(pg_relation_size(i.indexrelid)), 0) FROM pg_index i"
+            "  JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam"
+            "  WHERE i.indrelid = 'search_documents'::regclass AND a.amname = 'hnsw') AS graphs,"
+            " (SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            "  JOIN pg_am a ON a.oid = c.relam"
+            "  WHERE i.indrelid = 'search_documents'::regclass AND a.amname = 'hnsw') AS graph_count"
+        )
+    assert row is not None
+    docs = max(1, int(row["docs"]))
+    per_million = {
+        k: round(float(row[k]) / docs * 1_000_000 / 2**20, 1)
+        for k in ("observations", "documents_heap", "documents_total", "postings")
+    }
+    return {
+        "docs": docs,
+        "graphs": int(row["graph_count"]),
+        "graphs_mb": round(float(row["graphs"]) / 2**20, 1),
+        **{f"mb_per_million.{k}": v for k, v in per_million.items()},
+    }
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -295,21 +375,42 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(ordered), 2), "p95": pick(0.95), "p99": pick(0.99)}
 
 
-async def measure(recall: RecallService, tenant: str, texts: list[str], concurrency: int) -> dict[str, float]:
+async def measure(
+    recall: RecallService, tenants: Sequence[str], texts: list[str], concurrency: int
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Recall latency over `texts`, each asked by a random caller of a random tenant of `tenants`."""
     rng = random.Random(SEED + concurrency)
-    work = [(principal_for(tenant, rng), t) for t in texts]
+    work = [(principal_for(rng.choice(tenants), rng), t) for t in texts]
     latencies: list[float] = []
+    by_tenant: dict[str, list[float]] = {}
 
     async def client(items: list[tuple[Principal, str]]) -> None:
         for principal, text in items:
             t0 = time.perf_counter()
             await recall.search(principal, RecallQuery(text=text, limit=10))
-            latencies.append((time.perf_counter() - t0) * 1000)
+            ms = (time.perf_counter() - t0) * 1000
+            latencies.append(ms)
+            by_tenant.setdefault(principal.tenant_id, []).append(ms)
 
     started = time.perf_counter()
     await asyncio.gather(*(client(work[i::concurrency]) for i in range(concurrency)))
     elapsed = time.perf_counter() - started
-    return {**percentiles(latencies), "qps": round(len(work) / elapsed, 1)}
+    return {**percentiles(latencies), "qps": round(len(work) / elapsed, 1)}, by_tenant
+
+
+async def knn_only(index: PgVectorIndex, tenant: str, vectors: Sequence[Vector], exact: bool) -> dict[str, float]:
+    """The kNN statement alone (no embedding, no BM25), by the exact scan or the tenant's graph."""
+    rng = random.Random(SEED)
+    latencies = []
+    where = SearchFilter(now=datetime.now(UTC))
+    for vector in vectors:
+        visibility = Visibility.for_principal(principal_for(tenant, rng))
+        async with index.db.tenant(tenant) as conn:
+            plan = await index.prepare(conn, tenant, 20)
+            t0 = time.perf_counter()
+            await index.vector_in(conn, visibility, vector, where, 20, SearchPlan(plan.docs, exact))
+            latencies.append((time.perf_counter() - t0) * 1000)
+    return percentiles(latencies)
 
 
 async def time_to_searchable(db: Database, recall: RecallService, dims: int, tenant: str, n: int) -> dict[str, float]:
@@ -362,54 +463,127 @@ async def embedding_baseline(embedder: E5Embedder, texts: list[str]) -> dict[str
     return percentiles(latencies)
 
 
-def index_options(args: argparse.Namespace) -> dict[str, int]:
-    options = {}
-    if args.exact_below is not None:
-        options["exact_below"] = args.exact_below
-    return options
+class _Explaining:
+    """Stands in for the connection in `vector_in`: runs its statement under EXPLAIN ANALYZE."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.plan: dict[str, Any] = {}
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        found = await self.conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
+        self.plan = (json.loads(found) if isinstance(found, str) else found)[0]  # the pool decodes json
+        return []
+
+
+async def buffers_per_query(index: PgVectorIndex, tenant: str, vectors: Sequence[Vector], exact: bool) -> float:
+    """Shared buffers (8 kB pages) one kNN statement touches, the mean over `vectors`."""
+    rng = random.Random(SEED)
+    where = SearchFilter(now=datetime.now(UTC))
+    touched = []
+    for vector in vectors:
+        visibility = Visibility.for_principal(principal_for(tenant, rng))
+        async with index.db.tenant(tenant) as conn:
+            plan = await index.prepare(conn, tenant, 20)
+            explaining = _Explaining(conn)
+            await index.vector_in(explaining, visibility, vector, where, 20, SearchPlan(plan.docs, exact))
+        top = explaining.plan["Plan"]
+        touched.append(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+    return round(float(statistics.mean(touched)), 1)
+
+
+async def measure_single(
+    db: Database, index: PgVectorIndex, recall: RecallService, embedder: E5Embedder, size: int, texts: list[str]
+) -> dict[str, Any]:
+    tenant = f"latency-{label(size)}"
+    rng = random.Random(SEED)
+    for text in texts[:20]:  # warm caches and the connection pool
+        await recall.search(principal_for(tenant, rng), RecallQuery(text=text))
+    base = await embedding_baseline(embedder, texts)
+    c1, _ = await measure(recall, [tenant], texts, 1)
+    c8, _ = await measure(recall, [tenant], texts, 8)
+    vectors = [await embedder.embed_query(t) for t in texts[:60]]
+    knn = {"knn_exact": await knn_only(index, tenant, vectors, True)}
+    async with db.system() as conn:
+        graph = await conn.fetchval("SELECT pg_relation_size(to_regclass($1))", graph_name(tenant, index.dimensions))
+    buffers = {"knn_exact.buffers": await buffers_per_query(index, tenant, vectors[:10], True)}
+    if graph is not None:
+        knn["knn_graph"] = await knn_only(index, tenant, vectors, False)
+        buffers["knn_graph.buffers"] = await buffers_per_query(index, tenant, vectors[:10], False)
+    tts = await time_to_searchable(db, recall, embedder.dimensions, tenant, 20)
+    key = label(size)
+    figures: dict[str, Any] = {f"{key}.graph_mb": round(graph / 2**20, 1) if graph is not None else 0.0}
+    for name, values in (("embed_only", base), ("c1", c1), ("c8", c8), ("time_to_searchable", tts), *knn.items()):
+        for metric, value in values.items():
+            figures[f"{key}.{name}.{metric}"] = value
+    figures.update({f"{key}.{k}": v for k, v in buffers.items()})
+    figures[f"{key}.ratio_p95_to_embed_p50"] = round(c1["p95"] / base["p50"], 2)
+    console.print(f"{tenant}: buffers per kNN {buffers}")
+    console.print(f"{tenant}: c1 {c1}, c8 {c8}, embed {base}, kNN {knn}, time to searchable {tts}")
+    return figures
+
+
+async def measure_many(
+    recall: RecallService, embedder: E5Embedder, sizes: dict[str, int], exact_below: int, texts: list[str]
+) -> dict[str, Any]:
+    tenants = sorted(sizes)
+    rng = random.Random(SEED)
+    for text in texts[:20]:
+        await recall.search(principal_for(rng.choice(tenants), rng), RecallQuery(text=text))
+    base = await embedding_baseline(embedder, texts)
+    c1, by_tenant = await measure(recall, tenants, texts, 1)
+    c8, _ = await measure(recall, tenants, texts, 8)
+    figures: dict[str, Any] = {"many.tenants": len(sizes), "many.observations": sum(sizes.values())}
+    for name, values in (("embed_only", base), ("c1", c1), ("c8", c8)):
+        for metric, value in values.items():
+            figures[f"many.{name}.{metric}"] = value
+    for part, graphs in (("exact", False), ("graph", True)):
+        chosen = [ms for t, values in by_tenant.items() if (sizes[t] >= exact_below) is graphs for ms in values]
+        if chosen:
+            for metric, value in percentiles(chosen).items():
+                figures[f"many.c1_{part}_tenants.{metric}"] = value
+            figures[f"many.c1_{part}_tenants.queries"] = len(chosen)
+    figures["many.ratio_p95_to_embed_p50"] = round(c1["p95"] / base["p50"], 2)
+    console.print(f"{len(sizes)} tenants: c1 {c1}, c8 {c8}, embed {base}")
+    return figures
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from engram.adapters.migrations import migrate
     from engram.development.embedded import EmbeddedPostgres
 
-    # sized for a 100k-vector index (the embedded default of 256 MB is for development)
-    pg = EmbeddedPostgres(args.state_dir / "postgres", settings={"shared_buffers": args.shared_buffers}).start()
+    settings = {"shared_buffers": args.shared_buffers, "maintenance_work_mem": args.maintenance_work_mem}
+    pg = None if args.database_url else EmbeddedPostgres(args.state_dir / "postgres", settings=settings).start()
+    url = args.database_url if pg is None else pg.url
     figures: dict[str, Any] = {}
     try:
-        await migrate(pg.url)
-        db = await Database.connect(pg.url, max_size=20)
+        if pg is not None:  # a --database-url is migrated already (and may be loading)
+            await migrate(url)
+        db = await Database.connect(url, max_size=20)
         try:
             embedder = E5Embedder()
             await embedder.embed_query("warm up")
-            rng = random.Random(SEED)
-            texts = queries(args.queries, rng)
+            index = PgVectorIndex(db, embedder.dimensions, exact_below=args.exact_below)
+            singles = {f"latency-{label(n)}": n for n in args.sizes}
+            many = many_sizes(args.tenants) if args.tenants else {}
+            figures["load_seconds"] = round(await load(db, index, singles, interleave=False), 1)
+            figures["many.load_seconds"] = round(await load(db, index, many, interleave=True), 1)
+            figures.update({f"storage.{k}": v for k, v in (await storage(db)).items()})
+            if args.load_only:
+                return figures
+            recall = RecallService(PgUnitOfWork(db, None), index, embedder, None)
+            texts = queries(args.queries, random.Random(SEED))
             for size in args.sizes:
-                tenant = f"latency-{size}"
-                load_s = await load(db, tenant, size, embedder.dimensions)
-                if args.load_only:
-                    console.print(f"{tenant}: loaded in {load_s:.0f} s")
-                    continue
-                index = PgVectorIndex(db, embedder.dimensions, **index_options(args))
-                recall = RecallService(PgUnitOfWork(db, None), index, embedder, None)
-                for text in texts[:20]:  # warm caches and the connection pool
-                    await recall.search(principal_for(tenant, rng), RecallQuery(text=text))
-                base = await embedding_baseline(embedder, texts)
-                c1 = await measure(recall, tenant, texts, 1)
-                c8 = await measure(recall, tenant, texts, 8)
-                tts = await time_to_searchable(db, recall, embedder.dimensions, tenant, args.fresh)
-                key = f"{size // 1000}k"
-                figures[f"{key}.load_seconds"] = round(load_s, 1)
-                for name, values in (("embed_only", base), ("c1", c1), ("c8", c8), ("time_to_searchable", tts)):
-                    for metric, value in values.items():
-                        figures[f"{key}.{name}.{metric}"] = value
-                figures[f"{key}.ratio_p95_to_embed_p50"] = round(c1["p95"] / base["p50"], 2)
-                console.print(f"{tenant}: c1 {c1}, c8 {c8}, embed {base}, time to searchable {tts}")
+                figures.update(await measure_single(db, index, recall, embedder, size, texts))
+            if many:
+                figures.update(await measure_many(recall, embedder, many, args.exact_below, texts))
         finally:
             await db.close()
     finally:
-        pg.stop()
+        if pg is not None:
+            pg.stop()
     figures["queries"] = args.queries
+    figures["exact_below"] = args.exact_below
     return figures
 
 
@@ -417,19 +591,22 @@ def print_table(figures: dict[str, Any], sizes: Sequence[int]) -> None:
     table = Table(title="Recall latency (ms), pgvector, multilingual-e5-small query embedding included")
     for col in ("size", "measure", "p50", "p95", "p99", "queries/s"):
         table.add_column(col, justify="right")
-    for size in sizes:
-        key = f"{size // 1000}k"
-        for name, label in (
-            ("embed_only", "baseline: query embedding"),
-            ("c1", "recall, concurrency 1"),
-            ("c8", "recall, concurrency 8"),
-            ("time_to_searchable", "time to searchable"),
-        ):
-            table.add_row(
-                key,
-                label,
-                *(str(figures.get(f"{key}.{name}.{m}", "")) for m in ("p50", "p95", "p99", "qps")),
-            )
+    rows = [
+        ("embed_only", "baseline: query embedding"),
+        ("c1", "recall, concurrency 1"),
+        ("c8", "recall, concurrency 8"),
+        ("knn_exact", "kNN alone, exact scan"),
+        ("knn_graph", "kNN alone, tenant's graph"),
+        ("time_to_searchable", "time to searchable"),
+        ("c1_exact_tenants", "c1, tenants < exact_below"),
+        ("c1_graph_tenants", "c1, tenants with a graph"),
+    ]
+    keys = [label(s) for s in sizes] + (["many"] if "many.tenants" in figures else [])
+    for key in keys:
+        for name, text in rows:
+            if f"{key}.{name}.p50" in figures:
+                values = (str(figures.get(f"{key}.{name}.{m}", "")) for m in ("p50", "p95", "p99", "qps"))
+                table.add_row(key, text, *values)
         table.add_row(key, "ratio c1 p95 / embedding p50", str(figures[f"{key}.ratio_p95_to_embed_p50"]), "", "", "")
         table.add_section()
     Console().print(table)
@@ -438,13 +615,17 @@ def print_table(figures: dict[str, Any], sizes: Sequence[int]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.recall_latency", description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--sizes", type=parse_sizes, default=parse_sizes("1k,10k,100k"), help="e.g. 1k,10k,100k,1m")
+    parser.add_argument("--tenants", type=int, default=0, help="also this many tenants of 1k-10k in the database")
     parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--fresh", type=int, default=20, help="observations timed to searchable")
     parser.add_argument("--state", default=".engram/bench-latency")
+    parser.add_argument(
+        "--database-url", default=None, help="a running, migrated PostgreSQL instead of the state's own"
+    )
     parser.add_argument("--load-only", action="store_true", help="load the corpora, measure nothing")
-    parser.add_argument("--exact-below", type=int, default=None, help="override ENGRAM_PGVECTOR_EXACT_BELOW")
-    parser.add_argument("--shared-buffers", default="1GB", help="PostgreSQL shared_buffers for the run")
+    parser.add_argument("--exact-below", type=int, default=5_000, help="ENGRAM_PGVECTOR_EXACT_BELOW for the run")
+    parser.add_argument("--shared-buffers", default="2GB", help="PostgreSQL shared_buffers for the run")
+    parser.add_argument("--maintenance-work-mem", default="2GB", help="for the graph builds")
     args = parser.parse_args(argv)
     from engram.runtime.logs import configure_logging
 

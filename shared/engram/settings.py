@@ -53,7 +53,11 @@ class Settings(BaseSettings):
     elasticsearch_url: str | None = None
     elasticsearch_api_key: SecretStr | None = None
     elasticsearch_use_retriever_rrf: bool = False
-    engram_pgvector_exact_below: int = Field(default=5_000, ge=0, description="exact kNN and BM25 below this many docs")
+    engram_pgvector_exact_below: int = Field(
+        default=5_000,
+        ge=0,
+        description="exact kNN and BM25 below this many docs (a tenant's own HNSW graph from there on)",
+    )
     engram_postings_per_term: int = Field(
         default=300, ge=10, le=100_000, description="BM25 postings per term, large tenants"
     )

@@ -236,7 +236,7 @@ async def test_pgvector_large_tenant_uses_hnsw_with_filters(db: Any, tenant: str
     """Above `exact_below` the HNSW path (iterative scan) must honour the same filters."""
     from engram.adapters.pgvector_index import PgVectorIndex
 
-    index = PgVectorIndex(db, DIMS, exact_below=0, postings_per_term=10, hnsw_min_share=0.0)
+    index = PgVectorIndex(db, DIMS, exact_below=0, postings_per_term=10)
     drafts = [draft(tenant, f"item {i}", user_id="alice" if i % 2 else "bob") for i in range(40)]
     observations = await put(index, db, drafts)
     results = await index.vector(vis(tenant, "alice"), unit("item 3"), now(), 10)
@@ -247,3 +247,72 @@ async def test_pgvector_large_tenant_uses_hnsw_with_filters(db: Any, tenant: str
     # BM25 reads at most 10 postings per term here, after the visibility filter
     lexical = await index.lexical(vis(tenant, "alice"), "item", now(), 50)
     assert len(lexical) == 10 and {r.id for r in lexical} <= alice
+
+
+async def explain_vector(index: Any, db: Any, visibility: Visibility, query: np.ndarray) -> str:
+    """The plan of the kNN statement `vector_in` runs (EXPLAIN instead of fetching rows)."""
+
+    class Explaining:
+        def __init__(self, conn: Any) -> None:
+            self.conn, self.plan = conn, ""
+
+        async def fetch(self, sql: str, *args: Any) -> list[Any]:
+            self.plan = "\n".join(r[0] for r in await self.conn.fetch("EXPLAIN " + sql, *args))
+            return []
+
+    async with db.tenant(visibility.tenant_id) as conn:
+        plan = await index.prepare(conn, visibility.tenant_id, 10)
+        explaining = Explaining(conn)
+        await index.vector_in(explaining, visibility, query, now(), 10, plan)
+    return explaining.plan
+
+
+async def test_pgvector_tenant_graph_keeps_scopes_and_tenants_apart(db: Any, tenant: str, other_tenant: str) -> None:
+    """A tenant over `exact_below` gets an HNSW graph of its own (migration 0012); searching it
+    returns only what the caller may see, never another tenant's rows, and the same ranking as
+    the exact scan a smaller tenant gets."""
+    from engram.adapters.pgvector_index import PgVectorIndex, graph_name
+
+    index = PgVectorIndex(db, DIMS, exact_below=30)
+    scopes = [Scope.private, Scope.team, Scope.public, Scope.sensitive]
+    drafts = [
+        draft(
+            tenant,
+            f"graph item {i}",
+            user_id="alice" if i % 3 == 0 else "bob",
+            scope=scopes[i % 4],
+            team_ids=["sales"] if scopes[i % 4] is Scope.team else [],
+        )
+        for i in range(48)
+    ]
+    observations = await put(index, db, drafts)
+    small = await put(index, db, [draft(other_tenant, f"graph item {i}", user_id="alice") for i in range(12)])
+    async with db.system() as conn:
+        graphs = {
+            r["indexrelid"]: r["indisvalid"]
+            for r in await conn.fetch(
+                "SELECT indexrelid::regclass::text AS indexrelid, indisvalid FROM pg_index"
+                " WHERE indrelid = 'search_documents'::regclass"
+            )
+        }
+    assert graphs.get(graph_name(tenant, DIMS)) is True
+    assert graph_name(other_tenant, DIMS) not in graphs  # under the threshold: exact scans, no graph
+
+    bob = vis(tenant, "bob", teams=[])
+    plan = await explain_vector(index, db, bob, unit("graph item 5"))
+    assert graph_name(tenant, DIMS) in plan
+    results = await index.vector(bob, unit("graph item 5"), now(), 10)
+    allowed = {str(o.id) for o in observations if Visibility.allows(bob, o)}
+    assert results and {r.id for r in results} <= allowed
+    assert results[0].id == str(observations[5].id)
+    exact = await PgVectorIndex(db, DIMS, exact_below=10_000).vector(bob, unit("graph item 5"), now(), 10)
+    assert [r.id for r in results] == [r.id for r in exact]
+
+    other = vis(other_tenant, "alice")
+    assert graph_name(tenant, DIMS) not in await explain_vector(index, db, other, unit("graph item 5"))
+    found = {r.id for r in await index.vector(other, unit("graph item 5"), now(), 50)}
+    assert found == {str(o.id) for o in small}
+
+    await index.drop_tenant(tenant)
+    async with db.system() as conn:
+        assert await conn.fetchval("SELECT to_regclass($1)", graph_name(tenant, DIMS)) is None

@@ -10,14 +10,22 @@ applied in that scan: all of them in tenants below `exact_below` documents (exac
 most `postings_per_term` in larger ones, so the cost stays bounded (top-k per term, the usual
 impact-ordered approximation).
 
-Vector: cosine distance on pgvector. Small tenants, and tenants that are a small share of all
-indexed documents, are scanned exactly (fast, and exact); large ones use an HNSW index (one
-partial expression index per embedding width, on half-precision copies) with pgvector's
-iterative scan, so the visibility filter runs inside the index scan without losing results.
+Vector: cosine distance on pgvector. A tenant below `exact_below` documents is scanned exactly
+(its rows through the (tenant, type) btree, ~0.7 us per row). From that size on a tenant has
+an HNSW graph of its own: a partial index on half-precision copies of its vectors (`WHERE
+tenant_id = ... AND dims = ...`, see `graph_name`), searched with pgvector's iterative scan so
+the visibility filter runs inside the index scan without losing results. One graph shared by
+all tenants (before migration 0012) made every tenant that is a small share of it slow: the
+filtered scan waded through other tenants' vectors, or the exact scan took over (measured in
+bench/RESULTS.md, `## recall_latency`). The graph is created when a write takes the tenant
+over the threshold (`CREATE INDEX CONCURRENTLY`); until it is valid the tenant is scanned
+exactly, so a search is never wrong, only slower.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -38,8 +46,14 @@ log = structlog.get_logger(__name__)
 
 BODY_WEIGHT = 0.5
 SEARCH_CONFIGS = ("english", "german")
-KNOWN_HNSW_DIMS = frozenset({64, 384, 512, 1024})
-HNSW_MIN_SHARE = 0.25
+GRAPH_RETRY_SECONDS = 60.0
+GRAPH_LOCK_TIMEOUT = "10s"
+GRAPH_BUILD_SECONDS = 6 * 3600.0  # the client's wait for a build (asyncpg's None means the pool's 60 s)
+
+
+def graph_name(tenant_id: str, dims: int) -> str:
+    """The name of a tenant's HNSW index for one embedding width (migration 0012 names it alike)."""
+    return f"search_documents_hnsw_{int(dims)}_{hashlib.md5(tenant_id.encode()).hexdigest()}"
 
 
 def filter_clause(where: SearchFilter, params: list[Any], alias: str) -> str:
@@ -102,30 +116,53 @@ class PgVectorIndex:
         exact_below: int = 5_000,
         postings_per_term: int = 300,
         ef_search: int = 40,
-        hnsw_min_share: float = HNSW_MIN_SHARE,
     ) -> None:
         self.db = db
         self.dimensions = int(dimensions)
         self.exact_below = exact_below
         self.postings_per_term = postings_per_term
         self.ef_search = ef_search
-        self.hnsw_min_share = hnsw_min_share
-        self._hnsw_ready = self.dimensions in KNOWN_HNSW_DIMS
+        self._graphs: set[str] = set()  # tenants whose graph this process saw valid
+        self._graph_failed: dict[str, float] = {}  # tenant -> monotonic time of a failed build
 
-    async def ensure_hnsw(self) -> None:
-        """A partial HNSW index for this embedding width, if the migration did not create one."""
-        if self._hnsw_ready:
-            return
-        d = self.dimensions
+    async def ensure_graph(self, tenant_id: str) -> bool:
+        """The tenant's own HNSW index, built if it is missing (or left invalid by a failed
+        concurrent build). Writers of other tenants are not blocked; a build that cannot get
+        its locks in `GRAPH_LOCK_TIMEOUT` is given up and tried again after a minute."""
+        if tenant_id in self._graphs:
+            return True
+        failed = self._graph_failed.get(tenant_id)
+        if failed is not None and time.monotonic() - failed < GRAPH_RETRY_SECONDS:
+            return False
+        d, name = self.dimensions, graph_name(tenant_id, self.dimensions)
         try:
-            async with self.db.system() as conn:
-                await conn.execute(
-                    f"CREATE INDEX IF NOT EXISTS search_documents_hnsw_{d} ON search_documents"
-                    f" USING hnsw ((embedding::halfvec({d})) halfvec_cosine_ops) WHERE dims = {d}"
-                )
-        except asyncpg.PostgresError as exc:  # a concurrent creator won; the index exists
-            log.info("pgvector.hnsw_exists", dims=d, error=str(exc))
-        self._hnsw_ready = True
+            async with self.db.pool.acquire() as conn:  # CONCURRENTLY cannot run in a transaction
+                valid = await conn.fetchval("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)", name)
+                if valid is None or not valid:
+                    literal = await conn.fetchval("SELECT quote_literal($1::text)", tenant_id)
+                    await conn.execute(f"SET lock_timeout = '{GRAPH_LOCK_TIMEOUT}'")
+                    # a build takes as long as the tenant is large: not the pool's command timeout
+                    if valid is not None:
+                        await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}", timeout=GRAPH_BUILD_SECONDS)
+                    await conn.execute(
+                        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON search_documents"
+                        f" USING hnsw ((embedding::halfvec({d})) halfvec_cosine_ops)"
+                        f" WHERE tenant_id = {literal} AND dims = {d}",
+                        timeout=GRAPH_BUILD_SECONDS,
+                    )
+                    log.info("pgvector.graph_created", tenant=tenant_id, dims=d, index=name)
+        except (asyncpg.PostgresError, OSError, TimeoutError) as exc:  # lock timeout, a concurrent builder
+            log.warning("pgvector.graph_deferred", tenant=tenant_id, dims=d, error=repr(exc))
+            self._graph_failed[tenant_id] = time.monotonic()
+            return False
+        self._graph_failed.pop(tenant_id, None)
+        self._graphs.add(tenant_id)
+        return True
+
+    async def drop_graph(self, tenant_id: str) -> None:
+        self._graphs.discard(tenant_id)
+        async with self.db.pool.acquire() as conn:
+            await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {graph_name(tenant_id, self.dimensions)}")
 
     # ---- writes -----------------------------------------------------------------------------
 
@@ -137,15 +174,17 @@ class PgVectorIndex:
                 raise ValueError(f"document {doc.id} belongs to tenant {doc.tenant_id!r}, not {tenant_id!r}")
             if doc.embedding.shape != (self.dimensions,):
                 raise ValueError(f"embedding of {doc.id} has shape {doc.embedding.shape}, index has {self.dimensions}")
-        await self.ensure_hnsw()
         latest: dict[str, IndexDocument] = {}
         for doc in documents:
             if doc.id not in latest or latest[doc.id].revision <= doc.revision:
                 latest[doc.id] = doc
         async with self.db.tenant(tenant_id) as conn:
-            await self._upsert(conn, tenant_id, list(latest.values()))
+            docs = await self._upsert(conn, tenant_id, list(latest.values()))
+        if docs >= self.exact_below and tenant_id not in self._graphs:
+            await self.ensure_graph(tenant_id)
 
-    async def _upsert(self, conn: Connection, tenant_id: str, documents: list[IndexDocument]) -> None:
+    async def _upsert(self, conn: Connection, tenant_id: str, documents: list[IndexDocument]) -> int:
+        """Write the documents; the tenant's document count afterwards."""
         ids = [doc.observation_id for doc in documents]
         # two workers indexing one observation at once take turns (FOR UPDATE locks only rows
         # that exist: both would insert a new entry); in id order, so they never deadlock
@@ -171,7 +210,7 @@ class PgVectorIndex:
         # an older revision arriving late (redelivery, concurrent workers) never overwrites a newer one
         fresh = [d for d in documents if d.id in current and (d.id not in existing or existing[d.id] <= d.revision)]
         if not fresh:
-            return
+            return 0
         await conn.execute(
             "DELETE FROM search_documents WHERE observation_id = ANY($1::uuid[])", [d.observation_id for d in fresh]
         )
@@ -201,6 +240,7 @@ class PgVectorIndex:
             [d.title for d in fresh],
             [d.body for d in fresh],
         )
+        return int(await conn.fetchval("SELECT coalesce((SELECT doc_count FROM search_stats), 0)"))
 
     async def delete(self, tenant_id: str, observation_ids: Sequence[str]) -> None:
         if not observation_ids:
@@ -229,6 +269,7 @@ class PgVectorIndex:
         async with self.db.tenant(tenant_id) as conn:
             await conn.execute("DELETE FROM search_documents")
             await conn.execute("DELETE FROM search_stats")
+        await self.drop_graph(tenant_id)
 
     async def indexed_ids(self, tenant_id: str) -> set[str]:
         async with self.db.tenant(tenant_id) as conn:
@@ -242,24 +283,22 @@ class PgVectorIndex:
     # hydration) inside its own tenant transactions: fewer round trips per recall.
 
     async def prepare(self, conn: Connection, tenant_id: str, limit: int) -> SearchPlan:
-        """The tenant's size (exact scan or HNSW) and the scan settings, for this transaction."""
+        """The tenant's size, whether its own graph is ready (else an exact scan), and the scan
+        settings, for this transaction."""
         sizes = await conn.fetchrow(
             "SELECT (SELECT doc_count FROM search_stats WHERE tenant_id = $1) AS docs,"
-            " (SELECT reltuples FROM pg_class WHERE oid = 'search_documents'::regclass) AS everyone"
+            " (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($3)) AS graph"
             " FROM (SELECT set_config('hnsw.ef_search', $2, true),"
             " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-            # a generic plan cannot see the query vector and may scan the whole tenant
+            # a generic plan cannot see the query vector, nor which tenant's graph applies
             " set_config('plan_cache_mode', 'force_custom_plan', true)) AS settings",
             tenant_id,
             str(max(self.ef_search, limit)),
+            graph_name(tenant_id, self.dimensions),
         )
         assert sizes is not None
-        docs, everyone = int(sizes["docs"] or 0), float(sizes["everyone"] or 0)
-        # The HNSW graph spans all tenants: for a tenant that is a small share of it, the
-        # filtered scan wades through other tenants' vectors, and an exact scan of the
-        # tenant's own rows is cheaper.
-        exact = docs < self.exact_below or docs < self.hnsw_min_share * everyone
-        return SearchPlan(docs=docs, exact=exact)
+        docs = int(sizes["docs"] or 0)
+        return SearchPlan(docs=docs, exact=docs < self.exact_below or not sizes["graph"])
 
     async def lexical(self, visibility: Visibility, text: str, where: SearchFilter, limit: int) -> list[Ranked]:
         async with self.db.tenant(visibility.tenant_id) as conn:
