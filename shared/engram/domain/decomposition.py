@@ -1,0 +1,107 @@
+"""Query decomposition (R-7.1): a question that names two things becomes two searches. Pure.
+
+"What are my employer and where my sister lives?" matches two memories, each on half of its
+words; one search ranks the memories that share words with both halves (often neither fact)
+above each fact. Recall searches the question and each part and fuses the lists with RRF, so
+each fact can rank first in its own list. Offline and deterministic, German and English:
+
+- two names joined by "and"/"und"/"&"/"or"/"oder" ("Did Jon and Gina both dance?"): one
+  question per name ("Did Jon dance?", "Did Gina dance?"; "both"/"beide" dropped);
+- two clauses or phrases joined by ", and" / "and also" / "und auch" / "as well as" /
+  "sowie" / "or" / "oder", or "and"/"und" before a question word: the part before it (with a
+  lead-in like "Remind me of two things:" kept) and the part after it, each with the
+  question's lead-in;
+- "both X and Y", "sowohl X als auch Y", "X and Y" when each side has two words or more;
+  comparatives "Which is older, X or Y?" follow the "or" rule.
+
+A question without such a join gives no parts (one search, as before). At most `MAX_PARTS`
+parts; parts shorter than `MIN_PART_WORDS` words are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Sequence
+from typing import TypeVar
+
+from engram.domain.ranking import RRF_K
+
+T = TypeVar("T")
+MAX_PARTS = 3
+MIN_PART_WORDS = 2
+
+_QUESTION_WORDS = (
+    "what|when|where|who|whom|whose|which|why|how|"
+    "was|wann|wo|wohin|woher|wer|wen|wem|wessen|welche|welcher|welches|welchen|warum|wieso|weshalb|wie"
+)
+_NAME = r"[A-ZÄÖÜ][\wäöüß'’-]+"
+# two names joined, e.g. "Caroline and Melanie", "Jon und Gina", "Tim & John's"
+_NAME_PAIR = re.compile(rf"\b(?P<a>{_NAME})\s+(?:and|und|&|or|oder)\s+(?P<b>{_NAME})\b")
+_BOTH = re.compile(r"\b(both|beide|beiden|jeweils)\b\s*", re.IGNORECASE)
+_STRONG_JOIN = re.compile(
+    r"\s*(?:,\s*(?:and|und|or|oder)(?:\s+(?:also|auch))?|\s(?:and|und)\s+(?:also|auch)|"
+    r"\sas well as|\ssowie)\s+",
+    re.IGNORECASE,
+)
+_CLAUSE_JOIN = re.compile(rf"\s+(?:and|und|or|oder)\s+(?=(?:{_QUESTION_WORDS})\b)", re.IGNORECASE)
+_PLAIN_JOIN = re.compile(r"\s+(?:and|und|or|oder)\s+", re.IGNORECASE)
+_BOTH_AND = re.compile(r"\b(?:both|sowohl)\s+(?P<a>.+?)\s+(?:and|als auch)\s+(?P<b>.+)", re.IGNORECASE)
+_SEGMENT = re.compile(r"(?<=[:.!?])\s+")
+_WORD = re.compile(r"\w+")
+_CAPITALISED_WORDS = frozenset(
+    "i ich what when where who which why how was wann wo wer welche welcher welches wie warum did do does "
+    "is are can could would will remind tell give erinner erinnere sag gib kannst hast hat".split()
+)
+
+
+def decompose(question: str) -> list[str]:
+    """The parts of a question that names two things (see the module docstring), or [] for one."""
+    text = " ".join(question.split())
+    segments = _SEGMENT.split(text)
+    for segment in segments:  # the sentence with the join; a lead-in ("Remind me of two things:") adds nothing
+        for rule in (_names, _both_and, _joined):
+            parts = [p.strip() for p in rule(segment)]
+            parts = [p for p in parts if len(_WORD.findall(p)) >= MIN_PART_WORDS and p != text]
+            if len(parts) >= 2:
+                return list(dict.fromkeys(parts))[:MAX_PARTS]
+    return []
+
+
+def _names(body: str) -> list[str]:
+    for match in _NAME_PAIR.finditer(body):
+        a, b = match.group("a"), match.group("b")
+        if a.casefold() in _CAPITALISED_WORDS or b.casefold() in _CAPITALISED_WORDS:
+            continue
+        rest = _BOTH.sub("", body[: match.start()] + "{}" + body[match.end() :])
+        return [" ".join(rest.format(name).split()) for name in (a, b)]
+    return []
+
+
+def _both_and(body: str) -> list[str]:
+    match = _BOTH_AND.search(body)
+    if not match:
+        return []
+    head = body[: match.start()]
+    return [f"{head}{match.group('a')}", f"{head}{match.group('b')}"]
+
+
+def _joined(body: str) -> list[str]:
+    for pattern in (_STRONG_JOIN, _CLAUSE_JOIN, _PLAIN_JOIN):
+        pieces = [p.strip(" ,") for p in pattern.split(body) if p.strip(" ,")]
+        if len(pieces) >= 2 and all(len(_WORD.findall(p)) >= MIN_PART_WORDS for p in pieces):
+            return pieces
+    return []
+
+
+def fuse_parts(lists: Sequence[Sequence[T]], key: Callable[[T], Hashable], k: int = RRF_K) -> list[tuple[T, float]]:
+    """The hit lists of a question and its parts as one list: reciprocal rank fusion over the
+    lists (each list's order is its own ranking), the first list's item kept for each key."""
+    scores: dict[Hashable, float] = {}
+    items: dict[Hashable, T] = {}
+    for ranked in lists:
+        for rank, item in enumerate(ranked, 1):
+            ident = key(item)
+            items.setdefault(ident, item)
+            scores[ident] = scores.get(ident, 0.0) + 1.0 / (k + rank)
+    order = sorted(scores, key=lambda i: -scores[i])
+    return [(items[i], scores[i]) for i in order]
