@@ -170,3 +170,12 @@ def test_a_question_naming_two_things_is_searched_in_parts_and_fused() -> None:
     assert isinstance(failed[0], ValueError)
     partial = merge_parts(queries, owners, [results[0], results[1], ValueError("part"), results[3]])
     assert isinstance(partial[0], RecallResult) and len(partial[0].hits) == 3
+
+
+def test_an_assistants_turn_units_are_low_priority() -> None:
+    drafts = turn_units(
+        tenant_id="t", user_id="u", conversation_id="c", sessions=chat(), assistants=frozenset({"Assistant"})
+    )
+    assert {d.tags[0]: d.priority.value for d in drafts} == {"user": "normal", "assistant": "low"}
+    plain = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=chat())
+    assert {d.priority.value for d in plain} == {"normal"}

@@ -27,7 +27,7 @@ from engram.domain.memory_units import (
     source_ref,
     statement_units,
 )
-from engram.domain.observation import ObservationDraft, Provenance, Scope, Source, TriggerSource
+from engram.domain.observation import ObservationDraft, Priority, Provenance, Scope, Source, TriggerSource
 
 TITLE_MAX = 500
 NEIGHBOUR_CHARS = 400
@@ -112,8 +112,11 @@ def turn_units(
     scope: Scope = Scope.private,
     team_ids: Sequence[str] = (),
     source: Source = Source.user,
+    assistants: frozenset[str] = frozenset(),
 ) -> list[ObservationDraft]:
-    """One draft per turn: the turn with its speaker and date, plus `window` turns either side."""
+    """One draft per turn: the turn with its speaker and date, plus `window` turns either side.
+    An assistant's turn (a speaker in `assistants`) is low priority: its prose shares many
+    words with any question on its topic, while the memory asked for is what the people said."""
     drafts: list[ObservationDraft] = []
     for session in sessions:
         turns = list(session.turns)
@@ -137,6 +140,7 @@ def turn_units(
                     discovery_tokens=context[:100],
                     tags=[turn.speaker[:64]],
                     key=unit_key(conversation_id, turn.turn_id),
+                    priority=Priority.low if turn.speaker in assistants else Priority.normal,
                     source=source,
                     verified=False,
                     confidence=1.0,

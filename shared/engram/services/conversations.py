@@ -46,6 +46,7 @@ class ConversationIngest:
             scope=scope,
             team_ids=team_ids,
             source=source,
+            assistants=assistants,
         )
         drafts += derived_units(
             tenant_id=tenant_id,
