@@ -78,9 +78,8 @@ def test_a_users_sentences_become_units_of_their_turn_the_assistants_prose_does_
     assert peanuts.provenance.session_id == turn.provenance.session_id  # the session support counts it
     ref = unit_ref(stored(peanuts))
     assert ref is not None and ref.kind is UnitKind.statement and ref.turns == ("D1:1",) and ref.single
-    # without assistants named, everyone's turns are split (LoCoMo: two people)
-    everyone = [d for d in units() if d.key and d.key.startswith("unit:statement:")]
-    assert len(everyone) > len(drafts)
+    # between people (no assistant named) nothing is split: their turns are short already
+    assert not [d for d in units() if d.key and d.key.startswith("unit:statement:")]
 
 
 def test_session_and_entity_units_map_to_their_session_and_turns() -> None:

@@ -6,8 +6,8 @@ prose; a question about the fact matches that sentence, not the prose around it.
 conversation also gets derived units, each an observation of its own (same scope, owner and
 write path), whose provenance names the turn(s) it comes from:
 
-- `statement`: one sentence of a person's turn (not an assistant's) when the turn has more than
-  one; it maps to its turn.
+- `statement`: in a chat with an assistant, one sentence of the user's turn when the turn has
+  more than one; it maps to its turn.
 - `session`: one per session, the people's salient statements and first request (the shape of
   the offline session summary); it maps to the session, whose turns it supports.
 - `entity`: everything the people said about one name (a person, a customer, a place) that
@@ -131,8 +131,12 @@ class DerivedUnit:
 
 
 def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[DerivedUnit]:
-    """One unit per sentence of a person's turn that has more than one sentence (an
-    assistant's turns are the prose a user's sentence drowns in: they are not split)."""
+    """In a chat with an assistant: one unit per sentence of a person's turn that has more than
+    one sentence. The assistant's turns are the prose a user's sentence drowns in; they are not
+    split. Between people (no assistant) nothing is split: their turns are short already, and
+    LoCoMo dev lost recall@10 with sentence units (0.792 -> 0.779) at 3.3x the embedded texts."""
+    if not assistants:
+        return []
     units = []
     for turn in speech:
         if turn.speaker in assistants:
