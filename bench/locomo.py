@@ -362,8 +362,9 @@ def print_table(
 def add_unit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--units",
-        default="statement,session,entity",
-        help="derived units besides the turn units, comma-separated (statement, session, entity) or 'none'",
+        default="statement",
+        help="derived units besides the turn units, comma-separated (statement, session, entity) or 'none'"
+        " (statements are made only in chats with an assistant)",
     )
 
 

@@ -64,6 +64,12 @@ def test_questions_naming_two_things_become_parts(question: str, parts: list[str
         "What did Caroline do at the park?",
         "Salt and pepper?",  # one word each side: not two things
         "Did I and",
+        "Did Melanie make the black and white bowl in the photo?",
+        "How long have Mel and her husband been married?",
+        "What is the topic of discussion between John and Tim?",
+        "Would Tim enjoy reading books by C. S. Lewis or John Greene?",
+        "What dessert has an almond flour crust, chocolate ganache, and fresh raspberries?",
+        "Wie lange sind Anna und ihr Mann verheiratet?",
     ],
 )
 def test_a_question_about_one_thing_has_no_parts(question: str) -> None:

@@ -61,7 +61,13 @@ def chat() -> list[ConversationSession]:
 
 
 def units(**kw: Any) -> list[ObservationDraft]:
-    base: dict[str, Any] = {"tenant_id": "t", "user_id": "u", "conversation_id": "chat-1", "sessions": chat()}
+    base: dict[str, Any] = {
+        "tenant_id": "t",
+        "user_id": "u",
+        "conversation_id": "chat-1",
+        "sessions": chat(),
+        "kinds": frozenset(UnitKind),  # every kind (ingest derives the statements unless told)
+    }
     return derived_units(**(base | kw))
 
 
@@ -98,6 +104,10 @@ def test_session_and_entity_units_map_to_their_session_and_turns() -> None:
     ref = unit_ref(stored(lena))
     assert ref is not None and ref.turns == ("D1:3", "D2:1") and not ref.single
     assert units(kinds=frozenset()) == []
+    by_default = derived_units(
+        tenant_id="t", user_id="u", conversation_id="c", sessions=chat(), assistants=frozenset({"Assistant"})
+    )
+    assert {(d.key or "").split(":")[1] for d in by_default} == {"statement"}
     assert {d.key for d in units()} == {d.key for d in units()}  # stable keys: re-ingesting updates in place
 
 

@@ -32,7 +32,9 @@ from engram.domain.observation import ObservationDraft, Priority, Provenance, Sc
 TITLE_MAX = 500
 NEIGHBOUR_CHARS = 400
 UNIT_TYPE = "context"
-DERIVED_KINDS = frozenset({UnitKind.statement, UnitKind.session, UnitKind.entity})
+# what `ConversationIngest` derives unless told otherwise: the statements. Session and entity
+# units are built on request (`kinds`); measured, they did not add recall (bench/RESULTS.md)
+DERIVED_KINDS = frozenset({UnitKind.statement})
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ each fact can rank first in its own list. Offline and deterministic, German and 
   "sowie" / "or" / "oder", or "and"/"und" before a question word: the part before it (with a
   lead-in like "Remind me of two things:" kept) and the part after it, each with the
   question's lead-in;
-- "both X and Y", "sowohl X als auch Y", "X and Y" when each side has two words or more;
-  comparatives "Which is older, X or Y?" follow the "or" rule.
+- "both X and Y", "sowohl X als auch Y"; a plain "X and Y" / "X or Y" only between two phrases
+  that start with a determiner ("my employer and my dentist", "Which is older, my car or my
+  bike?"), never inside one ("black and white", "Melanie and her kids").
 
 A question without such a join gives no parts (one search, as before). At most `MAX_PARTS`
 parts; parts shorter than `MIN_PART_WORDS` words are dropped.
@@ -20,6 +21,7 @@ parts; parts shorter than `MIN_PART_WORDS` words are dropped.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
@@ -36,7 +38,11 @@ _QUESTION_WORDS = (
 )
 _NAME = r"[A-ZÄÖÜ][\wäöüß'’-]+"
 # two names joined, e.g. "Caroline and Melanie", "Jon und Gina", "Tim & John's"
-_NAME_PAIR = re.compile(rf"\b(?P<a>{_NAME})\s+(?:and|und|&|or|oder)\s+(?P<b>{_NAME})\b")
+# (not part of a longer name: "C. S. Lewis or John Greene")
+_NAME_PAIR = re.compile(
+    rf"(?<!\.\s)(?<![A-ZÄÖÜ][\wäöüß]\s)\b(?P<a>{_NAME})\s+(?:and|und|&|or|oder)\s+(?P<b>{_NAME})\b(?!\s+[A-ZÄÖÜ])"
+)
+_BETWEEN = re.compile(r"\b(between|zwischen)\s+$", re.IGNORECASE)
 _BOTH = re.compile(r"\b(both|beide|beiden|jeweils)\b\s*", re.IGNORECASE)
 _STRONG_JOIN = re.compile(
     r"\s*(?:,\s*(?:and|und|or|oder)(?:\s+(?:also|auch))?|\s(?:and|und)\s+(?:also|auch)|"
@@ -48,6 +54,11 @@ _PLAIN_JOIN = re.compile(r"\s+(?:and|und|or|oder)\s+", re.IGNORECASE)
 _BOTH_AND = re.compile(r"\b(?:both|sowohl)\s+(?P<a>.+?)\s+(?:and|als auch)\s+(?P<b>.+)", re.IGNORECASE)
 _SEGMENT = re.compile(r"(?<=[:.!?])\s+")
 _WORD = re.compile(r"\w+")
+_DETERMINERS = frozenset(
+    "my your his her its our their the a an this that "
+    "mein meine meinen meinem meiner dein deine sein seine ihr ihre unser unsere euer eure "
+    "der die das den dem des ein eine einen einem einer".split()
+)
 _CAPITALISED_WORDS = frozenset(
     "i ich what when where who which why how was wann wo wer welche welcher welches wie warum did do does "
     "is are can could would will remind tell give erinner erinnere sag gib kannst hast hat".split()
@@ -72,6 +83,8 @@ def _names(body: str) -> list[str]:
         a, b = match.group("a"), match.group("b")
         if a.casefold() in _CAPITALISED_WORDS or b.casefold() in _CAPITALISED_WORDS:
             continue
+        if _BETWEEN.search(body[: match.start()]):  # "between John and Tim": one relation
+            continue
         rest = _BOTH.sub("", body[: match.start()] + "{}" + body[match.end() :])
         return [" ".join(rest.format(name).split()) for name in (a, b)]
     return []
@@ -88,9 +101,31 @@ def _both_and(body: str) -> list[str]:
 def _joined(body: str) -> list[str]:
     for pattern in (_STRONG_JOIN, _CLAUSE_JOIN, _PLAIN_JOIN):
         pieces = [p.strip(" ,") for p in pattern.split(body) if p.strip(" ,")]
-        if len(pieces) >= 2 and all(len(_WORD.findall(p)) >= MIN_PART_WORDS for p in pieces):
-            return pieces
+        if len(pieces) < 2 or any(len(_WORD.findall(p)) < MIN_PART_WORDS for p in pieces):
+            continue
+        if pattern is _PLAIN_JOIN and not all(_two_phrases(a, b) for a, b in itertools.pairwise(pieces)):
+            continue
+        conjunctions = {w.casefold() for j in pattern.findall(body) for w in _WORD.findall(j)}
+        if pattern is not _CLAUSE_JOIN and conjunctions & {"and", "und"} and _listed(pieces[0]):
+            continue
+        return pieces
     return []
+
+
+def _two_phrases(left: str, right: str) -> bool:
+    """A plain "and" joins two things only between two phrases with a determiner each ("my
+    employer and my allergy", "the language I'm learning and the date of ..."), not inside one
+    ("black and white bowl", "Melanie and her kids", "marketing and analytics tools")."""
+    after = [w.casefold() for w in _WORD.findall(right)][:1]
+    return bool(after) and after[0] in _DETERMINERS and any(w.casefold() in _DETERMINERS for w in _WORD.findall(left))
+
+
+def _listed(left: str) -> bool:
+    """ "a crust, chocolate ganache, and raspberries": the ", and" ends a list of short items
+    (one thing described), unlike "der Tag, an dem ich klettere, und die Zutat"."""
+    if "," not in left:
+        return False
+    return len(_WORD.findall(left.rsplit(",", 1)[1])) <= 3
 
 
 def fuse_parts(lists: Sequence[Sequence[T]], key: Callable[[T], Hashable], k: int = RRF_K) -> list[tuple[T, float]]:
