@@ -70,6 +70,11 @@ def test_questions_naming_two_things_become_parts(question: str, parts: list[str
         "Would Tim enjoy reading books by C. S. Lewis or John Greene?",
         "What dessert has an almond flour crust, chocolate ganache, and fresh raspberries?",
         "Wie lange sind Anna und ihr Mann verheiratet?",
+        "What was the final score of the game between the Broncos and Steelers?",
+        "What did the General Conference on Weights and Measures name after Tesla?",
+        "What did Tesla Electric Light & Manufacturing do?",
+        "Was benannte die Generalkonferenz für Maß und Gewicht 1960 nach Tesla?",
+        "Wo ist die verkehrsreichste Start- und Landebahn der Welt?",
     ],
 )
 def test_a_question_about_one_thing_has_no_parts(question: str) -> None:
@@ -82,8 +87,9 @@ def test_parts_are_few_and_deterministic() -> None:
     assert decompose(question) == decompose(question)
 
 
-def test_fuse_parts_is_rrf_over_the_lists() -> None:
-    fused = fuse_parts([["a", "b"], ["c", "a"], ["c"]], key=lambda x: x)
-    assert [item for item, _ in fused] == ["c", "a", "b"]
-    assert fused[0][1] == pytest.approx(1 / 61 + 1 / 61)
-    assert fused[1][1] == pytest.approx(1 / 61 + 1 / 62)
+def test_fuse_parts_is_rrf_with_the_question_weighing_as_much_as_its_parts() -> None:
+    fused = fuse_parts(["a", "b"], [["c", "a"], ["c"]], key=lambda x: x)
+    assert [item for item, _ in fused] == ["a", "c", "b"]
+    assert fused[0][1] == pytest.approx(2 / 61 + 1 / 62)
+    assert fused[1][1] == pytest.approx(1 / 61 + 1 / 61)
+    assert fused[2][1] == pytest.approx(2 / 62)

@@ -42,7 +42,13 @@ _NAME = r"[A-ZÄÖÜ][\wäöüß'’-]+"
 _NAME_PAIR = re.compile(
     rf"(?<!\.\s)(?<![A-ZÄÖÜ][\wäöüß]\s)\b(?P<a>{_NAME})\s+(?:and|und|&|or|oder)\s+(?P<b>{_NAME})\b(?!\s+[A-ZÄÖÜ])"
 )
-_BETWEEN = re.compile(r"\b(between|zwischen)\s+$", re.IGNORECASE)
+_BETWEEN = re.compile(r"\b(between|zwischen)\s+((the|der|die|das|dem|den)\s+)?$", re.IGNORECASE)
+# a capitalised word after these is a noun, not a name (German capitalises every noun: "für Maß
+# und Gewicht"), or the pair is part of a longer name ("Conference on Weights and Measures")
+_NOT_BEFORE_A_NAME = frozenset(
+    "the a an of on for to from in at by with der die das dem den des ein eine einer einem einen "
+    "für von vom zu zum zur über auf an am im in bei mit nach aus".split()
+)
 _BOTH = re.compile(r"\b(both|beide|beiden|jeweils)\b\s*", re.IGNORECASE)
 _STRONG_JOIN = re.compile(
     r"\s*(?:,\s*(?:and|und|or|oder)(?:\s+(?:also|auch))?|\s(?:and|und)\s+(?:also|auch)|"
@@ -81,9 +87,12 @@ def decompose(question: str) -> list[str]:
 def _names(body: str) -> list[str]:
     for match in _NAME_PAIR.finditer(body):
         a, b = match.group("a"), match.group("b")
-        if a.casefold() in _CAPITALISED_WORDS or b.casefold() in _CAPITALISED_WORDS:
-            continue
+        if a.casefold() in _CAPITALISED_WORDS or b.casefold() in _CAPITALISED_WORDS or a.endswith("-"):
+            continue  # "Start- und Landebahn": one compound
         if _BETWEEN.search(body[: match.start()]):  # "between John and Tim": one relation
+            continue
+        before = body[: match.start()].split()[-1:]
+        if before and (before[0][:1].isupper() or before[0].casefold() in _NOT_BEFORE_A_NAME):
             continue
         rest = _BOTH.sub("", body[: match.start()] + "{}" + body[match.end() :])
         return [" ".join(rest.format(name).split()) for name in (a, b)]
@@ -128,15 +137,19 @@ def _listed(left: str) -> bool:
     return len(_WORD.findall(left.rsplit(",", 1)[1])) <= 3
 
 
-def fuse_parts(lists: Sequence[Sequence[T]], key: Callable[[T], Hashable], k: int = RRF_K) -> list[tuple[T, float]]:
-    """The hit lists of a question and its parts as one list: reciprocal rank fusion over the
-    lists (each list's order is its own ranking), the first list's item kept for each key."""
+def fuse_parts(
+    question: Sequence[T], parts: Sequence[Sequence[T]], key: Callable[[T], Hashable], k: int = RRF_K
+) -> list[tuple[T, float]]:
+    """The hit lists of a question and its parts as one list: reciprocal rank fusion, the
+    question's list weighing as much as its parts' together (a split that was wrong cannot
+    outvote the question), the question's item kept for each key."""
     scores: dict[Hashable, float] = {}
     items: dict[Hashable, T] = {}
-    for ranked in lists:
+    weighted = [(question, float(max(1, len(parts)))), *((p, 1.0) for p in parts)]
+    for ranked, weight in weighted:
         for rank, item in enumerate(ranked, 1):
             ident = key(item)
             items.setdefault(ident, item)
-            scores[ident] = scores.get(ident, 0.0) + 1.0 / (k + rank)
+            scores[ident] = scores.get(ident, 0.0) + weight / (k + rank)
     order = sorted(scores, key=lambda i: -scores[i])
     return [(items[i], scores[i]) for i in order]

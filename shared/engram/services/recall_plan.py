@@ -147,7 +147,7 @@ def merge_parts(
         lists = [r.hits for r in parts if isinstance(r, RecallResult)]
         if isinstance(own, Exception) or not lists:
             continue
-        fused = fuse_parts([own.hits, *lists], key=lambda h: turn_of(h.observation))
+        fused = fuse_parts(own.hits, lists, key=lambda h: turn_of(h.observation))
         hits = [
             dataclasses.replace(h, score=score, boosts={**h.boosts, "parts": round(score / h.score, 6)})
             if h.score > 0
