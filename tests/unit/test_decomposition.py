@@ -87,9 +87,9 @@ def test_parts_are_few_and_deterministic() -> None:
     assert decompose(question) == decompose(question)
 
 
-def test_fuse_parts_is_rrf_with_the_question_weighing_as_much_as_its_parts() -> None:
+def test_fuse_parts_is_rrf_over_the_question_and_its_parts() -> None:
     fused = fuse_parts(["a", "b"], [["c", "a"], ["c"]], key=lambda x: x)
-    assert [item for item, _ in fused] == ["a", "c", "b"]
-    assert fused[0][1] == pytest.approx(2 / 61 + 1 / 62)
-    assert fused[1][1] == pytest.approx(1 / 61 + 1 / 61)
-    assert fused[2][1] == pytest.approx(2 / 62)
+    assert [item for item, _ in fused] == ["c", "a", "b"]
+    assert fused[0][1] == pytest.approx(1 / 61 + 1 / 61)
+    assert fused[1][1] == pytest.approx(1 / 61 + 1 / 62)
+    assert fused[2][1] == pytest.approx(1 / 62)

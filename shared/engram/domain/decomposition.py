@@ -140,16 +140,16 @@ def _listed(left: str) -> bool:
 def fuse_parts(
     question: Sequence[T], parts: Sequence[Sequence[T]], key: Callable[[T], Hashable], k: int = RRF_K
 ) -> list[tuple[T, float]]:
-    """The hit lists of a question and its parts as one list: reciprocal rank fusion, the
-    question's list weighing as much as its parts' together (a split that was wrong cannot
-    outvote the question), the question's item kept for each key."""
+    """The hit lists of a question and its parts as one list: reciprocal rank fusion, each list
+    weighing the same, the question's item kept for each key. (Weighing the question's list as
+    much as all parts together cost the two-fact questions of bench.assistant_chats 0.05
+    recall@10 in English and changed no XQuAD question: see bench/RESULTS.md.)"""
     scores: dict[Hashable, float] = {}
     items: dict[Hashable, T] = {}
-    weighted = [(question, float(max(1, len(parts)))), *((p, 1.0) for p in parts)]
-    for ranked, weight in weighted:
+    for ranked in (question, *parts):
         for rank, item in enumerate(ranked, 1):
             ident = key(item)
             items.setdefault(ident, item)
-            scores[ident] = scores.get(ident, 0.0) + weight / (k + rank)
+            scores[ident] = scores.get(ident, 0.0) + 1.0 / (k + rank)
     order = sorted(scores, key=lambda i: -scores[i])
     return [(items[i], scores[i]) for i in order]
