@@ -143,7 +143,7 @@ def fuse_parts(
     """The hit lists of a question and its parts as one list: reciprocal rank fusion, each list
     weighing the same, the question's item kept for each key. (Weighing the question's list as
     much as all parts together cost the two-fact questions of bench.assistant_chats 0.05
-    recall@10 in English and changed no XQuAD question: see bench/RESULTS.md.)"""
+    recall@10 in English and left XQuAD's hybrid recall as it was: see bench/RESULTS.md.)"""
     scores: dict[Hashable, float] = {}
     items: dict[Hashable, T] = {}
     for ranked in (question, *parts):
