@@ -61,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--candidates", type=int, default=CANDIDATES, help="candidates per list")
     parser.add_argument("--ranked-out", type=Path, default=None, help="each question's ranked turn ids, JSON Lines")
     parser.add_argument("--dump", type=Path, default=None, help="write the generated data (LoCoMo layout) here")
+    locomo.add_unit_arguments(parser)
     args = parser.parse_args(argv)
+    args.units = locomo.parse_units(args.units)
+    args.assistant_side = "speaker_b"  # the assistant's turns are not split into statements
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")

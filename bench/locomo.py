@@ -44,8 +44,11 @@ from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
 from engram.adapters.unit_of_work import PgUnitOfWork
 from engram.domain.conversation import ConversationSession, Turn, turn_id_of
+from engram.domain.memory_units import UnitKind, unit_ref
+from engram.domain.observation import Written
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal
+from engram.domain.search import passage_text, text_hash
 from engram.ports import Published, RawMessage
 from engram.services.conversations import ConversationIngest
 from engram.services.indexing import Indexer
@@ -160,6 +163,37 @@ class Scores:
         return statistics.fmean(values) if values else 0.0
 
 
+@dataclass
+class EmbeddingWork:
+    """What indexing embeds, per unit kind: distinct texts and their characters (the embedder's
+    work; a text embedded before is a cache hit). The baseline is the turn units alone."""
+
+    texts: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    turns: int = 0
+
+    def add(self, model: str, written: Sequence[Written]) -> None:
+        for w in written:
+            ref = unit_ref(w.observation)
+            kind = ref.kind.value if ref else "other"
+            self.turns += kind == "turn"
+            self.texts[kind].add(text_hash(model, passage_text(w.observation)) + "\x1f" + passage_text(w.observation))
+
+    def figures(self) -> dict[str, Any]:
+        def chars(kinds: Sequence[str]) -> int:
+            return sum(len(t.split("\x1f", 1)[1]) for k in kinds for t in self.texts[k])
+
+        kinds = sorted(self.texts)
+        out: dict[str, Any] = {f"embedded.{k}.texts": len(self.texts[k]) for k in kinds}
+        out.update({f"embedded.{k}.chars": chars([k]) for k in kinds})
+        base, total = chars(["turn"]), chars(kinds)
+        out["embedded.chars_per_turn"] = round(total / max(1, self.turns), 1)
+        out["embedded.ratio_to_turn_units"] = round(total / base, 3) if base else 0.0
+        out["embedded.texts_ratio_to_turn_units"] = round(
+            sum(len(v) for v in self.texts.values()) / max(1, len(self.texts["turn"])), 3
+        )
+        return out
+
+
 async def ts_rank_ranking(db: Database, tenant: str, question: str, limit: int) -> list[str]:
     """The reference lexical ranking PostgreSQL offers out of the box: ts_rank_cd on an OR query."""
     async with db.tenant(tenant) as conn:
@@ -208,6 +242,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     indexer = Indexer(uow, index, embedder)
     recall = RecallService(uow, index, embedder, None, candidates=args.candidates)
     scores = Scores()
+    work = EmbeddingWork()
     started = time.perf_counter()
     ingest_seconds = 0.0
     questions = 0
@@ -225,9 +260,17 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
             async with db.tenant(tenant) as conn:  # a fresh store per run; the embedding cache stays
                 await conn.execute("DELETE FROM observations")
                 await conn.execute("DELETE FROM search_stats")
-            await ingest.ingest(
-                tenant_id=tenant, user_id="reader", conversation_id=sid, sessions=sessions, window=args.window
+            assistant = sample["conversation"].get(args.assistant_side or "", None)
+            written = await ingest.ingest(
+                tenant_id=tenant,
+                user_id="reader",
+                conversation_id=sid,
+                sessions=sessions,
+                window=args.window,
+                kinds=args.units,
+                assistants=frozenset({assistant} if assistant else ()),
             )
+            work.add(embedder.model, written)
             await index_events(indexer, bus.take())
             ingest_seconds += time.perf_counter() - t0
             console.print(f"{sid}: {len(known)} turns stored and indexed in {time.perf_counter() - t0:.1f} s")
@@ -246,7 +289,9 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     finally:
         if ranked_out is not None:
             ranked_out.close()
-    return report(scores, embedder.model, questions, ingest_seconds, time.perf_counter() - started, args)
+    figures = report(scores, embedder.model, questions, ingest_seconds, time.perf_counter() - started, args)
+    figures.update(work.figures())
+    return figures
 
 
 async def ask(
@@ -314,6 +359,20 @@ def print_table(
     )
 
 
+def add_unit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--units",
+        default="statement",
+        help="derived units besides the turn units, comma-separated (statement, session, entity) or 'none'"
+        " (statements are made only in chats with an assistant)",
+    )
+
+
+def parse_units(text: str) -> frozenset[UnitKind]:
+    names = [n.strip() for n in text.split(",") if n.strip() and n.strip() != "none"]
+    return frozenset(UnitKind(n) for n in names)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.locomo", description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=DEFAULT_DATA)
@@ -334,8 +393,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="write each question's ranked turn ids per mode as JSON Lines (id, category, gold, ranked)",
     )
+    add_unit_arguments(parser)
     args = parser.parse_args(argv)
     args.categories = CATEGORIES
+    args.units = parse_units(args.units)
+    args.assistant_side = None  # LoCoMo: two people, no assistant
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")

@@ -33,10 +33,20 @@ async def test_assistant_chats_report_every_category_and_rankings(services: Any,
     samples = generate(seed=3, conversations=1)
     ranked = tmp_path / "ranked.jsonl"
     args = argparse.Namespace(
-        embedder="static", window=2, limit=10, candidates=10, ranked_out=ranked, categories=CATEGORIES
+        embedder="static",
+        window=2,
+        limit=10,
+        candidates=10,
+        ranked_out=ranked,
+        categories=CATEGORIES,
+        units=locomo.parse_units("statement,session,entity"),
+        assistant_side="speaker_b",
     )
     figures = await locomo.evaluate(services.db, samples, args)
     assert figures["questions"] == sum(len(s["qa"]) for s in samples)
+    # the derived units' embedding work, against the turn units' in the same run
+    assert figures["embedded.statement.texts"] > 0 and figures["embedded.session.texts"] == 16  # 8 sessions each
+    assert 1.0 < figures["embedded.ratio_to_turn_units"] < 1.5
     assert all(f"hybrid.cat{c}.recall@10" in figures for c in CATEGORIES)
     rows = [json.loads(line) for line in ranked.read_text().splitlines()]
     assert {r["category"] for r in rows} == set(CATEGORIES)

@@ -6,7 +6,8 @@ provenance, so a hit points at exactly one turn. The turn, its speaker and its d
 observation's title and narrative (embedded); the neighbouring turns are its discovery tokens
 (BM25 only), so the lexical list sees the context and the vector list the turn itself.
 Chat extraction can store its turns the same way; the LoCoMo benchmark stores its
-conversations through this.
+conversations through this. `derived_units` adds the units beyond the single turn
+(`memory_units`: a person's sentences, sessions, names), which recall maps back to turns.
 """
 
 from __future__ import annotations
@@ -16,11 +17,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from engram.domain.observation import ObservationDraft, Provenance, Scope, Source, TriggerSource
+from engram.domain.memory_units import (
+    DerivedUnit,
+    Speech,
+    UnitKind,
+    derived_key,
+    entity_units,
+    session_unit,
+    source_ref,
+    statement_units,
+)
+from engram.domain.observation import ObservationDraft, Priority, Provenance, Scope, Source, TriggerSource
 
 TITLE_MAX = 500
 NEIGHBOUR_CHARS = 400
 UNIT_TYPE = "context"
+# what `ConversationIngest` derives unless told otherwise: the statements. Session and entity
+# units are built on request (`kinds`); measured, they did not add recall (bench/RESULTS.md)
+DERIVED_KINDS = frozenset({UnitKind.statement})
 
 
 @dataclass(frozen=True)
@@ -100,8 +114,11 @@ def turn_units(
     scope: Scope = Scope.private,
     team_ids: Sequence[str] = (),
     source: Source = Source.user,
+    assistants: frozenset[str] = frozenset(),
 ) -> list[ObservationDraft]:
-    """One draft per turn: the turn with its speaker and date, plus `window` turns either side."""
+    """One draft per turn: the turn with its speaker and date, plus `window` turns either side.
+    An assistant's turn (a speaker in `assistants`) is low priority: its prose shares many
+    words with any question on its topic, while the memory asked for is what the people said."""
     drafts: list[ObservationDraft] = []
     for session in sessions:
         turns = list(session.turns)
@@ -125,6 +142,7 @@ def turn_units(
                     discovery_tokens=context[:100],
                     tags=[turn.speaker[:64]],
                     key=unit_key(conversation_id, turn.turn_id),
+                    priority=Priority.low if turn.speaker in assistants else Priority.normal,
                     source=source,
                     verified=False,
                     confidence=1.0,
@@ -137,4 +155,65 @@ def turn_units(
                     valid_from=session.started_at,
                 )
             )
+    return drafts
+
+
+def derived_units(
+    *,
+    tenant_id: str,
+    user_id: str | None,
+    conversation_id: str,
+    sessions: Sequence[ConversationSession],
+    kinds: frozenset[UnitKind] = DERIVED_KINDS,
+    assistants: frozenset[str] = frozenset(),
+    scope: Scope = Scope.private,
+    team_ids: Sequence[str] = (),
+    source: Source = Source.user,
+) -> list[ObservationDraft]:
+    """The derived units of a conversation (`memory_units`): statements of the people (not of the
+    `assistants` speakers), one unit per session and one per name said in several turns; each
+    is keyed, dated and owned like the turn units and names its turns in its provenance."""
+    by_key = {s.session_id: s for s in sessions}
+    speech = [
+        Speech(t.turn_id, t.speaker, t.spoken(), s.session_id, f"{s.started_at.day} {s.started_at:%B %Y}")
+        for s in sessions
+        for t in s.turns
+        if t.spoken()
+    ]
+    units: list[DerivedUnit] = []
+    if UnitKind.statement in kinds:
+        units.extend(statement_units(speech, assistants))
+    if UnitKind.session in kinds:
+        for session in sessions:
+            unit = session_unit([t for t in speech if t.session_key == session.session_id], assistants)
+            if unit is not None:
+                units.append(unit)
+    if UnitKind.entity in kinds:
+        units.extend(entity_units(speech, assistants))
+    drafts = []
+    for unit in units:
+        session = by_key[unit.session_key]
+        # an entity unit joins sessions: it adds to no session's support
+        joined = unit.kind is UnitKind.entity
+        drafts.append(
+            ObservationDraft(
+                tenant_id=tenant_id,
+                user_id=user_id,
+                team_ids=list(team_ids),
+                type=UNIT_TYPE,
+                title=unit.text[:TITLE_MAX],
+                tags=[unit.tag[:64]] if unit.tag else [],
+                key=derived_key(unit.kind, conversation_id, unit.local),
+                source=source,
+                verified=False,
+                confidence=1.0,
+                scope=scope,
+                trigger_source=TriggerSource.chat,
+                provenance=Provenance(
+                    session_id=None if joined else session_uuid(conversation_id, session.session_id),
+                    source_event_id=source_ref(conversation_id, unit.turns),
+                ),
+                valid_from=session.started_at,
+            )
+        )
     return drafts

@@ -8,7 +8,9 @@
 3. The best candidates are read from PostgreSQL (visibility and "in force" checked again, so a
    stale index can never leak), boosted (priority, recency, relevance, verified, feedback,
    the stream's type boosts) and cut to the limit.
-4. Every recall gets a `query_id` (or the one the query brings); a `retrieved` feedback event
+4. Hits on derived units count for their turns (`recall_plan.as_turns`); a question that names
+   two things is also searched in parts, fused by RRF (`recall_plan.with_parts`).
+5. Every recall gets a `query_id` (or the one the query brings); a `retrieved` feedback event
    per returned observation is published in the background, never on the response path.
 
 `search_many` plans several queries of one caller together (multi-stream recall): one
@@ -68,10 +70,13 @@ from engram.services.recall_plan import (
     CANDIDATES,
     MAX_LIMIT,
     Plan,
+    as_turns,
     groups,
+    merge_parts,
     shared_limit,
     shared_list,
     validate_query_text,
+    with_parts,
 )
 from engram.services.recall_versions import conflict_partners, hydrate_as_of, with_partners
 
@@ -123,6 +128,16 @@ class RecallService:
         ahead: Awaitable[Mapping[str, Vector]] | None = None,
     ) -> list[RecallResult | Exception]:
         require(principal, Permission.read_observation)
+        expanded, owners = with_parts(queries)  # a question that names two things: its parts too
+        results = merge_parts(queries, owners, await self._search_many(principal, expanded, ahead))
+        for query, result in zip(queries, results, strict=True):
+            if isinstance(result, RecallResult):
+                self._report_retrieved(principal, result, query.stream_origin)
+        return results
+
+    async def _search_many(
+        self, principal: Principal, queries: Sequence[RecallQuery], ahead: Awaitable[Mapping[str, Vector]] | None
+    ) -> list[RecallResult | Exception]:
         now = datetime.now(UTC)
         results: list[RecallResult | Exception | None] = [None] * len(queries)
         plans: dict[int, Plan] = {}
@@ -161,9 +176,7 @@ class RecallService:
                 if isinstance(observations, BaseException):  # cancelled: not a failure of this query
                     raise observations
                 hits = with_partners(plan, self._hits(plan, observations, plan.where.now), observations)
-                result = RecallResult(query_id=plan.query.query_id or uuid.uuid4(), hits=hits)
-                results[i] = result
-                self._report_retrieved(principal, result, plan.query.stream_origin)
+                results[i] = RecallResult(query_id=plan.query.query_id or uuid.uuid4(), hits=hits)
         return [r for r in results if r is not None]
 
     async def _search(
@@ -367,14 +380,12 @@ class RecallService:
                     stream_origin=query.stream_origin,
                 )
             )
-        hits.sort(key=lambda h: -h.score)
-        return hits[: query.limit]
+        return as_turns(hits)[: query.limit]
 
     # ---- R-7.5: retrieved feedback, off the response path ------------------------------------
 
     def _report_retrieved(self, principal: Principal, result: RecallResult, stream_origin: str | None) -> None:
-        """One `retrieved` event per search with every hit (the worker counts each observation):
-        per hit it was 18 events per chat turn, ~2 ms of CPU on the turn's event loop."""
+        """One `retrieved` event per search with every hit (the worker counts each observation)."""
         if self.bus is None or not result.hits:
             return
         event = new_event(

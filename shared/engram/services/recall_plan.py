@@ -8,15 +8,18 @@ visibility share one BM25 and one kNN statement over the union of their types
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from engram.domain.decomposition import decompose, fuse_parts
 from engram.domain.errors import Unprocessable
+from engram.domain.memory_units import collapse, turn_of, unit_ref
 from engram.domain.ranking import Fused, rrf_fuse
-from engram.domain.recall import RecallQuery
+from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.scopes import Visibility
 from engram.domain.search import Ranked, SearchFilter
 
@@ -116,3 +119,55 @@ async def shared_list(
             own = await search(plan.visibility, text, plan.where, plan.pool)
         lists.append(own)
     return lists
+
+
+def with_parts(queries: Sequence[RecallQuery]) -> tuple[list[RecallQuery], list[int]]:
+    """The queries followed by the parts of those that name two things (`decomposition`), and
+    for each the index of the query it belongs to. A stream's query with its own kNN text
+    (a template) is searched as it is."""
+    expanded, owners = list(queries), list(range(len(queries)))
+    for i, query in enumerate(queries):
+        if query.vector_text is not None or not isinstance(query.text, str):
+            continue
+        for part in decompose(query.text):
+            expanded.append(dataclasses.replace(query, text=part, query_id=None))
+            owners.append(i)
+    return expanded, owners
+
+
+def merge_parts(
+    queries: Sequence[RecallQuery], owners: Sequence[int], results: Sequence[RecallResult | Exception]
+) -> list[RecallResult | Exception]:
+    """Each query's result, fused by RRF with its parts' results (the question's list first);
+    a part that failed is left out, the question's own failure is its result. A fused hit's
+    `parts` boost is its fused score over its own, so the boosts still explain the score."""
+    merged: list[RecallResult | Exception] = list(results[: len(queries)])
+    for i, own in enumerate(merged):
+        parts = [r for r, o in zip(results[len(queries) :], owners[len(queries) :], strict=True) if o == i]
+        lists = [r.hits for r in parts if isinstance(r, RecallResult)]
+        if isinstance(own, Exception) or not lists:
+            continue
+        fused = fuse_parts(own.hits, lists, key=lambda h: turn_of(h.observation))
+        hits = [
+            dataclasses.replace(h, score=score, boosts={**h.boosts, "parts": round(score / h.score, 6)})
+            if h.score > 0
+            else h
+            for h, score in fused[: queries[i].limit]
+        ]
+        merged[i] = RecallResult(query_id=own.query_id, hits=hits)
+    return merged
+
+
+def as_turns(hits: Sequence[SearchHit]) -> list[SearchHit]:
+    """Hits on units as hits on turns (`memory_units.collapse`), best first."""
+    turns: list[SearchHit] = []
+    for hit, score, added in collapse([(h, h.score, unit_ref(h.observation)) for h in hits]):
+        if score == hit.score or hit.score <= 0:
+            turns.append(hit)
+            continue
+        # a turn unit standing in for its better statement: `unit` is that statement's score over
+        # its own, so the named boosts still multiply up to the score
+        best = score / added.get("support", 1.0)
+        unit = {"unit": round(best / hit.score, 6)} if best != hit.score else {}
+        turns.append(dataclasses.replace(hit, score=score, boosts={**hit.boosts, **unit, **added}))
+    return turns

@@ -1,0 +1,260 @@
+"""Memory units beyond the single turn (R-6): indexed beside the turn units, mapped back to turns.
+
+A turn unit (`conversation.turn_units`) embeds one turn. In a user-assistant chat the user's
+fact is one sentence of a short request, and its neighbours are hundreds of words of assistant
+prose; a question about the fact matches that sentence, not the prose around it. So a
+conversation also gets derived units, each an observation of its own (same scope, owner and
+write path), whose provenance names the turn(s) it comes from:
+
+- `statement`: in a chat with an assistant, one sentence of the user's turn when the turn has
+  more than one; it maps to its turn.
+- `session`: one per session, the people's salient statements and first request (the shape of
+  the offline session summary); it maps to the session, whose turns it supports.
+- `entity`: everything the people said about one name (a person, a customer, a place) that
+  comes up in at least two turns, joined in one unit; it maps to those turns.
+
+`unit_ref` reads a unit back from an observation (its key and provenance), and `collapse`
+turns a ranked list of units into a ranked list of turns: a turn's score is the best of its
+own units (max, so a turn found twice does not count double), plus what the multi-turn units
+naming it add (`SUPPORT_WEIGHT` of their score). An entity unit none of whose turns is a
+candidate stays a hit of its own; a session unit supports its session's turns only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeVar
+
+from engram.domain.chat_extraction import salient, sentences
+from engram.domain.observation import Observation
+
+STATEMENT_MIN_CHARS = 20
+SESSION_STATEMENTS = 6  # salient statements in a session unit
+SESSION_CHARS = 600
+ENTITY_MIN_TURNS = 2  # a name said in fewer turns joins nothing
+ENTITY_MAX_TURNS = 12
+ENTITY_CHARS = 600
+SUPPORT_WEIGHT = 0.5  # share of a multi-turn unit's score each of its turns among the candidates gets
+REF_CHARS = 512  # `Provenance.source_event_id`
+
+
+class UnitKind(StrEnum):
+    turn = "turn"
+    statement = "statement"
+    session = "session"
+    entity = "entity"
+
+
+@dataclass(frozen=True)
+class UnitRef:
+    """Where a unit comes from: its kind, conversation and the turn ids it maps to (a session
+    unit maps to its session instead: `turns` is empty)."""
+
+    kind: UnitKind
+    conversation_id: str
+    turns: tuple[str, ...]
+
+    @property
+    def single(self) -> bool:
+        return self.kind in (UnitKind.turn, UnitKind.statement)
+
+
+@dataclass(frozen=True)
+class Speech:
+    """One turn as the unit builders see it: who said what, in which session, on which day."""
+
+    turn_id: str
+    speaker: str
+    text: str
+    session_key: str  # the conversation's own session id
+    day: str  # "8 May 2023"
+
+
+def derived_key(kind: UnitKind, conversation_id: str, local: str) -> str:
+    return f"unit:{kind.value}:{conversation_id}:{local}"[:200]
+
+
+def source_ref(conversation_id: str, turns: Sequence[str]) -> str:
+    """`source_event_id` of a unit: the conversation and its turn ids, space-separated (as many
+    as fit), like a turn unit's `conversation#turn`."""
+    ref = f"{conversation_id}#"
+    for i, turn in enumerate(turns):
+        part = turn if i == 0 else f" {turn}"
+        if len(ref) + len(part) > REF_CHARS:
+            break
+        ref += part
+    return ref
+
+
+def unit_ref(obs: Observation) -> UnitRef | None:
+    """The unit an observation is, from its key (`turn:` or `unit:<kind>:`) and provenance;
+    None for every other observation (they are never grouped)."""
+    key, ref = obs.key or "", obs.provenance.source_event_id or ""
+    if "#" not in ref:
+        return None
+    conversation, turns = ref.rsplit("#", 1)
+    if key.startswith("turn:"):
+        return UnitRef(UnitKind.turn, conversation, (turns,))
+    if not key.startswith("unit:"):
+        return None
+    kind = key.split(":", 2)[1]
+    if kind not in UnitKind.__members__:
+        return None
+    unit_kind = UnitKind(kind)
+    if unit_kind is UnitKind.session:
+        return UnitRef(unit_kind, conversation, ())
+    return UnitRef(unit_kind, conversation, tuple(turns.split()))
+
+
+def turn_of(obs: Observation) -> Hashable:
+    """What a hit stands for: its turn for a turn or statement unit, else the observation."""
+    ref = unit_ref(obs)
+    return (ref.conversation_id, ref.turns[0]) if ref is not None and ref.single and ref.turns else obs.id
+
+
+# ---- building -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DerivedUnit:
+    """A unit's text and where it comes from; `conversation.derived_units` makes the draft."""
+
+    kind: UnitKind
+    local: str  # unique within the conversation and kind
+    text: str  # the title: embedded and weighted fully by BM25
+    turns: tuple[str, ...]  # the turns it maps to (none for a session unit)
+    session_key: str  # the session it belongs to (an entity unit: its latest turn's session)
+    tag: str | None = None  # a speaker, for the tag support of recall
+
+
+def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[DerivedUnit]:
+    """In a chat with an assistant: one unit per sentence of a person's turn that has more than
+    one sentence. The assistant's turns are the prose a user's sentence drowns in; they are not
+    split. Between people (no assistant) nothing is split: their turns are short already, and
+    LoCoMo dev lost recall@10 with sentence units (0.792 -> 0.779) at 3.3x the embedded texts."""
+    if not assistants:
+        return []
+    units = []
+    for turn in speech:
+        if turn.speaker in assistants:
+            continue
+        said = [s for s in sentences(turn.text) if len(s) >= STATEMENT_MIN_CHARS]
+        if len(said) < 2:
+            continue
+        for n, sentence in enumerate(said):
+            units.append(
+                DerivedUnit(
+                    UnitKind.statement,
+                    f"{turn.turn_id}:{n}",
+                    f"{turn.speaker}: {_clip(sentence, 480)}",
+                    (turn.turn_id,),
+                    turn.session_key,
+                    turn.speaker,
+                )
+            )
+    return units
+
+
+def session_unit(speech: Sequence[Speech], assistants: frozenset[str]) -> DerivedUnit | None:
+    """One session's unit: the first request, then the people's salient statements (the
+    offline session summary's "request" and "learned")."""
+    people = [t for t in speech if t.speaker not in assistants]
+    if not people:
+        return None
+    parts = [f"{people[0].speaker}: {people[0].text}"]
+    statements = [f"{t.speaker}: {s}" for t in people[1:] for s in sentences(t.text) if salient(s)]
+    parts.extend(statements[:SESSION_STATEMENTS])
+    text = _clip(" | ".join(" ".join(p.split()) for p in parts), SESSION_CHARS)
+    session = people[0].session_key
+    return DerivedUnit(UnitKind.session, session, f"Session on {people[0].day}: {text}", (), session)
+
+
+_NAME = re.compile(r"(?<![\w'])([A-ZÄÖÜ][a-zäöüß]+(?:[ -][A-ZÄÖÜ][a-zäöüß]+)*)")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n)$")
+
+
+def names_in(text: str) -> list[str]:
+    """Capitalised words not at the start of a sentence (German nouns are capitalised too:
+    `entity_units` keeps only names said in several turns and not by everyone)."""
+    found = []
+    for match in _NAME.finditer(text):
+        if _SENTENCE_START.search(text[: match.start()]):
+            continue
+        found.append(match.group(1))
+    return list(dict.fromkeys(found))
+
+
+def entity_groups(speech: Sequence[Speech], assistants: frozenset[str]) -> dict[str, list[Speech]]:
+    """Per name: the people's turns that say it, for names said in 2..ENTITY_MAX_TURNS turns
+    (more is a word of the conversation, not an entity) other than the speakers themselves."""
+    speakers = {t.speaker for t in speech}
+    by_name: dict[str, list[Speech]] = {}
+    for turn in speech:
+        if turn.speaker in assistants:
+            continue
+        for name in names_in(turn.text):
+            if name not in speakers:
+                by_name.setdefault(name, []).append(turn)
+    return {n: ts for n, ts in by_name.items() if ENTITY_MIN_TURNS <= len(ts) <= ENTITY_MAX_TURNS}
+
+
+def entity_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[DerivedUnit]:
+    """One unit per name: what the people said about it, joined across the turns that split it."""
+    units = []
+    for name, turns in sorted(entity_groups(speech, assistants).items()):
+        said = [f"{t.speaker}: {s}" for t in turns for s in (sentences(t.text) or [t.text]) if name in s]
+        text = _clip(" | ".join(" ".join(s.split()) for s in said), ENTITY_CHARS)
+        ids = tuple(dict.fromkeys(t.turn_id for t in turns))
+        units.append(DerivedUnit(UnitKind.entity, name, f"About {name}: {text}", ids, turns[-1].session_key))
+    return units
+
+
+T = TypeVar("T")
+
+
+def collapse(candidates: Sequence[tuple[T, float, UnitRef | None]]) -> list[tuple[T, float, dict[str, float]]]:
+    """A ranked list of units as a ranked list of turns (see the module docstring).
+
+    `candidates` are (item, score, unit). The result has one entry per turn (its turn unit's
+    item, else its best statement's, with the best score of its units plus the support of the multi-turn units naming
+    it), per multi-turn unit none of whose turns is there, and per item that is no unit, with
+    the support as a multiplier (`{"support": f}`, a named boost), best first.
+    Session units only support, through their session (`ranking.session_support`).
+    """
+    best: dict[tuple[str, str], tuple[T, float]] = {}
+    out: list[tuple[T, float, dict[str, float]]] = []
+    multi: list[tuple[T, float, UnitRef]] = []
+    for item, score, ref in candidates:
+        if ref is None:
+            out.append((item, score, {}))
+        elif ref.single:
+            key = (ref.conversation_id, ref.turns[0])
+            held = best.get(key)
+            if held is None:
+                best[key] = (item, score)
+            else:  # the turn's own unit stands for it (it carries the context), at the best score
+                turn_unit = ref.kind is UnitKind.turn
+                best[key] = (item if turn_unit else held[0], max(score, held[1]))
+        elif ref.turns:
+            multi.append((item, score, ref))
+    support: dict[tuple[str, str], float] = {}
+    for item, score, ref in multi:
+        named = [(ref.conversation_id, t) for t in ref.turns if (ref.conversation_id, t) in best]
+        if not named:
+            out.append((item, score, {}))
+        for key in named:
+            support[key] = support.get(key, 0.0) + SUPPORT_WEIGHT * score
+    for key, (item, score) in best.items():
+        added = support.get(key, 0.0)
+        factor = {"support": round((score + added) / score, 6)} if added and score > 0 else {}
+        out.append((item, score + added, factor))
+    out.sort(key=lambda e: -e[1])
+    return out
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"

@@ -1,0 +1,95 @@
+"""Query decomposition: questions that name two things, in English and German."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram.domain.decomposition import MAX_PARTS, decompose, fuse_parts
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        # two names: one question per name, "both" dropped
+        (
+            "What subject have Caroline and Melanie both painted?",
+            ["What subject have Caroline painted?", "What subject have Melanie painted?"],
+        ),
+        (
+            "Which city have both Jean and John visited?",
+            ["Which city have Jean visited?", "Which city have John visited?"],
+        ),
+        ("Was haben Anna und Tom beide gemalt?", ["Was haben Anna gemalt?", "Was haben Tom gemalt?"]),
+        # two clauses
+        (
+            "What schools did John play in and how many years was he with his team?",
+            ["What schools did John play in", "how many years was he with his team?"],
+        ),
+        (
+            "Wo wohnt meine Schwester und wann kommt sie zu Besuch?",
+            ["Wo wohnt meine Schwester", "wann kommt sie zu Besuch?"],
+        ),
+        # two phrases, the lead-in sentence left out
+        ("Remind me of two things: my employer, and where my sister lives.", ["my employer", "where my sister lives."]),
+        (
+            "Can you tell me my employer, and also my sister's city?",
+            ["Can you tell me my employer", "my sister's city?"],
+        ),
+        ("I forgot both my employer and my dentist. What were they?", ["I forgot my employer", "I forgot my dentist."]),
+        (
+            "Erinner mich an zwei Dinge: mein Arbeitgeber und wo meine Schwester wohnt.",
+            ["mein Arbeitgeber", "wo meine Schwester wohnt."],
+        ),
+        (
+            "Ich brauche sowohl meinen Arbeitgeber als auch meine Allergie.",
+            ["Ich brauche meinen Arbeitgeber", "Ich brauche meine Allergie."],
+        ),
+        (
+            "Zwei Fragen auf einmal: wer mein Arbeitgeber ist, und wo meine Schwester wohnt?",
+            ["wer mein Arbeitgeber ist", "wo meine Schwester wohnt?"],
+        ),
+        # a comparative names two things with "or"
+        ("Which is older, my car or my bike?", ["Which is older, my car", "my bike?"]),
+    ],
+)
+def test_questions_naming_two_things_become_parts(question: str, parts: list[str]) -> None:
+    assert decompose(question) == parts
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is my sister's name?",
+        "Wo wohnt meine Schwester?",
+        "What did Caroline do at the park?",
+        "Salt and pepper?",  # one word each side: not two things
+        "Did I and",
+        "Did Melanie make the black and white bowl in the photo?",
+        "How long have Mel and her husband been married?",
+        "What is the topic of discussion between John and Tim?",
+        "Would Tim enjoy reading books by C. S. Lewis or John Greene?",
+        "What dessert has an almond flour crust, chocolate ganache, and fresh raspberries?",
+        "Wie lange sind Anna und ihr Mann verheiratet?",
+        "What was the final score of the game between the Broncos and Steelers?",
+        "What did the General Conference on Weights and Measures name after Tesla?",
+        "What did Tesla Electric Light & Manufacturing do?",
+        "Was benannte die Generalkonferenz für Maß und Gewicht 1960 nach Tesla?",
+        "Wo ist die verkehrsreichste Start- und Landebahn der Welt?",
+    ],
+)
+def test_a_question_about_one_thing_has_no_parts(question: str) -> None:
+    assert decompose(question) == []
+
+
+def test_parts_are_few_and_deterministic() -> None:
+    question = "my job, and my car, and my bike, and my house, and my dog"
+    assert len(decompose(question)) == MAX_PARTS
+    assert decompose(question) == decompose(question)
+
+
+def test_fuse_parts_is_rrf_over_the_question_and_its_parts() -> None:
+    fused = fuse_parts(["a", "b"], [["c", "a"], ["c"]], key=lambda x: x)
+    assert [item for item, _ in fused] == ["c", "a", "b"]
+    assert fused[0][1] == pytest.approx(1 / 61 + 1 / 61)
+    assert fused[1][1] == pytest.approx(1 / 61 + 1 / 62)
+    assert fused[2][1] == pytest.approx(1 / 62)

@@ -1,0 +1,190 @@
+"""Memory units beyond the single turn: building, reading back, and mapping hits back to turns."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from engram.domain.conversation import ConversationSession, Turn, derived_units, turn_id_of, turn_units
+from engram.domain.memory_units import (
+    SUPPORT_WEIGHT,
+    UnitKind,
+    collapse,
+    names_in,
+    source_ref,
+    turn_of,
+    unit_ref,
+)
+from engram.domain.observation import Observation, ObservationDraft
+from engram.domain.recall import RecallQuery, RecallResult, SearchHit
+from engram.services.recall_plan import as_turns, merge_parts, with_parts
+
+DAY = datetime(2025, 1, 6, 9, 30, tzinfo=UTC)
+PROSE = " ".join(f"Here is point number {n} about planning meals for a busy week." for n in range(30))
+
+
+def stored(draft: ObservationDraft) -> Observation:
+    """A draft as the store returns it (what recall hydrates)."""
+    data: dict[str, Any] = draft.model_dump()
+    data.pop("merged_from", None)
+    return Observation(
+        **data,
+        id=uuid.uuid4(),
+        content_hash="h",
+        relevance_count=0,
+        superseded_by=None,
+        created_at=DAY,
+        updated_at=DAY,
+    )
+
+
+def chat() -> list[ConversationSession]:
+    first = [
+        Turn(
+            "D1:1", "User", "Can you plan my meals for next week? By the way, I'm allergic to peanuts since childhood."
+        ),
+        Turn("D1:2", "Assistant", PROSE),
+        Turn("D1:3", "User", "Thanks. My sister Lena lives in Porto and visits me in March."),
+        Turn("D1:4", "Assistant", PROSE + " Lena will enjoy it."),
+    ]
+    second = [
+        Turn("D2:1", "User", "I want to cook for Lena when she comes."),
+        Turn("D2:2", "Assistant", PROSE),
+    ]
+    return [
+        ConversationSession("session_1", DAY, first),
+        ConversationSession("session_2", DAY + timedelta(days=9), second),
+    ]
+
+
+def units(**kw: Any) -> list[ObservationDraft]:
+    base: dict[str, Any] = {
+        "tenant_id": "t",
+        "user_id": "u",
+        "conversation_id": "chat-1",
+        "sessions": chat(),
+        "kinds": frozenset(UnitKind),  # every kind (ingest derives the statements unless told)
+    }
+    return derived_units(**(base | kw))
+
+
+def test_a_users_sentences_become_units_of_their_turn_the_assistants_prose_does_not() -> None:
+    drafts = [d for d in units(assistants=frozenset({"Assistant"})) if d.key and d.key.startswith("unit:statement:")]
+    assert [d.title for d in drafts] == [
+        "User: Can you plan my meals for next week?",
+        "User: By the way, I'm allergic to peanuts since childhood.",
+    ]  # D1:3 has one sentence besides a short "Thanks.", D2:1 one: their turn units are that sentence
+    peanuts = drafts[1]
+    assert turn_id_of(peanuts.provenance.source_event_id) == "D1:1"
+    assert peanuts.tags == ["user"] and peanuts.valid_from == DAY and peanuts.discovery_tokens == []
+    turn = turn_units(tenant_id="t", user_id="u", conversation_id="chat-1", sessions=chat())[0]
+    assert peanuts.provenance.session_id == turn.provenance.session_id  # the session support counts it
+    ref = unit_ref(stored(peanuts))
+    assert ref is not None and ref.kind is UnitKind.statement and ref.turns == ("D1:1",) and ref.single
+    # between people (no assistant named) nothing is split: their turns are short already
+    assert not [d for d in units() if d.key and d.key.startswith("unit:statement:")]
+
+
+def test_session_and_entity_units_map_to_their_session_and_turns() -> None:
+    drafts = units(assistants=frozenset({"Assistant"}))
+    sessions = [d for d in drafts if d.key and d.key.startswith("unit:session:")]
+    assert len(sessions) == 2
+    assert sessions[0].title.startswith("Session on 6 January 2025: User: Can you plan my meals")
+    assert "Assistant" not in sessions[0].title  # the people's requests and statements only
+    ref = unit_ref(stored(sessions[0]))
+    assert ref is not None and ref.kind is UnitKind.session and ref.turns == ()
+    entities = {d.title.split(":")[0]: d for d in drafts if d.key and d.key.startswith("unit:entity:")}
+    assert list(entities) == ["About Lena"]  # Porto and March are said once; the speakers are no entity
+    lena = entities["About Lena"]
+    assert "Porto" in lena.title and "cook for Lena" in lena.title
+    assert lena.provenance.session_id is None  # it joins sessions
+    ref = unit_ref(stored(lena))
+    assert ref is not None and ref.turns == ("D1:3", "D2:1") and not ref.single
+    assert units(kinds=frozenset()) == []
+    by_default = derived_units(
+        tenant_id="t", user_id="u", conversation_id="c", sessions=chat(), assistants=frozenset({"Assistant"})
+    )
+    assert {(d.key or "").split(":")[1] for d in by_default} == {"statement"}
+    assert {d.key for d in units()} == {d.key for d in units()}  # stable keys: re-ingesting updates in place
+
+
+def test_names_are_capitalised_words_inside_a_sentence() -> None:
+    assert names_in("We met Anna Berg in Porto. Then we left.") == ["Anna Berg", "Porto"]
+    assert names_in("Ich besuche meine Schwester in Köln.") == [
+        "Schwester",
+        "Köln",
+    ]  # German nouns: kept only if repeated
+
+
+def test_a_source_ref_holds_as_many_turns_as_fit() -> None:
+    ref = source_ref("c", [f"D{n}:{n}" for n in range(200)])
+    assert len(ref) <= 512 and ref.startswith("c#D0:0 D1:1")
+
+
+def hit(o: Observation, score: float) -> SearchHit:
+    return SearchHit(observation=o, score=score, lexical_rank=1, vector_rank=None)
+
+
+def test_hits_on_units_become_hits_on_turns() -> None:
+    everything = units(assistants=frozenset({"Assistant"})) + turn_units(
+        tenant_id="t", user_id="u", conversation_id="chat-1", sessions=chat()
+    )
+    by_key = {d.key: stored(d) for d in everything}
+    turn1, turn3, turn4 = by_key["turn:chat-1:D1:1"], by_key["turn:chat-1:D1:3"], by_key["turn:chat-1:D1:4"]
+    peanuts = by_key["unit:statement:chat-1:D1:1:1"]
+    lena, session = by_key["unit:entity:chat-1:Lena"], by_key["unit:session:chat-1:session_1"]
+    other = stored(ObservationDraft(tenant_id="t", user_id="u", title="A note that is no unit"))
+    merged = as_turns([hit(peanuts, 0.05), hit(turn1, 0.02), hit(turn4, 0.03), hit(lena, 0.02), hit(session, 0.04)])
+    # the turn unit stands for its turn at its statement's score; the session unit only supports
+    assert [h.observation.key for h in merged] == ["turn:chat-1:D1:1", "turn:chat-1:D1:4", "unit:entity:chat-1:Lena"]
+    assert merged[0].score == pytest.approx(0.05)
+    # the entity unit names D1:3 (a candidate) and D2:1: it supports D1:3 and is no hit itself;
+    # above, with neither candidate, it stayed a hit of its own
+    merged = as_turns([hit(turn3, 0.01), hit(turn4, 0.035), hit(lena, 0.04), hit(other, 0.025)])
+    assert [h.observation.key for h in merged] == ["turn:chat-1:D1:4", "turn:chat-1:D1:3", None]
+    assert merged[1].score == pytest.approx(0.01 + SUPPORT_WEIGHT * 0.04)
+    assert merged[1].boosts["support"] == pytest.approx((0.01 + SUPPORT_WEIGHT * 0.04) / 0.01)
+    assert turn_of(peanuts) == turn_of(turn1) == ("chat-1", "D1:1") and turn_of(other) == other.id
+
+
+def test_collapse_keeps_what_is_no_unit_and_orders_by_score() -> None:
+    out = collapse([("x", 0.2, None), ("y", 0.3, None)])
+    assert out == [("y", 0.3, {}), ("x", 0.2, {})]
+
+
+def test_a_question_naming_two_things_is_searched_in_parts_and_fused() -> None:
+    queries = [RecallQuery("What are my employer and where my sister lives?"), RecallQuery("What is my job?")]
+    expanded, owners = with_parts(queries)
+    assert [q.text for q in expanded[2:]] == ["What are my employer", "where my sister lives?"]
+    assert owners == [0, 1, 0, 0]
+    assert with_parts([RecallQuery("a and b c", vector_text="x y")])[0] == [RecallQuery("a and b c", vector_text="x y")]
+    a, b, c = (stored(ObservationDraft(tenant_id="t", user_id="u", title=f"memory {n}")) for n in "abc")
+    qid = uuid.uuid4()
+    results: list[RecallResult | Exception] = [
+        RecallResult(qid, [hit(c, 0.05), hit(a, 0.04)]),
+        RecallResult(uuid.uuid4(), [hit(c, 0.05)]),
+        RecallResult(uuid.uuid4(), [hit(a, 0.04)]),
+        RecallResult(uuid.uuid4(), [hit(b, 0.04), hit(a, 0.03)]),
+    ]
+    merged = merge_parts(queries, owners, results)
+    first = merged[0]
+    assert isinstance(first, RecallResult) and first.query_id == qid
+    assert [h.observation.title for h in first.hits] == ["memory a", "memory c", "memory b"]  # in 3 lists, 1, 1
+    assert first.hits[0].boosts["parts"] == pytest.approx(first.hits[0].score / 0.04)
+    assert merged[1] is results[1]  # no parts: unchanged
+    failed = merge_parts(queries, owners, [ValueError("x"), results[1], results[2], results[3]])
+    assert isinstance(failed[0], ValueError)
+    partial = merge_parts(queries, owners, [results[0], results[1], ValueError("part"), results[3]])
+    assert isinstance(partial[0], RecallResult) and len(partial[0].hits) == 3
+
+
+def test_an_assistants_turn_units_are_low_priority() -> None:
+    drafts = turn_units(
+        tenant_id="t", user_id="u", conversation_id="c", sessions=chat(), assistants=frozenset({"Assistant"})
+    )
+    assert {d.tags[0]: d.priority.value for d in drafts} == {"user": "normal", "assistant": "low"}
+    plain = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=chat())
+    assert {d.priority.value for d in plain} == {"normal"}
