@@ -38,6 +38,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from engram.domain.consolidation_words import Comparison, Distinguishing
 from engram.domain.dates import MONTHS
 from engram.domain.facts import Facts, Reading, jaccard, minimal_pair
 from engram.domain.hashing import normalise_text
@@ -65,6 +66,9 @@ class Thresholds:
     duplicate_text: float = 0.95  # free text: at least this close to be one statement
     duplicate_entity: float = 0.86  # the same entity by its facts, no attribute in disagreement
     update_text: float = 0.88  # a free-text statement of change about the same thing
+    paraphrase_text: float = 0.88  # free text with every distinguishing word in agreement
+    reworded_update: float = 0.90  # a statement of change about the same subject in other words
+    common_share: float = 0.25  # a word more of the pool uses than this is no subject
     specific_share: float = 0.05  # a word is specific if at most this share of the pool uses it ...
     specific_min: int = 3  # ... or at most this many observations
     ask_model: float = 0.86  # pairs the rules leave open from here up go to the LLM path
@@ -115,14 +119,17 @@ class Pool:
 
     df: Mapping[str, int]
     size: int
+    lower: frozenset[str] = frozenset()  # stems the pool writes in lower case somewhere
 
     @classmethod
     def of(cls, readings: Sequence[Reading]) -> Pool:
         counts: dict[str, int] = {}
+        lower: set[str] = set()
         for r in readings:
             for token in r.tokens:
                 counts[token] = counts.get(token, 0) + 1
-        return cls(counts, len(readings))
+            lower |= r.casing.lower
+        return cls(counts, len(readings), frozenset(lower))
 
     def specific(self, reading: Reading, t: Thresholds) -> frozenset[str]:
         """The reading's words that few observations of the pool use (numbers are values, not words)."""
@@ -211,6 +218,19 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
         if value and (numbers_differ or only_a or only_b):
             what = f"a statement of change about {', '.join(sorted(shared)[:2])} (cosine {cosine:.3f})"
             return ordered(a, b, what, t)
+    words = compare(a, b, pool, t)
+    about = ", ".join(sorted({a.surface.get(w) or b.surface.get(w) or w for w in words.subject})[:2])
+    if a.changed != b.changed and cosine >= t.reworded_update and words.one_value_changed:
+        return ordered(a, b, f"a statement of change about {about} in other words (cosine {cosine:.3f})", t)
+    if (
+        a.changed == b.changed
+        and not numbers_differ
+        and cosine >= t.paraphrase_text
+        and not minimal_pair(a.tokens, b.tokens)
+        and words.same_wording_of_names
+        and (bool(a.numbers) or not words.rare_words_swapped(only_a, only_b))
+    ):
+        return Verdict(Decision.duplicate, f"the same names and values about {about} (cosine {cosine:.3f})")
     if (sa or sb) and not shared:
         return Verdict(Decision.unrelated, "nothing specific in common", certain=not open_question)
     if numbers_differ:
@@ -224,6 +244,14 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
         return Verdict(Decision.unrelated, f"not close enough (cosine {cosine:.3f})", certain=not open_question)
     about = f" about {', '.join(sorted(shared)[:2])}" if shared else ""
     return Verdict(Decision.duplicate, f"the same statement{about} in other words (cosine {cosine:.3f})")
+
+
+def compare(a: Reading, b: Reading, pool: Pool, t: Thresholds = DEFAULT_THRESHOLDS) -> Comparison:
+    """The pair's distinguishing words (names, topic words), against the pool's lower-case words."""
+    lower = pool.lower | a.casing.lower | b.casing.lower
+    da = Distinguishing.of(a.casing, lower, pool.specific(a, t))
+    db = Distinguishing.of(b.casing, lower, pool.specific(b, t))
+    return Comparison.of(da, db, pool.df, max(t.specific_min, int(t.common_share * pool.size)))
 
 
 def ordered(a: Reading, b: Reading, what: str, t: Thresholds = DEFAULT_THRESHOLDS) -> Verdict:
