@@ -54,6 +54,10 @@ def test_names_are_capitalised_words_the_pool_never_writes_in_lower_case() -> No
     assert stem("deadline") not in d.names  # written in lower case too: a word, not a name
     assert stem("november") not in casing.capital  # months are dates, not names
     assert frozenset({stem("frau"), stem("weber")}) in d.phrases  # adjacent names are one phrase
+    first = casing_of("Please call.\nKeep it short. Dana agrees! Keep the report short.")
+    assert stem("keep") not in Distinguishing.of(first, first.lower, frozenset()).names  # only ever a first word
+    assert stem("dana") not in Distinguishing.of(first, first.lower, frozenset()).names  # ... unless named inside
+    assert stem("dana") in Distinguishing.of(first, first.lower, frozenset(), first.inside | {stem("dana")}).names
 
 
 def test_what_a_statement_names_before_it_says_what_changed_is_its_lead() -> None:
@@ -66,7 +70,11 @@ def test_what_a_statement_names_before_it_says_what_changed_is_its_lead() -> Non
 def test_name_phrases_that_share_a_word_and_differ_are_two_entities() -> None:
     a, b, c = (
         Distinguishing.of(casing_of(t), frozenset(), frozenset())
-        for t in ("Dunmore Foods is in Miami", "Dunmore Robotics is in Miami", "The customer Dunmore Foods GmbH")
+        for t in (
+            "Our customer Dunmore Foods is in Miami",
+            "Then Dunmore Robotics is in Miami",
+            "The customer Dunmore Foods GmbH",
+        )
     )
     assert clash(a, b) and not clash(a, c)
 

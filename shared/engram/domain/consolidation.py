@@ -120,16 +120,19 @@ class Pool:
     df: Mapping[str, int]
     size: int
     lower: frozenset[str] = frozenset()  # stems the pool writes in lower case somewhere
+    inside: frozenset[str] = frozenset()  # stems it capitalises inside a sentence somewhere
 
     @classmethod
     def of(cls, readings: Sequence[Reading]) -> Pool:
         counts: dict[str, int] = {}
         lower: set[str] = set()
+        inside: set[str] = set()
         for r in readings:
             for token in r.tokens:
                 counts[token] = counts.get(token, 0) + 1
             lower |= r.casing.lower
-        return cls(counts, len(readings), frozenset(lower))
+            inside |= r.casing.inside
+        return cls(counts, len(readings), frozenset(lower), frozenset(inside))
 
     def specific(self, reading: Reading, t: Thresholds) -> frozenset[str]:
         """The reading's words that few observations of the pool use (numbers are values, not words)."""
@@ -249,8 +252,9 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
 def compare(a: Reading, b: Reading, pool: Pool, t: Thresholds = DEFAULT_THRESHOLDS) -> Comparison:
     """The pair's distinguishing words (names, topic words), against the pool's lower-case words."""
     lower = pool.lower | a.casing.lower | b.casing.lower
-    da = Distinguishing.of(a.casing, lower, pool.specific(a, t))
-    db = Distinguishing.of(b.casing, lower, pool.specific(b, t))
+    inside = pool.inside | a.casing.inside | b.casing.inside
+    da = Distinguishing.of(a.casing, lower, pool.specific(a, t), inside)
+    db = Distinguishing.of(b.casing, lower, pool.specific(b, t), inside)
     return Comparison.of(da, db, pool.df, max(t.specific_min, int(t.common_share * pool.size)))
 
 

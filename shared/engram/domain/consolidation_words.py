@@ -44,6 +44,7 @@ class Casing:
     counts: Mapping[str, int]
     runs: tuple[frozenset[str], ...]
     lead: frozenset[str] = frozenset()  # written before a change marker in its sentence ("Noah now ...")
+    inside: frozenset[str] = frozenset()  # capitalised inside a sentence, or identifiers: not just a first word
 
 
 def _identifier(word: str) -> bool:
@@ -68,6 +69,7 @@ def casing_of(text: str) -> Casing:
     lead: set[str] = set()
     capital: set[str] = set()
     lower: set[str] = set()
+    inside: set[str] = set()
     counts: dict[str, int] = {}
     runs: list[frozenset[str]] = []
     run: set[str] = set()
@@ -78,6 +80,7 @@ def casing_of(text: str) -> Casing:
         if run and text[last : match.start()].strip(" "):  # punctuation or a line break ends a run
             runs.append(frozenset(run))
             run = set()
+        initial = last == 0 or _SENTENCE.search(text, last, match.start()) is not None
         last = match.end()
         skip = len(folded) < 2 or folded in STOPWORDS or folded in _MARKER_WORDS or folded in MONTHS
         if skip or folded.replace(".", "").replace(",", "").isdigit():
@@ -92,6 +95,8 @@ def casing_of(text: str) -> Casing:
         if word[0].isupper() or _identifier(word):
             capital.add(s)
             run.add(s)
+            if not initial or _identifier(word):
+                inside.add(s)
         else:
             lower.add(s)
             if run:
@@ -99,7 +104,7 @@ def casing_of(text: str) -> Casing:
                 run = set()
     if run:
         runs.append(frozenset(run))
-    return Casing(frozenset(capital), frozenset(lower), counts, tuple(runs), frozenset(lead))
+    return Casing(frozenset(capital), frozenset(lower), counts, tuple(runs), frozenset(lead), frozenset(inside))
 
 
 @dataclass(frozen=True)
@@ -112,8 +117,12 @@ class Distinguishing:
     lead: frozenset[str]  # of those, what it names before saying that something changed
 
     @classmethod
-    def of(cls, casing: Casing, lower: frozenset[str], specific: frozenset[str]) -> Distinguishing:
-        names = casing.capital - lower - casing.lower
+    def of(
+        cls, casing: Casing, lower: frozenset[str], specific: frozenset[str], inside: frozenset[str] | None = None
+    ) -> Distinguishing:
+        """`lower`: what the compared texts write in lower case; `inside`: what they capitalise
+        inside a sentence (a word capitalised only as the first of a sentence is no name)."""
+        names = (casing.capital - lower - casing.lower) & (casing.inside if inside is None else inside)
         phrases = tuple(dict.fromkeys(p & names for p in casing.runs if p & names))
         topic = frozenset(w for w in specific if casing.counts.get(w, 0) >= 2 and w not in names)
         return cls(names, phrases, topic, (names | topic) & casing.lead)
