@@ -178,3 +178,13 @@ def test_a_reworded_change_about_another_attribute_needs_closer_vectors() -> Non
     pool = pool_of(old, new, background=DE_BACKGROUND)
     assert decide(new, old, 0.865, pool).decision is Decision.unrelated
     assert DEFAULT_THRESHOLDS.reworded_update > 0.895  # the closest such pair measured (bench/RESULTS.md)
+
+
+def test_rare_words_swapped_are_tolerated_only_with_shared_values_or_very_close_vectors() -> None:
+    """In a small pool every template word is rare: "kept"/"keep" swapped is no value swap when
+    the vectors are as close as the free-text threshold, or numbers anchor the statement."""
+    a = r(obs("Sam prefers short answers", "Sam wants answers kept brief and to the point."))
+    b = r(obs("Sam likes brief replies", "Keep replies to Sam short."))
+    pool = Pool.of([a, b, *(r(obs(f"{n} prefers short answers, likes brief replies")) for n in ("Al", "Bo", "Cy"))])
+    assert decide(a, b, 0.959, pool).decision is Decision.duplicate
+    assert decide(a, b, 0.93, pool).decision is Decision.unrelated

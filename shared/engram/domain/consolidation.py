@@ -231,7 +231,7 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
         and cosine >= t.paraphrase_text
         and not minimal_pair(a.tokens, b.tokens)
         and words.same_wording_of_names
-        and (bool(a.numbers) or not words.rare_words_swapped(only_a, only_b))
+        and (bool(a.numbers) or cosine >= t.duplicate_text or not words.rare_words_swapped(only_a, only_b))
     ):
         return Verdict(Decision.duplicate, f"the same names and values about {about} (cosine {cosine:.3f})")
     if (sa or sb) and not shared:
