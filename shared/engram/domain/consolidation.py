@@ -9,10 +9,13 @@ For a pair the rules decide one of
 - **duplicate**: the same statement (identical text; the same entity by its `k=v` facts with no
   attribute in disagreement and one fact set inside the other; or free text at least
   `duplicate_text` close, naming the same numbers and dates, sharing its specific words and not
-  swapping one specific word for another) -> one consolidated observation supersedes both;
+  swapping one specific word for another; or free text at least `paraphrase_text` close whose
+  distinguishing words, names, name phrases, topic words and numbers, all agree) -> one
+  consolidated observation supersedes both;
 - **update**: the same entity and attribute with another value (`city=Stuttgart` then
-  `city=Hamburg`), or a free-text statement that something changed ("sprint moved to 5 April")
-  with a clear order -> the newer supersedes the older;
+  `city=Hamburg`), or a free-text statement that something changed ("sprint moved to 5 April",
+  or in other words about the same subject: "Noah now prefers detailed answers") with a clear
+  order -> the newer supersedes the older;
 - **conflict**: the same, without a clear order (recorded within `order_gap` of each other, or
   the newer is less trusted than the older) -> both stay, linked;
 - **unrelated**: anything else. `certain` says whether the rules are sure; the LLM path is asked
@@ -68,6 +71,8 @@ class Thresholds:
     update_text: float = 0.88  # a free-text statement of change about the same thing
     paraphrase_text: float = 0.88  # free text with every distinguishing word in agreement
     reworded_update: float = 0.90  # a statement of change about the same subject in other words
+    # (same person, another matter, "Lisa bevorzugt kurze Antworten" / "Lisa arbeitet jetzt in
+    # Hamburg": e5 0.84-0.90 on hand-written pairs)
     common_share: float = 0.25  # a word more of the pool uses than this is no subject
     specific_share: float = 0.05  # a word is specific if at most this share of the pool uses it ...
     specific_min: int = 3  # ... or at most this many observations
@@ -198,8 +203,9 @@ def _same_entity(a: Reading, b: Reading, cosine: float | None, why: str, t: Thre
 
 def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thresholds) -> Verdict:
     """Free text: the same thing needs a specific word in common; a duplicate swaps no specific
-    word and no single word; an update changes the numbers, or one specific word (the value),
-    and says so."""
+    word and no single word, or keeps every distinguishing word; an update changes the numbers,
+    or one specific word (the value), and says so, or says so in other words about the same
+    subject."""
     if cosine is None:
         return Verdict(Decision.unrelated, "no vectors to compare", certain=False)
     open_question = cosine >= t.ask_model
@@ -221,19 +227,9 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
         if value and (numbers_differ or only_a or only_b):
             what = f"a statement of change about {', '.join(sorted(shared)[:2])} (cosine {cosine:.3f})"
             return ordered(a, b, what, t)
-    words = compare(a, b, pool, t)
-    about = ", ".join(sorted({a.surface.get(w) or b.surface.get(w) or w for w in words.subject})[:2])
-    if a.changed != b.changed and cosine >= t.reworded_update and words.one_value_changed:
-        return ordered(a, b, f"a statement of change about {about} in other words (cosine {cosine:.3f})", t)
-    if (
-        a.changed == b.changed
-        and not numbers_differ
-        and cosine >= t.paraphrase_text
-        and not minimal_pair(a.tokens, b.tokens)
-        and words.same_wording_of_names
-        and (bool(a.numbers) or cosine >= t.duplicate_text or not words.rare_words_swapped(only_a, only_b))
-    ):
-        return Verdict(Decision.duplicate, f"the same names and values about {about} (cosine {cosine:.3f})")
+    by_words = _distinguishing(a, b, cosine, pool, t, (only_a, only_b))
+    if by_words is not None:
+        return by_words
     if (sa or sb) and not shared:
         return Verdict(Decision.unrelated, "nothing specific in common", certain=not open_question)
     if numbers_differ:
@@ -247,6 +243,33 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
         return Verdict(Decision.unrelated, f"not close enough (cosine {cosine:.3f})", certain=not open_question)
     about = f" about {', '.join(sorted(shared)[:2])}" if shared else ""
     return Verdict(Decision.duplicate, f"the same statement{about} in other words (cosine {cosine:.3f})")
+
+
+def _distinguishing(
+    a: Reading, b: Reading, cosine: float, pool: Pool, t: Thresholds, rare: tuple[list[str], list[str]]
+) -> Verdict | None:
+    """The rules on distinguishing words (`engram.domain.consolidation_words`), or None:
+
+    - a reworded statement of change: one says it changed and names the pair's subject before it
+      says so, at most one name phrase is replaced on each side, none clashes;
+    - a paraphrase: neither or both say it changed, the same numbers, not a minimal pair, the same
+      names and topic words (a subject in common, nothing swapped, no clashing phrase), and rare
+      words swapped only when numbers anchor the statement or the vectors are `duplicate_text`
+      close ("tea" for "coffee" in other words is a value swapped, not a paraphrase)."""
+    words = compare(a, b, pool, t)
+    about = ", ".join(sorted({a.surface.get(w) or b.surface.get(w) or w for w in words.subject})[:2])
+    if a.changed != b.changed and cosine >= t.reworded_update and words.one_value_changed:
+        return ordered(a, b, f"a statement of change about {about} in other words (cosine {cosine:.3f})", t)
+    if (
+        a.changed == b.changed
+        and a.numbers == b.numbers
+        and cosine >= t.paraphrase_text
+        and not minimal_pair(a.tokens, b.tokens)
+        and words.same_wording_of_names
+        and (bool(a.numbers) or cosine >= t.duplicate_text or not words.rare_words_swapped(*rare))
+    ):
+        return Verdict(Decision.duplicate, f"the same names and values about {about} (cosine {cosine:.3f})")
+    return None
 
 
 def compare(a: Reading, b: Reading, pool: Pool, t: Thresholds = DEFAULT_THRESHOLDS) -> Comparison:
