@@ -457,7 +457,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             figures = await evaluate(db, calibrate=args.sweep, **kw)
             if args.compare_rules:  # the same data set, consolidated by the rules issue 18 merged
                 before = await evaluate(db, calibrate=False, thresholds=ISSUE_18_RULES, **kw)
-                figures["issue_18_rules"] = {k: before[k] for k in (*COMPARED, "merge_recall_by_kind")}
+                kept = (*COMPARED, "merge_recall_by_kind", "consolidation_ms_p50", "consolidation_ms_p95")
+                figures["issue_18_rules"] = {k: before[k] for k in kept}
             return figures
         finally:
             await db.close()
