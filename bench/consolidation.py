@@ -341,14 +341,20 @@ async def sweep(run: Run) -> list[dict[str, Any]]:
         for a, b in itertools.combinations(members, 2):
             ia, ib = items[run.labels[a.id]], items[run.labels[b.id]]
             gold = ia.kind == "duplicate" and ia.group == ib.group
-            candidates.append((readings[a.id], readings[b.id], cosine_of(vectors[a.id], vectors[b.id]), pool, gold))
+            newer = (a if ia.role == "new" else b).id if ia.kind == "update" and ia.group == ib.group else None
+            cos = cosine_of(vectors[a.id], vectors[b.id])
+            candidates.append((readings[a.id], readings[b.id], cos, pool, gold, newer))
+    return _grid(candidates) + _word_grid(candidates)
+
+
+def _grid(candidates: list[Any]) -> list[dict[str, Any]]:
     out = []
     for dup_text in (0.90, 0.92, 0.93, 0.94, 0.95, 0.96):
         for share in (0.05, 0.1, 0.15, 0.2):
             for entity in (0.80, 0.86, 0.90):
                 t = replace(DEFAULT_THRESHOLDS, duplicate_text=dup_text, specific_share=share, duplicate_entity=entity)
                 tp = fp = fn = 0
-                for ra, rb, cos, pool, gold in candidates:
+                for ra, rb, cos, pool, gold, _newer in candidates:
                     merged = decide(ra, rb, cos, pool, t).decision is Decision.duplicate
                     tp += merged and gold
                     fp += merged and not gold
@@ -366,10 +372,63 @@ async def sweep(run: Run) -> list[dict[str, Any]]:
     return out
 
 
-async def evaluate(db: Database, *, seed: int, scale: int, embedder: str, calibrate: bool) -> dict[str, Any]:
+def _word_grid(candidates: list[Any]) -> list[dict[str, Any]]:
+    """The distinguishing-word rules at other cosine thresholds: pairwise duplicates and updates."""
+    out = []
+    for paraphrase in (0.80, 0.84, 0.86, 0.88, 0.90, 0.92):
+        for reworded in (0.84, 0.86, 0.88, 0.90, 0.92):
+            t = replace(DEFAULT_THRESHOLDS, paraphrase_text=paraphrase, reworded_update=reworded)
+            tp = fp = fn = right = wrong = planted = 0
+            for ra, rb, cos, pool, gold, newer in candidates:
+                v = decide(ra, rb, cos, pool, t)
+                merged = v.decision is Decision.duplicate
+                tp, fp, fn = tp + (merged and gold), fp + (merged and not gold), fn + (gold and not merged)
+                if newer is not None:
+                    planted += 1
+                    right += v.decision is Decision.update and v.current == newer
+                else:
+                    wrong += v.decision is Decision.update
+            out.append(
+                {
+                    "paraphrase_text": paraphrase,
+                    "reworded_update": reworded,
+                    "precision": round(tp / (tp + fp), 4) if tp + fp else 1.0,
+                    "recall": round(tp / (tp + fn), 4) if tp + fn else 1.0,
+                    "false": fp,
+                    "updates_found": f"{right}/{planted}",
+                    "wrong_updates": wrong,
+                }
+            )
+    return out
+
+
+# the rules as issue 18 merged them: no paraphrase rule on distinguishing words, no reworded update
+ISSUE_18_RULES = replace(DEFAULT_THRESHOLDS, paraphrase_text=2.0, reworded_update=2.0)
+COMPARED = (
+    "merge_precision",
+    "merge_recall",
+    "update_accuracy",
+    "wrong_supersessions",
+    "conflict_detection",
+    "false_conflict_links",
+    "stale_above_current_after",
+    "recall_at_10_unchanged_after",
+)
+
+
+async def evaluate(
+    db: Database,
+    *,
+    seed: int,
+    scale: int,
+    embedder: str,
+    calibrate: bool,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    model: Any = None,
+) -> dict[str, Any]:
     """The run on a database (migrated): baseline, consolidation, the same questions again."""
-    model = build_embedder(embedder)
-    run = Run(db, model, generate(seed, scale), DEFAULT_THRESHOLDS)
+    model = model or build_embedder(embedder)
+    run = Run(db, model, generate(seed, scale), thresholds)
     started = time.perf_counter()
     await run.write()
     before = await run.ask()
@@ -393,12 +452,27 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         await migrate(url)
         db = await Database.connect(url, max_size=4)
         try:
-            return await evaluate(db, seed=args.seed, scale=args.scale, embedder=args.embedder, calibrate=args.sweep)
+            model = build_embedder(args.embedder)
+            kw = {"seed": args.seed, "scale": args.scale, "embedder": args.embedder, "model": model}
+            figures = await evaluate(db, calibrate=args.sweep, **kw)
+            if args.compare_rules:  # the same data set, consolidated by the rules issue 18 merged
+                before = await evaluate(db, calibrate=False, thresholds=ISSUE_18_RULES, **kw)
+                kept = (*COMPARED, "merge_recall_by_kind", "consolidation_ms_p50", "consolidation_ms_p95")
+                figures["issue_18_rules"] = {k: before[k] for k in kept}
+            return figures
         finally:
             await db.close()
     finally:
         if pg is not None:
             pg.stop()
+
+
+def _ratio(now: float, before: float) -> str:
+    return f"{now / before:.2f}" if before else "-"
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def print_figures(figures: dict[str, Any]) -> None:
@@ -436,8 +510,23 @@ def print_figures(figures: dict[str, Any]) -> None:
     table(f"bench.consolidation seed {figures['seed']} ({machine()['machine']})", ["figure", "value", "note"], rows)
     for name in ("merge_recall_by_kind", "update_accuracy_by_kind", "false_merges", "missed_updates"):
         print(f"{name}: {json.dumps(figures[name], ensure_ascii=False, indent=1)}")
+    if "issue_18_rules" in figures:
+        before = figures["issue_18_rules"]
+        table(
+            "the same data set consolidated by issue 18's rules and by the distinguishing-word rules",
+            ["figure", "issue 18 rules", "now", "ratio"],
+            [[k, _shown(before[k]), _shown(f[k]), _ratio(f[k], before[k])] for k in COMPARED],
+        )
     if "calibration" in figures:
-        best = sorted(figures["calibration"], key=lambda c: (c["precision"] < 0.99, -c["recall"], -c["precision"]))[:12]
+        grid = [c for c in figures["calibration"] if "duplicate_text" in c]
+        words = [c for c in figures["calibration"] if "paraphrase_text" in c]
+        table(
+            "distinguishing-word rules at other thresholds (pairwise)",
+            ["paraphrase_text", "reworded_update", "precision", "recall", "false", "updates found", "wrong updates"],
+            [[_shown(c[k]) for k in ("paraphrase_text", "reworded_update", "precision", "recall", "false")]
+             + [c["updates_found"], c["wrong_updates"]] for c in words],
+        )  # fmt: skip
+        best = sorted(grid, key=lambda c: (c["precision"] < 0.99, -c["recall"], -c["precision"]))[:12]
         table(
             "pairwise duplicate decisions at other thresholds (best precision first)",
             ["duplicate_text", "specific_share", "duplicate_entity", "precision", "recall", "false"],
@@ -455,6 +544,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=6)
     parser.add_argument("--embedder", default="e5", choices=["e5", "use", "static"])
     parser.add_argument("--sweep", action="store_true", help="also decide every pair at other thresholds")
+    parser.add_argument(
+        "--compare-rules",
+        action="store_true",
+        help="also consolidate the same data set with issue 18's rules (no distinguishing-word rules)",
+    )
     parser.add_argument("--state", default=".engram/bench-consolidation", help="embedded PostgreSQL folder")
     parser.add_argument("--database-url", default=None, help="a PostgreSQL of your own instead")
     parser.add_argument("--json", action="store_true", help="print one JSON object with the figures last")
@@ -464,10 +558,9 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_logging("WARNING")
     figures = asyncio.run(main_async(args))
-    if args.json:
+    print_figures(figures)
+    if args.json:  # one JSON object, last
         print(json.dumps(figures, sort_keys=True, ensure_ascii=False))
-    else:
-        print_figures(figures)
     return 0
 
 

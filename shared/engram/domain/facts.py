@@ -19,10 +19,14 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from engram.domain.dates import mentioned_dates
 from engram.domain.hashing import normalise_text
 from engram.domain.observation import Observation
+
+if TYPE_CHECKING:
+    from engram.domain.consolidation_words import Casing
 
 _FACT_EQ = re.compile(r"^\s*([^=\n]{1,80}?)\s*=\s*(.+?)\s*$", re.S)
 _FACT_COLON = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]{1,40})\s*:\s+(.+?)\s*$", re.S)
@@ -137,7 +141,7 @@ def content_words(text: str) -> dict[str, str]:
         w = word.casefold().strip("'’-")
         if len(w) < 2 or w in STOPWORDS or w in _MARKER_WORDS:
             continue
-        found.setdefault(_stem(w), word)
+        found.setdefault(stem(w), word)
     return found
 
 
@@ -145,7 +149,8 @@ def content_tokens(text: str) -> frozenset[str]:
     return frozenset(content_words(text))
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
+    """A crude English and German stem (plural and verb endings) of a folded word."""
     if word.isdigit() or len(word) <= 4:
         return word
     for suffix in ("ungen", "ung", "en", "es", "er", "ed", "s", "e", "n"):
@@ -184,6 +189,11 @@ def _looks_english(text: str) -> bool:
     from engram.domain.language import detect_language
 
     return detect_language(text) == "en"
+
+
+def change_marker_starts(text: str) -> list[int]:
+    """Where the change markers of a text start."""
+    return [m.start() for m in _MARKER.finditer(text)]
 
 
 def says_changed(text: str) -> bool:
@@ -245,6 +255,12 @@ class Reading:
     @cached_property
     def names(self) -> frozenset[str]:
         return name_anchors(self.text)
+
+    @cached_property
+    def casing(self) -> Casing:
+        from engram.domain.consolidation_words import casing_of
+
+        return casing_of(self.text)
 
     @cached_property
     def changed(self) -> bool:
