@@ -53,6 +53,7 @@ Kind = Literal["http", "worker", "job"]
 KINDS: dict[str, Kind] = {
     "chat_turn": "http",
     "memory_api": "http",
+    "memory_mcp": "http",
     "telemetry_query": "http",
     "extract_observation": "worker",
     "embed_index": "worker",
