@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.domain.errors import Forbidden, RecallUnavailable, Unprocessable
+from engram.domain.errors import Forbidden, RecallUnavailable
 from engram.domain.observation import Observation
 from engram.domain.periods import parse_within
 from engram.domain.recall import RecallQuery
@@ -25,6 +25,7 @@ from engram.services.recall_plan import MAX_LIMIT, MAX_QUERY_CHARS, validate_que
 from functions.memory_api.openapi import QUERY_PATTERN
 
 router = APIRouter(prefix="/api/ai/memory", tags=["recall"])
+
 
 async def _recall(services: ServicesDep) -> Recall:
     """The recall service: 503 problem+json on a build without one, never an AttributeError."""
