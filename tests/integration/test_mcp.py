@@ -7,6 +7,7 @@ PostgreSQL and NATS; the event workers run in this process (indexing, feedback).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -58,20 +59,26 @@ def _env(stack: dict[str, str], **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def mcp_url(stack: dict[str, str], services: Any) -> Iterator[str]:
+def mcp_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("memory-mcp") / "memory-mcp.log"
+
+
+@pytest.fixture(scope="module")
+def mcp_url(stack: dict[str, str], services: Any, mcp_log: Path) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "functions.memory_mcp"],
-        cwd=REPO,
-        env=_env(stack, PORT=str(port)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    with open(mcp_log, "wb") as log:  # at DEBUG: the most there is to leak (test_no_secret_or_body_is_logged)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "functions.memory_mcp"],
+            cwd=REPO,
+            env=_env(stack, PORT=str(port), ENGRAM_LOG_LEVEL="DEBUG"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "memory-mcp exited"
+            assert proc.poll() is None, mcp_log.read_text(errors="replace")[-2000:]
             with contextlib.suppress(httpx2.HTTPError):
                 if httpx2.get(f"{base}/readyz", timeout=2).status_code == 200:
                     break
@@ -277,6 +284,24 @@ async def test_stdio_as_a_local_user(stack: dict[str, str], tenant: str) -> None
         assert marked["status"] == "accepted"
         other = await client.call_tool("remember", {"title": "x", "owner": "tenant", "scope": "public"})
         assert other.is_error and "forbidden" in text(other)
+
+
+async def test_no_secret_or_body_is_logged(mcp_url: str, mcp_log: Path, token: Any, services: Any, tenant: str) -> None:
+    """R-12.3: memory-mcp runs at DEBUG; its log holds neither the JWT, the agent key nor what was stored."""
+    jwt = token(tenant, "alice")
+    key = await create_agent_key(
+        services.uow, tenant_id=tenant, name="log", user_id="alice", teams=[], permissions=AGENT_PERMISSIONS
+    )
+    body = f"the vault code is {uuid.uuid4().hex}"
+    async with over_http(mcp_url, {"Authorization": f"Bearer {jwt}"}) as client:
+        structured(await client.call_tool("remember", {"title": "vault", "narrative": body}))
+        assert (await client.call_tool("remember", {"title": body, "scope": "galaxy"})).is_error
+    async with over_http(mcp_url, {"X-Agent-Key": key.secret}) as client:
+        structured(await client.call_tool("recall", {"query": body}))
+    logged = await asyncio.to_thread(mcp_log.read_text, errors="replace")
+    assert "DEBUG" in logged or "debug" in logged  # it did log at DEBUG
+    for secret in (jwt, key.secret, body, body.rsplit(" ", 1)[1]):
+        assert secret not in logged
 
 
 def test_engram_mcp_without_credentials_says_what_it_needs(stack: dict[str, str]) -> None:
