@@ -6,6 +6,7 @@ The transports, the real services and the bus are tested in tests/integration/te
 from __future__ import annotations
 
 import argparse
+import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -128,3 +129,21 @@ def test_engram_mcp_needs_credentials() -> None:
         mcp_command.credentials(_args(tenant="t", user="u"), settings)
     assert callable(mcp_command.credentials(_args(agent_key="egk_x"), settings))
     assert callable(mcp_command.credentials(_args(token="a.b.c"), settings))
+
+
+def test_engram_mcp_uses_the_local_stacks_bus_user(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram.settings import get_settings
+
+    seed = tmp_path / "nats" / "credentials" / "memory-mcp.nk"
+    seed.parent.mkdir(parents=True)
+    seed.write_text("SU...")
+    monkeypatch.setenv("ENGRAM_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ENGRAM_NATS_USER", "")  # recorded, so the teardown restores what the command sets
+    monkeypatch.setenv("ENGRAM_NATS_SEED_FILE", "")
+    get_settings.cache_clear()
+    try:
+        mcp_command._use_local_bus_user()
+        assert (get_settings().engram_nats_user, os.environ["ENGRAM_NATS_SEED_FILE"]) == ("memory-mcp", str(seed))
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
