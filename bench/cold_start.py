@@ -16,8 +16,9 @@ so the ratio stays meaningful on a shared, noisy machine. PostgreSQL and NATS co
 image (compileall at build time, PYTHONDONTWRITEBYTECODE at run time), Engram's own modules
 are compiled before the first start, so no run pays for compiling source.
 
-    python -m bench.cold_start [--runs 5] [--json] [--python PATH]
+    python -m bench.cold_start [--runs 5] [--json] [--python PATH] [--only memory-mcp ...]
 
+`--only NAME` (repeatable) measures only those functions, still against the baseline of the run.
 `--python` starts the functions (and the baseline) with another interpreter, e.g. a virtualenv
 installed the way infra/Dockerfile installs the image (non-editable, compiled, no model
 packages for EMBEDDER=tei); it then runs outside the repository with PYTHONSAFEPATH=1.
@@ -53,6 +54,7 @@ Kind = Literal["http", "worker", "job"]
 KINDS: dict[str, Kind] = {
     "chat_turn": "http",
     "memory_api": "http",
+    "memory_mcp": "http",
     "telemetry_query": "http",
     "extract_observation": "worker",
     "embed_index": "worker",
@@ -340,10 +342,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--python", default=sys.executable, help="interpreter that runs the functions")
+    parser.add_argument("--only", action="append", default=[], help="only this function (e.g. memory-mcp)")
     args = parser.parse_args(argv)
 
     precompile()
     functions = discover()
+    if args.only:
+        wanted = {name.replace("_", "-") for name in args.only}
+        unknown = wanted - {fn.name for fn in functions}
+        if unknown:
+            parser.error(f"no such function: {', '.join(sorted(unknown))}")
+        functions = [fn for fn in functions if fn.name in wanted]
     skipped = [fn for fn in functions if fn.kind == "job"]
     with tempfile.TemporaryDirectory(prefix="engram-cold-start-") as tmp:
         workdir = Path(tmp)

@@ -5,17 +5,17 @@ Included before `GET /api/ai/memory/{observation_id}` so the fixed paths are not
 
 from __future__ import annotations
 
-import re
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.domain.errors import Forbidden, RecallUnavailable, Unprocessable
+from engram.domain.errors import Forbidden, RecallUnavailable
 from engram.domain.observation import Observation
+from engram.domain.periods import parse_within
 from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
 from engram.domain.scopes import Permission
@@ -25,16 +25,6 @@ from engram.services.recall_plan import MAX_LIMIT, MAX_QUERY_CHARS, validate_que
 from functions.memory_api.openapi import QUERY_PATTERN
 
 router = APIRouter(prefix="/api/ai/memory", tags=["recall"])
-
-_WITHIN = re.compile(r"^(\d{1,5})([smhdw])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-def parse_within(value: str) -> timedelta:
-    match = _WITHIN.match(value.strip())
-    if not match:
-        raise Unprocessable("query.within", "use a number and a unit s, m, h, d or w, e.g. '7d'")
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
 
 async def _recall(services: ServicesDep) -> Recall:

@@ -53,10 +53,11 @@ class FunctionSpec:
         return self.name.replace("-", "_")
 
 
-# R-2 (and R-15): the eight functions and how each runs on Kubernetes.
+# R-2 (and ): the nine functions and how each runs on Kubernetes.
 FUNCTIONS = (
     FunctionSpec("chat-turn", "http"),
     FunctionSpec("memory-api", "http"),
+    FunctionSpec("memory-mcp", "http"),
     FunctionSpec("telemetry-query", "http"),
     FunctionSpec("extract-observation", "worker"),
     FunctionSpec("embed-index", "worker"),

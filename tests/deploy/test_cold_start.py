@@ -73,3 +73,9 @@ def test_workers_do_not_import_pyjwt() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_only_names_existing_functions(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as refused:
+        cold_start.main(["--only", "memory-mcp", "--only", "no-such-function"])
+    assert refused.value.code == 2 and "no such function: no-such-function" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -176,6 +177,33 @@ def test_no_secret_or_message_body_reaches_a_log_line(local_stack: Any, stack: d
     assert len(lines) > 50
     leaks = {name: [line for line in lines if value in line][:2] for name, value in secrets.items()}
     assert {name: found for name, found in leaks.items() if found} == {}
+
+
+async def test_the_printed_mcp_server_recalls_the_seed(local_stack: Any) -> None:
+    """memory-mcp runs in the local stack (port base + 4) and answers the SDK's client with the demo JWT."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    text = local_stack["log"].read_text()
+    token = next(line.split("'")[1] for line in text.splitlines() if line.startswith("export TOKEN="))
+    url = "http://127.0.0.1:" + str(int(local_stack["api"].rsplit(":", 1)[1]) + 3) + "/mcp"
+    assert f'{url}  with the header "Authorization: Bearer $TOKEN"' in text
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http)) as c,
+    ):
+        assert "remember" in {t.name for t in (await c.list_tools()).tools}
+        deadline = time.monotonic() + 30
+        while True:
+            result = await c.call_tool("search", {"query": "Müller Maschinenbau"})
+            assert not result.is_error, result.content
+            assert result.structured_content is not None
+            if result.structured_content["hits"] or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+        assert any("Müller" in h["observation"]["title"] for h in result.structured_content["hits"])
 
 
 def test_ctrl_c_stops_every_process(local_stack: Any) -> None:

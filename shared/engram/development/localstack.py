@@ -64,6 +64,7 @@ def functions(port_base: int) -> list[Function]:
         Function("memory-api", "memory_api", port_base + 1),
         Function("chat-turn", "chat_turn", port_base + 2),
         Function("telemetry-query", "telemetry_query", port_base + 3),
+        Function("memory-mcp", "memory_mcp", port_base + 4),
         Function("extract-observation", "extract_observation", None),
         Function("embed-index", "embed_index", None),
         Function("record-feedback", "record_feedback", None),
@@ -275,6 +276,10 @@ def banner(fns: list[Function], token: str, pg_url: str, nats_url: str) -> None:
     if dashboard:
         console.print("# telemetry dashboard (open in a browser):", soft_wrap=True)
         console.print(f"{dashboard}/api/ai/telemetry/dashboard#token={token}\n", soft_wrap=True, markup=False)
+    mcp = next((f.url for f in fns if f.name == "memory-mcp" and f.url), None)
+    if mcp:
+        console.print("# MCP server for agent clients (Streamable HTTP; or `engram mcp` over stdio):", soft_wrap=True)
+        console.print(f'{mcp}/mcp  with the header "Authorization: Bearer $TOKEN"\n', soft_wrap=True, markup=False)
     console.print("Ctrl-C stops everything.\n")
 
 

@@ -6,6 +6,7 @@ keys) and gets exactly the subjects its work needs (`engram.domain.subjects` nam
 | user | publishes | consumes |
 | --- | --- | --- |
 | memory-api | marks, domain events (HTTP), observation changes, feedback (the only `human` one); purges | - |
+| memory-mcp | marks, observation changes, feedback (`human` for a person's token): its tools' events | - |
 | chat-turn | chat turns and ended sessions, recall's `system` feedback | - |
 | telemetry-query | - | - |
 | extract-observation | observation changes, its dead letters | `extract-observation` |
@@ -88,6 +89,11 @@ def function_users(stream: str = "ENGRAM") -> tuple[BusUser, ...]:
                 f"$JS.API.STREAM.PURGE.{dlq}",
             ),
             description="the HTTP API; the only publisher of human feedback; purges on erasure",
+        ),
+        BusUser(
+            "memory-mcp",
+            ("engram.mark.>", "engram.observation.>", "engram.feedback.>"),
+            description="the MCP server: what memory-api publishes for the same tools (marks, changes, feedback)",
         ),
         BusUser(
             "chat-turn",

@@ -6,9 +6,12 @@ Pure: every function takes `now` instead of reading a clock. All buckets are UTC
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+
+from engram.domain.errors import Unprocessable
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -129,3 +132,15 @@ def split_days(window: Window) -> DaySplit:
     if first_day >= last_day:  # no whole day inside: whole hours and raw edges only
         return DaySplit((h0, h0), ((h0, h1), (h1, h1)), hourly.edges)
     return DaySplit((first_day, last_day), ((h0, first_day), (last_day, h1)), hourly.edges)
+
+
+_WITHIN = re.compile(r"^(\d{1,5})([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_within(value: str, field: str = "query.within") -> timedelta:
+    """A window such as '7d' (a number and a unit s, m, h, d or w) as a timedelta."""
+    match = _WITHIN.match(value.strip())
+    if not match:
+        raise Unprocessable(field, "use a number and a unit s, m, h, d or w, e.g. '7d'")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})

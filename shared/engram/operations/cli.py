@@ -1,4 +1,4 @@
-"""`engram` command line: migrate, declare, schemas, token, agent-key, reindex, dev (the local stack)."""
+"""`engram` command line: migrate, declare, schemas, token, agent-key, reindex, dev (the local stack), mcp."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from engram.operations.mcp_command import add_mcp_command
 from engram.runtime.logs import configure_logging
 
 console = Console(stderr=False, highlight=False)
@@ -250,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("dev", help="run the whole stack on embedded servers (make run)")
     p.add_argument("--no-seed", action="store_true")
     p.set_defaults(func=cmd_dev)
+
+    add_mcp_command(sub)  # engram mcp: the MCP server over stdio (operations/mcp_command.py)
 
     args = parser.parse_args(argv)
     result: int = args.func(args)

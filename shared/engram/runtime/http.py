@@ -264,6 +264,8 @@ def function_app(
     relay_outbox: bool = True,
     deadline_seconds: float = 15.0,
     strip_fields: tuple[str, ...] = (),
+    companion: Callable[[], contextlib.AbstractAsyncContextManager[None]] | None = None,
+    ready_checks: Callable[[], Awaitable[dict[str, bool]]] | None = None,
 ) -> FastAPI:
     """A FastAPI app for an HTTP function: problem+json errors, body limit, /healthz and /readyz.
 
@@ -272,7 +274,8 @@ def function_app(
     should happen before the first request (e.g. importing an SDK). A request whose answer has
     not started within `deadline_seconds` (`ENGRAM_HTTP_DEADLINE_SECONDS` overrides it) gets 503
     with `Retry-After`; `strip_fields` are the top-level body fields cleaned of unstorable text
-    instead of refused.
+    instead of refused. `companion` runs for the app's lifetime beside it (memory-mcp's MCP
+    server), `ready_checks` replace the services' readiness checks of `/readyz`.
     """
     from engram.bootstrap import shutdown
     from engram.settings import get_settings
@@ -289,7 +292,10 @@ def function_app(
             settle_heap()
 
         task = asyncio.create_task(start())
-        yield
+        async with contextlib.AsyncExitStack() as stack:
+            if companion is not None:
+                await stack.enter_async_context(companion())
+            yield
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -305,5 +311,5 @@ def function_app(
         strip_fields=strip_fields,
     )
     document(app)
-    health_routes(app)
+    health_routes(app, ready_checks)
     return app

@@ -1,0 +1,391 @@
+"""Engram as an MCP server (R-1.3): the memory API's use cases as tools and resources for agents.
+
+Every tool calls the same service memory-api calls, with the caller's principal resolved by
+`engram.services.auth` on every call (an agent key or a JWT: from the HTTP headers of the
+Streamable HTTP transport, or the credentials `engram mcp` was started with over stdio), so
+every rule holds as it does over REST: scopes and teams (`authorize_write`), sensitive memories,
+"(unverified)" marks, and that only a person verifies.
+
+What goes wrong is an MCP error with a clear message: a tool answers `isError` with the reason
+(the argument at fault, "forbidden: ...", "not found: ..."), a resource read a JSON-RPC error;
+a dependency that is down says so and when to retry. Nothing is a bare crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from engram.adapters.failures import failure_kind
+from engram.bootstrap import Services, get_services
+from engram.domain.deliveries import reason
+from engram.domain.errors import Conflict, Forbidden, NotFound, RecallUnavailable, Unauthorized, Unprocessable
+from engram.domain.models import FeedbackKind
+from engram.domain.observation import Key, Observation, Priority, Scope, Tag, TeamId, TypeName
+from engram.domain.periods import parse_within
+from engram.domain.recall import RecallQuery
+from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, needs_mark, render_recall_text
+from engram.domain.scopes import Permission, Principal
+from engram.domain.text import find_unstorable
+from engram.ports import Recall
+from engram.runtime import mcp_guide as guide
+from engram.runtime.guards import RETRY_AFTER_SECONDS
+from engram.services.feedback import FeedbackRequest
+from engram.services.memory import MarkRequest, RememberRequest
+from engram.services.recall_plan import MAX_LIMIT, MAX_QUERY_CHARS, validate_query_text
+
+# who is calling: resolved on every call, so a revoked agent key is refused from the next call on
+Credentials = Callable[[Context], Awaitable[Principal]]
+
+OBSERVATION_URI = "engram://observations/{observation_id}"
+HISTORY_URI = "engram://observations/{observation_id}/history"
+JSON = "application/json"
+
+
+class MemoryView(BaseModel):
+    """An observation as a tool shows it: what a model needs to use it and to judge how far to trust it."""
+
+    id: uuid.UUID
+    type: str
+    title: str
+    narrative: str
+    facts: list[str]
+    tags: list[str]
+    scope: Scope
+    team_ids: list[str]
+    user_id: str | None = Field(description="its owner; null: tenant-wide")
+    source: str = Field(description="user (a person stored it), agent, or system (a business system)")
+    verified: bool
+    unverified: bool = Field(description="shown as '(unverified)': inferred by an agent, not confirmed by a person")
+    confidence: float
+    priority: Priority
+    key: str | None
+    valid_from: datetime | None
+    expires_at: datetime | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, obs: Observation) -> MemoryView:
+        return cls(
+            **obs.model_dump(include=set(cls.model_fields) - {"unverified", "source"}),
+            source=obs.source.value,
+            unverified=needs_mark(obs),
+        )
+
+
+class Remembered(BaseModel):
+    outcome: Literal["created", "updated", "deduplicated"]
+    observation: MemoryView
+
+
+class Accepted(BaseModel):
+    id: str = Field(description="the event's id")
+    status: Literal["accepted"] = "accepted"
+
+
+class Hit(BaseModel):
+    observation: MemoryView
+    score: float
+    lexical_rank: int | None = Field(description="rank in the keyword list (1 = best), null if not there")
+    vector_rank: int | None = Field(description="rank in the meaning list (1 = best), null if not there")
+
+
+class Found(BaseModel):
+    query_id: uuid.UUID
+    hits: list[Hit]
+
+
+class Forgotten(BaseModel):
+    id: uuid.UUID
+    title: str
+    status: Literal["deleted"] = "deleted"
+
+
+class Expiring(BaseModel):
+    within: str
+    items: list[MemoryView]
+
+
+def _message(exc: BaseException) -> str | None:
+    """The clear message for what a caller did wrong or what is down; None: an unexpected error."""
+    if isinstance(exc, Unauthorized):
+        return f"not authenticated: {exc}"
+    if isinstance(exc, Forbidden):
+        return f"forbidden: {exc}"
+    if isinstance(exc, NotFound):
+        return f"not found: {exc}"
+    if isinstance(exc, Conflict):
+        return f"conflict: {exc}"
+    if isinstance(exc, Unprocessable):
+        return f"invalid argument '{exc.field}': {exc}"
+    if isinstance(exc, RecallUnavailable):
+        return f"unavailable: {exc}"
+    kind = failure_kind(exc)
+    if kind == "outage":
+        return f"a dependency is unavailable; retry in {RETRY_AFTER_SECONDS} s"
+    if kind == "data":
+        return f"a value cannot be stored: {reason(exc)}"
+    return None
+
+
+@contextlib.contextmanager
+def _answering() -> Iterator[None]:
+    """Domain errors and outages as tool errors the model can read (anything else stays a crash)."""
+    try:
+        yield
+    except ToolError:
+        raise
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first.get("loc", ())) or "arguments"
+        raise ToolError(f"invalid argument '{field}': {first.get('msg', 'invalid')}") from exc
+    except Exception as exc:
+        message = _message(exc)
+        if message is None:
+            raise
+        raise ToolError(message) from exc
+
+
+def _storable(**arguments: Any) -> None:
+    """Text PostgreSQL cannot store (NUL, lone surrogates) is refused, naming the argument (R-16.1)."""
+    found = find_unstorable(arguments, "")
+    if found is not None:
+        raise ToolError(f"invalid argument '{found[0]}': {found[1]}")
+
+
+def _recall(services: Services) -> Recall:
+    if services.recall is None:
+        raise RecallUnavailable("recall is not configured on this server")
+    return services.recall
+
+
+def _sensitive(principal: Principal, sensitive: bool) -> None:
+    if sensitive and not principal.has(Permission.view_sensitive):
+        raise Forbidden("sensitive memories need 'view:SensitiveAiMemory'")
+
+
+def _observation_id(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        raise ResourceNotFoundError(f"no observation {value!r}: an observation id is a UUID") from exc
+
+
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for, in words")]
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description="at most this many memories")]
+Types = Annotated[list[TypeName], Field(max_length=20, description="only these observation types; empty: all")]
+Sensitive = Annotated[bool, Field(description="include sensitive memories (needs view:SensitiveAiMemory)")]
+AsOf = Annotated[datetime | None, Field(description="what was valid at that moment (ISO 8601); null: now")]
+ScopeArg = Annotated[Scope, Field(description="private (default), team, public or sensitive")]
+Teams = Annotated[list[TeamId], Field(max_length=64, description="the teams of a 'team' observation")]
+Tags = Annotated[list[Tag], Field(max_length=50)]
+ObservationId = Annotated[uuid.UUID, Field(description="the observation's id (from recall, search or remember)")]
+
+
+ServicesSource = Callable[[], Awaitable[Services]]
+
+
+def build_server(credentials: Credentials, services: ServicesSource = get_services) -> MCPServer:
+    """The MCP server: seven tools and two resource templates over the process's services."""
+    server = MCPServer("engram", title="Engram memory", instructions=guide.INSTRUCTIONS, version="0.1.0")
+    tools = Tools(credentials, services)
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    forgets = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+    for name, description, hints in (
+        ("remember", guide.REMEMBER, writes),
+        ("recall", guide.RECALL, reads),
+        ("search", guide.SEARCH, reads),
+        ("mark", guide.MARK, writes),
+        ("feedback", guide.FEEDBACK, writes),
+        ("forget", guide.FORGET, forgets),
+        ("expiring", guide.EXPIRING, reads),
+    ):
+        server.tool(name=name, description=description, annotations=hints)(getattr(tools, name))
+    server.resource(OBSERVATION_URI, name="observation", description=guide.OBSERVATION, mime_type=JSON)(
+        tools.observation
+    )
+    server.resource(HISTORY_URI, name="observation history", description=guide.HISTORY, mime_type=JSON)(tools.history)
+    return server
+
+
+class Tools:
+    """The tools and resources; each resolves the caller first, then calls memory-api's service."""
+
+    def __init__(self, credentials: Credentials, services: ServicesSource) -> None:
+        self.credentials = credentials
+        self.services = services
+
+    async def remember(
+        self,
+        ctx: Context,
+        title: Annotated[str, Field(min_length=1, max_length=500, description="a short title")],
+        narrative: Annotated[str, Field(max_length=20_000, description="the details, in full sentences")] = "",
+        type: Annotated[TypeName, Field(description="fact, decision, preference, event, note, ...")] = "note",
+        facts: Annotated[list[str], Field(max_length=100, description="short atomic statements")] = [],  # noqa: B006
+        tags: Tags = [],  # noqa: B006
+        scope: ScopeArg = Scope.private,
+        team_ids: Teams = [],  # noqa: B006
+        key: Annotated[Key | None, Field(description="a stable key: the same key updates, not adds")] = None,
+        priority: Priority = Priority.normal,
+        owner: Annotated[Literal["me", "tenant"], Field(description="'tenant': tenant-wide (manage)")] = "me",
+        expires_at: Annotated[datetime | None, Field(description="when it stops being true (ISO 8601)")] = None,
+    ) -> Remembered:
+        _storable(title=title, narrative=narrative, facts=facts, tags=tags, key=key, team_ids=team_ids)
+        with _answering():
+            principal = await self.credentials(ctx)
+            body = RememberRequest(
+                title=title,
+                narrative=narrative,
+                type=type,
+                facts=facts,
+                tags=tags,
+                scope=scope,
+                team_ids=team_ids,
+                key=key,
+                priority=priority,
+                owner=owner,
+                expires_at=expires_at,
+            )
+            written = await (await self.services()).memory.remember(principal, body)
+        return Remembered(outcome=written.outcome.value, observation=MemoryView.of(written.observation))
+
+    async def mark(
+        self,
+        ctx: Context,
+        text: Annotated[str, Field(min_length=1, max_length=20_000, description="the chat text to keep")],
+        title: Annotated[str | None, Field(max_length=500)] = None,
+        type: TypeName = "note",
+        tags: Tags = [],  # noqa: B006
+        scope: ScopeArg = Scope.private,
+        team_ids: Teams = [],  # noqa: B006
+        priority: Priority = Priority.normal,
+    ) -> Accepted:
+        _storable(text=text, title=title, tags=tags, team_ids=team_ids)
+        with _answering():
+            principal = await self.credentials(ctx)
+            body = MarkRequest(
+                text=text, title=title, type=type, tags=tags, scope=scope, team_ids=team_ids, priority=priority
+            )
+            return Accepted(id=await (await self.services()).memory.mark(principal, body))
+
+    async def feedback(
+        self,
+        ctx: Context,
+        kind: FeedbackKind,
+        observation_id: Annotated[uuid.UUID | None, Field(description="for every kind but 'rated'")] = None,
+        rating: Annotated[int | None, Field(ge=1, le=5, description="for 'rated': 1 (useless) .. 5")] = None,
+        query_id: Annotated[uuid.UUID | None, Field(description="for 'rated': a recall's or search's id")] = None,
+    ) -> Accepted:
+        with _answering():
+            principal = await self.credentials(ctx)
+            body = FeedbackRequest(kind=kind, observation_id=observation_id, rating=rating, query_id=query_id)
+            return Accepted(id=await (await self.services()).feedback.submit(principal, body))
+
+    async def forget(self, ctx: Context, observation_id: ObservationId) -> Forgotten:
+        with _answering():
+            principal = await self.credentials(ctx)
+            deleted = await (await self.services()).curation.delete(principal, observation_id)
+        return Forgotten(id=deleted.id, title=deleted.title)
+
+    async def recall(
+        self,
+        ctx: Context,
+        query: Query,
+        limit: Limit = 10,
+        types: Types = [],  # noqa: B006
+        sensitive: Sensitive = False,
+        budget: Annotated[int, Field(ge=50, le=32_000, description="token budget of the text")] = DEFAULT_TOKEN_BUDGET,
+        as_of: AsOf = None,
+    ) -> str:
+        _storable(query=query)
+        with _answering():
+            principal = await self.credentials(ctx)
+            text = validate_query_text(query, "query")
+            _sensitive(principal, sensitive)
+            result = await _recall(await self.services()).search(
+                principal,
+                RecallQuery(text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, as_of=as_of),
+            )
+        body = render_recall_text(result.hits, token_budget=budget) or "Nothing found in memory for this query.\n"
+        ids = "".join(f"- {h.observation.id}: {' '.join(h.observation.title.split())[:80]}\n" for h in result.hits)
+        footer = f"\nquery_id: {result.query_id}\n" + (f"ids of the memories found:\n{ids}" if ids else "")
+        return body + footer
+
+    async def search(
+        self,
+        ctx: Context,
+        query: Query,
+        limit: Limit = 10,
+        types: Types = [],  # noqa: B006
+        mode: Annotated[Literal["hybrid", "lexical", "vector"], Field(description="how to match")] = "hybrid",
+        sensitive: Sensitive = False,
+        as_of: AsOf = None,
+    ) -> Found:
+        _storable(query=query)
+        with _answering():
+            principal = await self.credentials(ctx)
+            text = validate_query_text(query, "query")
+            _sensitive(principal, sensitive)
+            wanted = RecallQuery(
+                text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, mode=mode, as_of=as_of
+            )
+            result = await _recall(await self.services()).search(principal, wanted)
+        hits = [
+            Hit(
+                observation=MemoryView.of(h.observation),
+                score=h.score,
+                lexical_rank=h.lexical_rank,
+                vector_rank=h.vector_rank,
+            )
+            for h in result.hits
+        ]
+        return Found(query_id=result.query_id, hits=hits)
+
+    async def expiring(
+        self,
+        ctx: Context,
+        within: Annotated[str, Field(max_length=16, description="e.g. '7d', '12h', '2w'")] = "7d",
+        sensitive: Sensitive = False,
+    ) -> Expiring:
+        with _answering():
+            principal = await self.credentials(ctx)
+            window = parse_within(within, "within")
+            found = await (await self.services()).curation.expiring(principal, window, include_sensitive=sensitive)
+        return Expiring(within=within, items=[MemoryView.of(o) for o in found])
+
+    async def observation(self, observation_id: str, ctx: Context) -> str:
+        with _reading(OBSERVATION_URI.format(observation_id=observation_id)):
+            principal = await self.credentials(ctx)
+            found = await (await self.services()).memory.get(principal, _observation_id(observation_id))
+        return found.model_dump_json()
+
+    async def history(self, observation_id: str, ctx: Context) -> str:
+        with _reading(HISTORY_URI.format(observation_id=observation_id)):
+            principal = await self.credentials(ctx)
+            found = await (await self.services()).memory_history.history(principal, _observation_id(observation_id))
+        return found.model_dump_json()
+
+
+@contextlib.contextmanager
+def _reading(uri: str) -> Iterator[None]:
+    """Domain errors of a resource read as JSON-RPC errors: not found (-32602) or the reason (-32603)."""
+    try:
+        yield
+    except ResourceError:
+        raise
+    except NotFound as exc:
+        raise ResourceNotFoundError(f"{uri}: {exc}") from exc
+    except Exception as exc:
+        message = _message(exc)
+        if message is None:
+            raise
+        raise ResourceError(f"{uri}: {message}") from exc
