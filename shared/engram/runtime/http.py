@@ -33,8 +33,10 @@ from engram.domain.errors import (
     Unprocessable,
 )
 from engram.domain.scopes import Principal
+from engram.instrumentation import metrics
 from engram.runtime.guards import RETRY_AFTER_SECONDS, Deadline, TextHygiene
 from engram.runtime.heap import settle_heap
+from engram.runtime.observability import install_observability
 
 log = structlog.get_logger(__name__)
 
@@ -288,12 +290,14 @@ def function_app(
     title: str,
     description: str,
     *,
+    name: str,
     warm: Callable[[Services], Awaitable[None]] | None = None,
     relay_outbox: bool = True,
     deadline_seconds: float = 15.0,
     strip_fields: tuple[str, ...] = (),
 ) -> FastAPI:
-    """A FastAPI app for an HTTP function: problem+json errors, body limit, /healthz and /readyz.
+    """A FastAPI app for function `name`: problem+json errors, body limit, /healthz, /readyz and
+    /metrics, every request timed and traced (`engram.runtime.observability`).
 
     Services are built in the background at start-up (so /healthz answers at once) and closed
     at shutdown; `relay_outbox` runs the outbox relay in this process, `warm` does whatever else
@@ -315,6 +319,7 @@ def function_app(
                 if warm is not None:
                     await warm(services)
             settle_heap()
+            metrics.served()
 
         task = asyncio.create_task(start())
         yield
@@ -334,4 +339,5 @@ def function_app(
     )
     document(app)
     health_routes(app)
+    install_observability(app, name)
     return app

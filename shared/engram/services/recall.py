@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 import uuid
 from collections.abc import Awaitable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -54,6 +55,7 @@ from engram.domain.ranking import (
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.scopes import Permission, Principal, Visibility, require
 from engram.domain.search import Ranked, SearchFilter, SearchPlan, Vector
+from engram.instrumentation import metrics, tracing
 from engram.ports import (
     BatchQueryEmbedder,
     Embedder,
@@ -121,6 +123,29 @@ class RecallService:
         queries: Sequence[RecallQuery],
         *,
         ahead: Awaitable[Mapping[str, Vector]] | None = None,
+    ) -> list[RecallResult | Exception]:
+        """Every query's result or its error, in order; timed and traced per query (its stream)."""
+        started = time.time_ns()
+        with tracing.span("recall", engram__recall__queries=len(queries)):
+            try:
+                return await self._search_many(principal, queries, ahead)
+            finally:
+                ended = time.time_ns()
+                for query in queries:
+                    tracing.finished_span(
+                        f"recall {query.stream_origin or query.mode}",
+                        started,
+                        ended,
+                        engram__recall__mode=query.mode,
+                        engram__recall__stream=query.stream_origin,
+                    )
+                    metrics.recalled(query.mode, query.stream_origin, (ended - started) / 1e9, principal.tenant_id)
+
+    async def _search_many(
+        self,
+        principal: Principal,
+        queries: Sequence[RecallQuery],
+        ahead: Awaitable[Mapping[str, Vector]] | None,
     ) -> list[RecallResult | Exception]:
         require(principal, Permission.read_observation)
         now = datetime.now(UTC)
