@@ -22,7 +22,7 @@ READY = "Ctrl-C stops everything"
 
 @dataclass
 class DevProcess:
-    base: int  # ENGRAM_PORT_BASE: memory-api on base + 1, chat-turn + 2, telemetry-query + 3
+    base: int  # ENGRAM_PORT_BASE: memory-api on base + 1, chat-turn + 2, telemetry-query + 3, workers' metrics + 11..14
     proc: subprocess.Popen[bytes]
     log: Path
 
@@ -31,11 +31,11 @@ class DevProcess:
 
 
 def free_base() -> int:
-    """A port base whose three function ports are free on loopback."""
+    """A port base whose function ports (HTTP and the workers' metrics) are free on loopback."""
     for _ in range(50):
         base = 20_000 + (uuid.uuid4().int % 30_000)
         try:
-            for port in range(base + 1, base + 4):
+            for port in [*range(base + 1, base + 4), *range(base + 11, base + 15)]:
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", port))
             return base

@@ -316,10 +316,10 @@ def function_app(
                 services = await get_services()
                 if relay_outbox:
                     services.start_outbox_relay()
+                metrics.served()  # the cold start: from the process's start until its services are built
                 if warm is not None:
                     await warm(services)
             settle_heap()
-            metrics.served()
 
         task = asyncio.create_task(start())
         yield
