@@ -30,7 +30,7 @@ def dev(stack: dict[str, str], tmp_path_factory: Any) -> Iterator[DevProcess]:
 
 def scrape(url: str) -> dict[str, float]:
     """Every sample of `url`, by name and labels (`name{a="x"}`), as a number."""
-    r = httpx.get(url, timeout=5)
+    r = httpx.get(url, timeout=30)
     assert r.status_code == 200, url
     assert r.headers["content-type"].startswith("text/plain"), r.headers
     samples: dict[str, float] = {}
@@ -62,20 +62,28 @@ def test_every_function_serves_metrics_that_move_with_traffic(dev: DevProcess) -
     headers = {"Authorization": f"Bearer {token}"}
     api, chat, telemetry = fns["memory-api"].url, fns["chat-turn"].url, fns["telemetry-query"].url
     marker = uuid.uuid4().hex[:8]
-    r = httpx.post(f"{api}/api/ai/memory", headers=headers, json={"type": "fact", "title": f"Metric {marker}"})
+    r = httpx.post(
+        f"{api}/api/ai/memory", timeout=30, headers=headers, json={"type": "fact", "title": f"Metric {marker}"}
+    )
     assert r.status_code == 201, r.text
     observation = r.json()["observation"]["id"]
     r = httpx.post(
-        f"{api}/api/ai/memory/feedback", headers=headers, json={"kind": "confirmed", "observation_id": observation}
+        f"{api}/api/ai/memory/feedback",
+        timeout=30,
+        headers=headers,
+        json={"kind": "confirmed", "observation_id": observation},
     )
     assert r.status_code == 202, r.text
-    assert httpx.get(f"{api}/api/ai/memory/{uuid.uuid4()}", headers=headers).status_code == 404
+    assert httpx.get(f"{api}/api/ai/memory/{uuid.uuid4()}", headers=headers, timeout=30).status_code == 404
     chat_id = str(uuid.uuid4())
     r = httpx.post(
-        f"{chat}/api/ai/chats/{chat_id}/turns", headers=headers, json={"message": f"Was weißt du über {marker}?"}
+        f"{chat}/api/ai/chats/{chat_id}/turns",
+        timeout=60,
+        headers=headers,
+        json={"message": f"Was weißt du über {marker}?"},
     )
     assert r.status_code == 200, r.text
-    assert httpx.get(f"{telemetry}/api/ai/telemetry/overview", headers=headers).status_code in (200, 403)
+    assert httpx.get(f"{telemetry}/api/ai/telemetry/overview", headers=headers, timeout=30).status_code in (200, 403)
 
     def moved() -> dict[str, list[str]]:
         after = {name: scrape(f.metrics_url) for name, f in fns.items()}
@@ -99,7 +107,7 @@ def test_every_function_serves_metrics_that_move_with_traffic(dev: DevProcess) -
         check("embed-index", "engram_embedder_batch_duration_seconds_count", kind="passage")
         return still
 
-    r = httpx.get(f"{api}/api/ai/memory/recall", headers=headers, params={"q": marker})
+    r = httpx.get(f"{api}/api/ai/memory/recall", headers=headers, params={"q": marker}, timeout=30)
     assert r.status_code == 200, r.text
     deadline = time.monotonic() + 30
     while (left := moved()) and time.monotonic() < deadline:

@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 
 from engram.domain.events import new_event
 from engram.instrumentation import metrics, tracing
-from engram.runtime.observability import install_observability, route_of
+from engram.runtime.observability import TELEMETRY, install_observability, route_of
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
@@ -35,7 +35,8 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 
 def app() -> FastAPI:
-    application = FastAPI()
+    tracing.setup("unit-tests")  # before the app, as function_app does
+    application = FastAPI(telemetry=TELEMETRY)
 
     @application.get("/items/{item_id}")
     async def item(item_id: int) -> dict[str, int]:

@@ -25,14 +25,15 @@ from contextvars import ContextVar
 from typing import Any
 
 from cloudevents.http import CloudEvent
-from opentelemetry import propagate, trace
+from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, Span, SpanKind
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags, TraceState
 
 TRACER_NAME = "engram"
 _CORRELATION: ContextVar[str | None] = ContextVar("engram_correlation", default=None)
 _CORRELATION_PATTERN = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 _installed = False
+MAX_LINKS = 64  # of a worker's batch span to the traces of its events (the SDK keeps 128)
 
 
 def setup(name: str) -> None:
@@ -127,44 +128,62 @@ def current_trace_id() -> str | None:
 
 def stamp(event: CloudEvent) -> CloudEvent:
     """Give `event` the current trace context and correlation id, unless it has its own."""
-    if event.get("traceparent") is None:
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier)
-        if "traceparent" in carrier:
-            event["traceparent"] = carrier["traceparent"]
-            if carrier.get("tracestate"):
-                event["tracestate"] = carrier["tracestate"]
+    current = trace.get_current_span().get_span_context()
+    if current.is_valid and event.get("traceparent") is None:
+        # W3C trace-context, formatted directly: a batch stamps hundreds of events
+        event["traceparent"] = f"00-{current.trace_id:032x}-{current.span_id:016x}-{current.trace_flags:02x}"
+        if current.trace_state:
+            event["tracestate"] = current.trace_state.to_header()
     if event.get("correlationid") is None:
-        correlation = correlation_id() or current_trace_id()
+        correlation = correlation_id() or (f"{current.trace_id:032x}" if current.is_valid else None)
         if correlation is not None:
             event["correlationid"] = correlation
     return event
 
 
-def context_of(attributes: Mapping[str, Any]) -> Context | None:
-    """The trace context an event carries (None without a valid `traceparent`)."""
+_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
+
+
+def span_context_of(attributes: Mapping[str, Any]) -> SpanContext | None:
+    """The remote span an event's `traceparent` names (None without a valid one), as the W3C
+    propagator reads it: version ff and all-zero ids are invalid, version 00 has no suffix."""
     parent = attributes.get("traceparent")
-    if not isinstance(parent, str):
+    found = _TRACEPARENT.match(parent.strip().lower()) if isinstance(parent, str) else None
+    if found is None:
         return None
-    carrier = {"traceparent": parent}
+    version, trace_id, span_id, flags, rest = found.groups()
+    if version == "ff" or (version == "00" and rest):
+        return None
     state = attributes.get("tracestate")
-    if isinstance(state, str):
-        carrier["tracestate"] = state
-    context = propagate.extract(carrier)
-    return context if trace.get_current_span(context).get_span_context().is_valid else None
+    context = SpanContext(
+        int(trace_id, 16),
+        int(span_id, 16),
+        is_remote=True,
+        trace_flags=TraceFlags(int(flags, 16) & 0x03),
+        trace_state=TraceState.from_header([state]) if isinstance(state, str) and state else None,
+    )
+    return context if context.is_valid else None
+
+
+def context_of(attributes: Mapping[str, Any]) -> Context | None:
+    """The trace context an event carries, to start a span in (None without a valid `traceparent`)."""
+    remote = span_context_of(attributes)
+    return trace.set_span_in_context(NonRecordingSpan(remote)) if remote is not None else None
 
 
 @contextlib.contextmanager
 def consume(consumer: str, events: Sequence[CloudEvent]) -> Iterator[Span]:
     """The span in which a worker applies a fetch (see the module's docstring)."""
-    contexts = [context_of(e.get_attributes()) for e in events]
-    traces = {trace.get_current_span(c).get_span_context().trace_id for c in contexts if c is not None}
+    remotes = [span_context_of(e.get_attributes()) for e in events]
+    traces = {r.trace_id for r in remotes if r is not None}
     parent: Context | None = None
     links: list[Link] = []
-    if len(traces) == 1 and all(c is not None for c in contexts):
-        parent = contexts[0]
-    else:
-        links = [Link(trace.get_current_span(c).get_span_context()) for c in contexts if c is not None]
+    first = remotes[0] if remotes else None
+    if len(traces) == 1 and first is not None and all(r is not None for r in remotes):
+        parent = trace.set_span_in_context(NonRecordingSpan(first))
+    else:  # one link per distinct trace, at most MAX_LINKS
+        distinct = {r.trace_id: r for r in remotes if r is not None}
+        links = [Link(r) for r in list(distinct.values())[:MAX_LINKS]]
     correlations = {e.get("correlationid") for e in events}
     correlation = next(iter(correlations)) if len(correlations) == 1 else None
     attributes: dict[str, str | int] = {
@@ -184,16 +203,3 @@ def consume(consumer: str, events: Sequence[CloudEvent]) -> Iterator[Span]:
         ) as current,
     ):
         yield current
-
-
-# ---- across HTTP ---------------------------------------------------------------------------------
-
-
-def extract_http(headers: Sequence[tuple[bytes, bytes]]) -> Context:
-    """The trace context of an ASGI request's headers (W3C `traceparent`/`tracestate`)."""
-    carrier = {}
-    for name, value in headers:
-        key = name.decode("latin-1").lower()
-        if key in ("traceparent", "tracestate", "baggage"):
-            carrier[key] = value.decode("latin-1")
-    return propagate.extract(carrier)

@@ -33,10 +33,10 @@ from engram.domain.errors import (
     Unprocessable,
 )
 from engram.domain.scopes import Principal
-from engram.instrumentation import metrics
+from engram.instrumentation import metrics, tracing
 from engram.runtime.guards import RETRY_AFTER_SECONDS, Deadline, TextHygiene
 from engram.runtime.heap import settle_heap
-from engram.runtime.observability import install_observability
+from engram.runtime.observability import TELEMETRY, install_observability
 
 log = structlog.get_logger(__name__)
 
@@ -328,7 +328,8 @@ def function_app(
             await task
         await shutdown()
 
-    app = FastAPI(title=title, version="0.1.0", lifespan=lifespan, description=description)
+    tracing.setup(name)  # before the app: FastAPI's telemetry looks for the tracer provider
+    app = FastAPI(title=title, version="0.1.0", lifespan=lifespan, description=description, telemetry=TELEMETRY)
     settings = get_settings()
     deadline = settings.engram_http_deadline_seconds
     install(

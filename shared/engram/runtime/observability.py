@@ -1,14 +1,15 @@
 """Metrics and traces of the HTTP functions (R-17.1): the outermost ASGI middleware and `/metrics`.
 
 `RequestTelemetry` times every request by its route template (never the raw path: ids would
-make a series each), method and status, and runs it in a server span that continues the
-caller's W3C `traceparent` (or starts a trace). The request's correlation id is its
+make a series each), method and status. The request's correlation id is its
 `X-Correlation-Id` when that is a short safe token, else the trace id; every event published
 while the request runs carries both (`engram.instrumentation.tracing.stamp`). The answer
 carries `traceparent` and `X-Correlation-Id` back.
 
-A hand-written middleware rather than opentelemetry-instrumentation-asgi: the route template
-is needed for the metric anyway, and the beta instrumentation packages pin the SDK tightly.
+The server span is FastAPI's own (its native OpenTelemetry support, `TELEMETRY`): W3C
+extraction, the route template as its name, the status. The metric needs the route template
+too, which this middleware matches itself (a body-cleaning middleware copies the scope, so what
+routing writes into it does not come back out).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import time
 
 from fastapi import FastAPI
 from fastapi.responses import Response
+from fastapi.telemetry import TelemetryConfig
 from nats.js import JetStreamContext
 from opentelemetry import propagate
-from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.routing import Match, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -42,6 +43,10 @@ def route_of(router: Router, scope: Scope) -> str:
 
 
 class RequestTelemetry:
+    """Time each request by route template, method and status; answer with the trace and the
+    correlation id. The server span itself is FastAPI's (its native OpenTelemetry support:
+    W3C extraction, `http.route`, status), which runs outside every middleware."""
+
     def __init__(self, app: ASGIApp, router: Router) -> None:
         self.app = app
         self.router = router
@@ -51,43 +56,44 @@ class RequestTelemetry:
             await self.app(scope, receive, send)
             return
         route = route_of(self.router, scope)
-        method = str(scope.get("method", "GET"))
-        if route == "/metrics":  # the scrape itself is neither timed nor traced
+        if route in UNTIMED:  # the scrape and the probes are neither timed nor traced
             await self.app(scope, receive, send)
             return
-        headers = scope.get("headers", [])
+        method = str(scope.get("method", "GET"))
         started = time.perf_counter()
         status = 500  # what the client sees when the app fails before answering
-        caller = next((v.decode("latin-1") for k, v in headers if k == b"x-correlation-id"), None)
-        with tracing.tracer().start_as_current_span(
-            f"{method} {route}",
-            context=tracing.extract_http(headers),
-            kind=SpanKind.SERVER,
-            attributes={"http.request.method": method, "http.route": route, "url.scheme": scope.get("scheme", "http")},
-        ) as span:
-            correlation = tracing.valid_correlation(caller) or tracing.current_trace_id()
+        caller = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"x-correlation-id"), None)
+        correlation = tracing.valid_correlation(caller) or tracing.current_trace_id()
 
-            async def sending(message: Message) -> None:
-                nonlocal status
-                if message["type"] == "http.response.start":
-                    status = int(message["status"])
-                    extra: dict[str, str] = {}
-                    propagate.inject(extra)
-                    reply = list(message.get("headers", []))
-                    reply += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()]
-                    if correlation is not None:
-                        reply.append((b"x-correlation-id", correlation.encode("latin-1")))
-                    message = {**message, "headers": reply}
-                await send(message)
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                extra: dict[str, str] = {}
+                propagate.inject(extra)
+                reply = list(message.get("headers", []))
+                reply += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()]
+                if correlation is not None:
+                    reply.append((b"x-correlation-id", correlation.encode("latin-1")))
+                message = {**message, "headers": reply}
+            await send(message)
 
-            try:
-                with tracing.correlated(correlation):
-                    await self.app(scope, receive, sending)
-            finally:
-                span.set_attribute("http.response.status_code", status)
-                if status >= 500:
-                    span.set_status(Status(StatusCode.ERROR))
-                metrics.HTTP_REQUESTS.labels(route, method, str(status)).observe(time.perf_counter() - started)
+        try:
+            with tracing.correlated(correlation):
+                await self.app(scope, receive, sending)
+        finally:
+            metrics.HTTP_REQUESTS.labels(route, method, str(status)).observe(time.perf_counter() - started)
+
+
+UNTIMED = frozenset({"/metrics", "/healthz", "/readyz"})
+# FastAPI's native telemetry: the server span only (no span per dependency and serialisation,
+# no log records of request bodies); metrics are prometheus-client's
+TELEMETRY: TelemetryConfig = {
+    "operation_spans": False,
+    "logs": False,
+    "metrics": False,
+    "exclude": lambda scope: scope.get("path") in UNTIMED,
+}
 
 
 def metrics_routes(app: FastAPI) -> None:
