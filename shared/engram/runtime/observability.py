@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import time
 
+import structlog
 from fastapi import FastAPI
 from fastapi.responses import Response
 from fastapi.telemetry import TelemetryConfig
@@ -27,6 +28,8 @@ from starlette.routing import Match, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.instrumentation import metrics, tracing
+
+log = structlog.get_logger(__name__)
 
 
 def route_of(router: Router, scope: Scope) -> str:
@@ -123,7 +126,10 @@ def serve_metrics(port: int) -> None:
 
     from prometheus_client import start_http_server
 
-    start_http_server(port, addr=os.environ.get("HOST", "127.0.0.1"))
+    try:
+        start_http_server(port, addr=os.environ.get("HOST", "127.0.0.1"))
+    except OSError as exc:  # a worker without its metrics still consumes
+        log.warning("metrics.port_unavailable", port=port, error=str(exc))
 
 
 async def watch_lag(js: JetStreamContext, stream: str, durable: str, interval: float = LAG_INTERVAL_SECONDS) -> None:
