@@ -83,7 +83,7 @@ async def test_one_chat_turn_is_one_trace_through_extraction_and_indexing(
     found = of_trace(spans, trace_id)
     names = {s.name for s in found}
     assert "POST /api/ai/chats/{chat_id}/turns" in names  # the request continued the caller's trace
-    assert {"process extract-observation", "process embed-index", "db.transaction"} <= names
+    assert {"process extract-observation", "process embed-index", "db.transaction", "index.apply"} <= names
     assert any(n.startswith("embed passage") for n in names)  # the indexer's model call
     server = next(s for s in found if s.name == "POST /api/ai/chats/{chat_id}/turns")
     assert server.parent is not None and server.parent.span_id == caller_span
