@@ -55,7 +55,15 @@ async def test_a_poison_event_is_counted_in_telemetry_and_metrics(
         filter_subjects=(f"engram.{family}.{tenant}.>",),
     )
     await js.add_consumer(spec.stream, _consumer_config(spec))
-    event = new_event(event_type, {"not": "its data"}, tenant_id=tenant, source="/tests", user_id="alice")
+    # a subject attribute like the real events' (other tests read every observation event's)
+    event = new_event(
+        event_type,
+        {"not": "its data"},
+        tenant_id=tenant,
+        source="/tests",
+        user_id="alice",
+        subject=f"observation/{uuid.uuid4()}",
+    )
     headers, body = to_nats_binary(event)
     await js.publish(subject_of(event_type, tenant, "alice", event.get_data()), body, headers=headers)
 
