@@ -36,6 +36,7 @@ async def _warm(services: Services) -> None:
 app = function_app(
     "Engram chat-turn",
     "A chat turn with memory: multi-stream recall, model routing, tools, persistence.",
+    name="chat-turn",
     warm=_warm,
     deadline_seconds=120.0,  # the model's own timeouts and fallbacks come first
     strip_fields=("message",),  # free text a person typed: NUL removed, lone surrogates replaced

@@ -32,6 +32,7 @@ from functions.memory_api.retrieval import router as retrieval_router
 app = function_app(
     "Engram memory API",
     "Remember, recall, search, verify, mark, feedback, delete and export memories.",
+    name="memory-api",
     warm=warm_embedder,  # recall and search embed their query: load the model before the first one
 )
 app.include_router(retrieval_router)  # fixed paths (recall, search, expiring) before /{observation_id}

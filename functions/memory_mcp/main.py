@@ -25,6 +25,7 @@ async def ready() -> dict[str, bool]:
 app = function_app(
     "Engram MCP server",
     "Remember, recall, search, mark, feedback, forget and expiring as MCP tools (Streamable HTTP at /mcp).",
+    name="memory-mcp",
     warm=warm_embedder,  # recall and search embed their query: load the model before the first one
     companion=endpoint.running,
     ready_checks=ready,

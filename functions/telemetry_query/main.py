@@ -36,6 +36,7 @@ DASHBOARD_CSP = (
 app = function_app(
     "Engram telemetry API",
     "Overview, events, time series, top tools and top users of a tenant's AI telemetry.",
+    name="telemetry-query",
     relay_outbox=False,
 )
 

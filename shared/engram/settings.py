@@ -93,6 +93,14 @@ class Settings(BaseSettings):
     engram_max_body_bytes: int = Field(default=1_000_000, ge=1_024)
     engram_log_level: str = "INFO"
 
+    # metrics; traces are configured by the standard OTEL_* variables (engram.instrumentation.tracing)
+    engram_metrics_port: int | None = Field(
+        default=None, ge=1, le=65_535, description="workers: serve /metrics on this port (HTTP functions: on $PORT)"
+    )
+    engram_metrics_tenant_label: bool = Field(
+        default=False, description="label per-tenant metrics with the tenant (one series per tenant: few tenants only)"
+    )
+
     # trust under faults: deadlines, dependency timeouts, bounded growth
     engram_http_deadline_seconds: float | None = Field(
         default=None, ge=0, le=600, description="503 + Retry-After when no answer started by then (per function)"

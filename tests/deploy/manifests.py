@@ -78,6 +78,9 @@ CRD_SCHEMAS = {
     ("eventing.knative.dev/v1", "Broker"): "eventing.knative.dev/broker_v1.json",
     ("eventing.knative.dev/v1", "Trigger"): "eventing.knative.dev/trigger_v1.json",
     ("sources.knative.dev/v1", "PingSource"): "sources.knative.dev/pingsource_v1.json",
+    ("monitoring.coreos.com/v1", "PodMonitor"): "monitoring.coreos.com/podmonitor_v1.json",
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): "monitoring.coreos.com/servicemonitor_v1.json",
+    ("monitoring.coreos.com/v1", "PrometheusRule"): "monitoring.coreos.com/prometheusrule_v1.json",
 }
 CORE_GROUPS = frozenset(
     {

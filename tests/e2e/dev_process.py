@@ -22,7 +22,9 @@ READY = "Ctrl-C stops everything"
 
 @dataclass
 class DevProcess:
-    base: int  # ENGRAM_PORT_BASE: memory-api on base + 1, chat-turn + 2, telemetry-query + 3, memory-mcp + 4
+    # ENGRAM_PORT_BASE: memory-api on base + 1, chat-turn + 2, telemetry-query + 3, memory-mcp + 4,
+    # the workers' metrics on base + 11..14
+    base: int
     proc: subprocess.Popen[bytes]
     log: Path
 
@@ -31,11 +33,11 @@ class DevProcess:
 
 
 def free_base() -> int:
-    """A port base whose four function ports are free on loopback."""
+    """A port base whose function ports (HTTP and the workers' metrics) are free on loopback."""
     for _ in range(50):
         base = 20_000 + (uuid.uuid4().int % 30_000)
         try:
-            for port in range(base + 1, base + 5):
+            for port in [*range(base + 1, base + 5), *range(base + 11, base + 15)]:
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", port))
             return base

@@ -34,6 +34,7 @@ import structlog
 
 from engram.domain.errors import EmbeddingRejected, EmbeddingUnavailable
 from engram.domain.search import Vector
+from engram.instrumentation.metrics import embedding as measured
 
 if TYPE_CHECKING:
     import httpx
@@ -183,7 +184,8 @@ class _InProcess(ABC):
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"embed-{self.model}")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: self.encode_sync(texts, is_query=is_query))
+        with measured(self.model, is_query, len(texts)):
+            return await loop.run_in_executor(self._executor, lambda: self.encode_sync(texts, is_query=is_query))
 
     async def _embed_query_batch(self, texts: list[str]) -> Vector:
         return await self._in_thread(texts, True)
@@ -386,10 +388,12 @@ class TeiEmbedder:
         return np.concatenate(parts)
 
     async def embed_passages(self, texts: Sequence[str]) -> Vector:
-        return await self._embed(texts)
+        with measured(self.model, False, len(texts)):
+            return await self._embed(texts)
 
     async def embed_query(self, text: str) -> Vector:
-        first: Vector = (await self._embed([text]))[0]
+        with measured(self.model, True, 1):
+            first: Vector = (await self._embed([text]))[0]
         return first
 
     async def embed_queries(self, texts: Sequence[str]) -> Vector:
@@ -399,7 +403,9 @@ class TeiEmbedder:
         if not texts:
             return np.zeros((0, self._dimensions), dtype=np.float32)
         unique = list(dict.fromkeys(texts))
-        by_text = dict(zip(unique, await self._embed(unique), strict=True))
+        with measured(self.model, True, len(unique)):
+            vectors = await self._embed(unique)
+        by_text = dict(zip(unique, vectors, strict=True))
         return np.stack([by_text[t] for t in texts])
 
 

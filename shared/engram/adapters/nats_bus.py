@@ -21,6 +21,7 @@ from engram.domain.bus_access import inbox_prefix
 from engram.domain.events import subject_for
 from engram.domain.subjects import dead_letter_user_filters, user_filters
 from engram.domain.topology import DLQ_SUBJECT_PREFIX, ConsumerSpec, StreamSpec, consumers, streams
+from engram.instrumentation.tracing import stamp
 from engram.ports import Published, RawMessage
 
 log = structlog.get_logger(__name__)
@@ -66,7 +67,7 @@ class NatsBus:
 
     async def publish(self, event: CloudEvent) -> Published:
         subject = subject_for(event)
-        headers, body = to_nats_binary(event)
+        headers, body = to_nats_binary(stamp(event))
         return await self.publish_raw(subject, headers, body, event_id=event["id"])
 
     async def publish_raw(self, subject: str, headers: dict[str, str], body: bytes, *, event_id: str) -> Published:
@@ -76,7 +77,7 @@ class NatsBus:
 
     async def publish_many(self, events: Sequence[CloudEvent]) -> list[Published]:
         """Publish a batch with pipelined acks; raises the first failure."""
-        items = [RawMessage(subject_for(e), *to_nats_binary(e), event_id=str(e["id"])) for e in events]
+        items = [RawMessage(subject_for(e), *to_nats_binary(stamp(e)), event_id=str(e["id"])) for e in events]
         results = await self.publish_raw_many(items)
         for r in results:
             if isinstance(r, BaseException):

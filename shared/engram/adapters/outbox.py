@@ -20,6 +20,7 @@ from engram.adapters.nats_binding import to_nats_binary
 from engram.adapters.postgres import Connection, Database
 from engram.domain.bus_access import subject_regex
 from engram.domain.events import subject_for
+from engram.instrumentation import metrics
 from engram.ports import EventBus, RawMessage
 
 log = structlog.get_logger(__name__)
@@ -100,14 +101,27 @@ async def relay_once(
         done = [p.id for p, r in zip(pending, results, strict=True) if not isinstance(r, BaseException)]
         await conn.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", done)
     if done:
+        metrics.OUTBOX_RELAYED.inc(len(done))
         log.info("outbox.relayed", count=len(done))
     return len(done)
+
+
+async def backlog(db: Database) -> tuple[int, float]:
+    """Events waiting in the outbox (all tenants) and the age of the oldest, in seconds."""
+    async with db.system() as conn:
+        row = await conn.fetchrow(
+            "SELECT count(*) AS events, coalesce(extract(epoch FROM now() - min(created_at)), 0) AS oldest FROM outbox"
+        )
+    return (int(row["events"]), float(row["oldest"])) if row is not None else (0, 0.0)
 
 
 async def relay_forever(
     db: Database, bus: EventBus, *, interval: float = 5.0, subjects: Sequence[str] = (">",)
 ) -> None:
+    """Relay leftovers every `interval` seconds, and refresh the outbox backlog gauges."""
     while True:
         with contextlib.suppress(Exception):
             await relay_once(db, bus, subjects=subjects)
+        with contextlib.suppress(Exception):
+            metrics.outbox_backlog(*await backlog(db))
         await asyncio.sleep(interval)

@@ -34,6 +34,7 @@ from engram.adapters.tenant_stores import (
     PgFeedbackStore,
     PgInbox,
 )
+from engram.instrumentation.tracing import span, stamp
 from engram.ports import Announce, EventBus, TenantTx
 
 log = structlog.get_logger(__name__)
@@ -95,7 +96,9 @@ class PgTenantTx:
         return PgInbox(self.connection, self._tenant_id, self._consumer)
 
     def emit(self, events: Iterable[CloudEvent]) -> None:
-        self.emitted.extend(events)
+        """Collect `events` for the announcement; each carries the current trace and correlation id
+        on (`stamp`), so the outbox row and the relay's late publish keep them."""
+        self.emitted.extend(stamp(e) for e in events)
 
 
 def connection_of(tx: TenantTx) -> Connection:
@@ -118,16 +121,18 @@ class PgUnitOfWork:
     async def tenant(
         self, tenant_id: str, *, announce: Announce = Announce.outbox, consumer: str | None = None
     ) -> AsyncIterator[PgTenantTx]:
-        async with self.db.tenant(tenant_id) as conn:
-            tx = PgTenantTx(conn, tenant_id, consumer)
-            yield tx
-            if tx.emitted:
-                _ = self.bus  # no bus, no announcement: roll back rather than lose the events
-            staged = (
-                await outbox.stage(conn, tenant_id, tx.emitted)
-                if tx.emitted and announce is not Announce.redelivery
-                else []
-            )
+        # the transaction as a span: what the stores read and write, the outbox rows, the commit
+        with span("db.transaction", db__system__name="postgresql", engram__consumer=consumer):
+            async with self.db.tenant(tenant_id) as conn:
+                tx = PgTenantTx(conn, tenant_id, consumer)
+                yield tx
+                if tx.emitted:
+                    _ = self.bus  # no bus, no announcement: roll back rather than lose the events
+                staged = (
+                    await outbox.stage(conn, tenant_id, tx.emitted)
+                    if tx.emitted and announce is not Announce.redelivery
+                    else []
+                )
         if not tx.emitted:
             return
         if announce is Announce.redelivery:

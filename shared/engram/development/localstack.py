@@ -49,6 +49,7 @@ class Function:
     name: str
     module: str
     port: int | None  # HTTP functions listen; workers consume
+    worker_metrics_port: int | None = None  # a worker's /metrics (HTTP functions serve it on `port`)
 
     @property
     def exists(self) -> bool:
@@ -58,6 +59,10 @@ class Function:
     def url(self) -> str | None:
         return f"http://127.0.0.1:{self.port}" if self.port else None
 
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.port or self.worker_metrics_port}/metrics"
+
 
 def functions(port_base: int) -> list[Function]:
     candidates = [
@@ -65,10 +70,10 @@ def functions(port_base: int) -> list[Function]:
         Function("chat-turn", "chat_turn", port_base + 2),
         Function("telemetry-query", "telemetry_query", port_base + 3),
         Function("memory-mcp", "memory_mcp", port_base + 4),
-        Function("extract-observation", "extract_observation", None),
-        Function("embed-index", "embed_index", None),
-        Function("record-feedback", "record_feedback", None),
-        Function("consolidate-memory", "consolidate_memory", None),
+        Function("extract-observation", "extract_observation", None, port_base + 11),
+        Function("embed-index", "embed_index", None, port_base + 12),
+        Function("record-feedback", "record_feedback", None, port_base + 13),
+        Function("consolidate-memory", "consolidate_memory", None, port_base + 14),
     ]
     return [f for f in candidates if f.exists]
 
@@ -253,7 +258,7 @@ def chat_examples() -> list[Example]:
 
 def banner(fns: list[Function], token: str, pg_url: str, nats_url: str) -> None:
     api = next((f.url for f in fns if f.name == "memory-api" and f.url), "")
-    lines = [f"[bold]{f.name}[/bold]  {f.url or 'worker (JetStream)'}" for f in fns]
+    lines = [f"[bold]{f.name}[/bold]  {f.url or 'worker (JetStream)'}  metrics {f.metrics_url}" for f in fns]
     lines += [
         "",
         f"PostgreSQL  {pg_url}",
@@ -291,6 +296,8 @@ def function_env(fn: Function, env: dict[str, str], nats: EmbeddedNats | None) -
         fn_env.pop("ENGRAM_NATS_SEED", None)
     if fn.port:
         fn_env["PORT"] = str(fn.port)
+    if fn.worker_metrics_port:
+        fn_env["ENGRAM_METRICS_PORT"] = str(fn.worker_metrics_port)
     return fn_env
 
 

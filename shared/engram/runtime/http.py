@@ -33,8 +33,10 @@ from engram.domain.errors import (
     Unprocessable,
 )
 from engram.domain.scopes import Principal
+from engram.instrumentation import metrics, tracing
 from engram.runtime.guards import RETRY_AFTER_SECONDS, Deadline, TextHygiene
 from engram.runtime.heap import settle_heap
+from engram.runtime.observability import TELEMETRY, install_observability
 from engram.runtime.problems import problem
 
 log = structlog.get_logger(__name__)
@@ -260,6 +262,7 @@ def function_app(
     title: str,
     description: str,
     *,
+    name: str,
     warm: Callable[[Services], Awaitable[None]] | None = None,
     relay_outbox: bool = True,
     deadline_seconds: float = 15.0,
@@ -267,7 +270,8 @@ def function_app(
     companion: Callable[[], contextlib.AbstractAsyncContextManager[None]] | None = None,
     ready_checks: Callable[[], Awaitable[dict[str, bool]]] | None = None,
 ) -> FastAPI:
-    """A FastAPI app for an HTTP function: problem+json errors, body limit, /healthz and /readyz.
+    """A FastAPI app for function `name`: problem+json errors, body limit, /healthz, /readyz and
+    /metrics, every request timed and traced (`engram.runtime.observability`).
 
     Services are built in the background at start-up (so /healthz answers at once) and closed
     at shutdown; `relay_outbox` runs the outbox relay in this process, `warm` does whatever else
@@ -287,6 +291,7 @@ def function_app(
                 services = await get_services()
                 if relay_outbox:
                     services.start_outbox_relay()
+                metrics.served()  # the cold start: from the process's start until its services are built
                 if warm is not None:
                     await warm(services)
             settle_heap()
@@ -301,7 +306,8 @@ def function_app(
             await task
         await shutdown()
 
-    app = FastAPI(title=title, version="0.1.0", lifespan=lifespan, description=description)
+    tracing.setup(name)  # before the app: FastAPI's telemetry looks for the tracer provider
+    app = FastAPI(title=title, version="0.1.0", lifespan=lifespan, description=description, telemetry=TELEMETRY)
     settings = get_settings()
     deadline = settings.engram_http_deadline_seconds
     install(
@@ -312,4 +318,5 @@ def function_app(
     )
     document(app)
     health_routes(app, ready_checks)
+    install_observability(app, name)
     return app

@@ -29,6 +29,7 @@ from engram.domain.errors import InvalidEvent, Poison
 from engram.domain.subjects import dead_letter_subject
 from engram.domain.text import clean
 from engram.domain.topology import ConsumerSpec
+from engram.instrumentation import metrics
 
 log = structlog.get_logger(__name__)
 
@@ -140,6 +141,7 @@ class PullRunner:
         started = time.perf_counter()
         self.stats.fetched += len(msgs)
         self.stats.batches += 1
+        metrics.WORKER_FETCHED.labels(self.spec.durable).inc(len(msgs))
         ready: list[tuple[Msg, CloudEvent]] = []
         for msg in msgs:
             try:
@@ -151,7 +153,9 @@ class PullRunner:
             for (msg, event), outcome in zip(ready, outcomes, strict=True):
                 await self._settle(msg, event, outcome)
             self._note_outage(outcomes)
-        self.stats.last_batch_ms = (time.perf_counter() - started) * 1000
+        elapsed = time.perf_counter() - started
+        self.stats.last_batch_ms = elapsed * 1000
+        metrics.WORKER_BATCH.labels(self.spec.durable).observe(elapsed)
         log.debug("runner.batch", consumer=self.spec.durable, size=len(msgs), ms=round(self.stats.last_batch_ms, 1))
 
     def _note_outage(self, outcomes: Sequence[Outcome]) -> None:
@@ -196,6 +200,7 @@ class PullRunner:
         if outcome is None:
             await msg.ack()
             self.stats.acked += 1
+            metrics.WORKER_ACKED.labels(self.spec.durable).inc()
             return
         reason = reason_of(outcome)
         if is_poison(outcome):
@@ -224,6 +229,7 @@ class PullRunner:
         )
         await msg.nak(delay=delay)
         self.stats.nakked += 1
+        metrics.WORKER_NAKKED.labels(self.spec.durable).inc()
 
     async def _delete(self, msg: Msg) -> None:
         from nats.js.errors import BadRequestError
@@ -257,6 +263,8 @@ class PullRunner:
         await self.js.publish(subject, msg.data, headers=headers, timeout=10)
         await msg.term()
         self.stats.dead_lettered += 1
+        tenant = event.get("tenantid") if event is not None else None
+        metrics.dead_lettered(self.spec.durable, poison=poison, tenant=tenant if isinstance(tenant, str) else None)
         key = reason.split(":")[0][:80]
         self.stats.reasons[key] = self.stats.reasons.get(key, 0) + 1
         log.warning("runner.dead_lettered", consumer=self.spec.durable, reason=reason, subject=msg.subject)

@@ -32,6 +32,7 @@ from engram.domain.errors import InvalidEvent, Poison
 from engram.domain.events import subject_for
 from engram.domain.subjects import check_arrival, needs_bus_identity
 from engram.domain.text import event_fault
+from engram.instrumentation import metrics, tracing
 from engram.runtime.isolation import isolate
 
 if TYPE_CHECKING:
@@ -129,13 +130,14 @@ class Worker(Generic[T]):
             except Exception as exc:  # what the service records of them; their dead letters stand
                 log.warning("worker.rejected_hook_failed", consumer=self.durable, error=str(exc))
         if batch.deliveries:
-            try:
-                await handler(batch)
-            except Exception as exc:  # the whole batch failed: every event shares the error
-                log.warning("worker.batch_failed", consumer=self.durable, error=str(exc))
-                for d in batch:
-                    d.retry(exc)
-            await isolate(handler, batch.deliveries, self.durable)  # a bad event fails alone
+            with tracing.consume(self.durable, events):  # what the handler publishes carries the trace on
+                try:
+                    await handler(batch)
+                except Exception as exc:  # the whole batch failed: every event shares the error
+                    log.warning("worker.batch_failed", consumer=self.durable, error=str(exc))
+                    for d in batch:
+                        d.retry(exc)
+                await isolate(handler, batch.deliveries, self.durable)  # a bad event fails alone
         for d, i in zip(batch, slots, strict=True):
             outcomes[i] = d.outcome
         return outcomes
@@ -185,6 +187,7 @@ class Worker(Generic[T]):
             services = await get_services()
             outcome = (await self.handle_events(services, [event], [OVER_HTTP]))[0]
             if isinstance(outcome, Poison):
+                metrics.dead_lettered(self.durable, poison=True, tenant=event.get("tenantid"))
                 await self.dead_letter_hook(services)(event, str(outcome), 1, True)
                 raise HTTPException(status_code=422, detail=str(outcome))
             if outcome is not None and not isinstance(outcome, Erased):
@@ -200,6 +203,7 @@ class Worker(Generic[T]):
         from engram.runtime.logs import configure_logging
 
         configure_logging()
+        tracing.setup(self.durable)
         ready = os.environ.get("ENGRAM_READY_FILE")
         batch = int(os.environ.get("ENGRAM_BATCH_SIZE", str(self.batch)))
         asyncio.run(serve(self, batch_size=batch, ready_file=Path(ready) if ready else None))
@@ -223,6 +227,14 @@ async def serve(worker: Worker[Any], *, batch_size: int, ready_file: Path | None
     marker: asyncio.Task[None] | None = None
     try:
         services = await get_services()
+        port = services.settings.engram_metrics_port
+        if port is not None:  # /metrics, and the consumer's lag refreshed every few seconds
+            from engram.runtime.observability import serve_metrics, watch_lag
+
+            serve_metrics(port)
+            services.background.append(
+                asyncio.create_task(watch_lag(services.nats.js, services.settings.engram_stream, worker.durable))
+            )
         await services.wait_for_schema()
         services.start_outbox_relay()
         settle_heap()  # start-up objects out of the collector's way, as in the HTTP functions
@@ -235,8 +247,7 @@ async def serve(worker: Worker[Any], *, batch_size: int, ready_file: Path | None
             on_dead_letter=worker.dead_letter_hook(services),
         )
         services.start_pruning(worker.durable)
-        if ready_file is not None:
-            marker = asyncio.create_task(_mark_ready(runner, ready_file))
+        marker = asyncio.create_task(_mark_ready(runner, ready_file))
         await runner.run(stop)
     finally:
         if marker is not None:
@@ -248,9 +259,11 @@ async def serve(worker: Worker[Any], *, batch_size: int, ready_file: Path | None
         await shutdown()
 
 
-async def _mark_ready(runner: PullRunner, ready_file: Path) -> None:
+async def _mark_ready(runner: PullRunner, ready_file: Path | None) -> None:
     await runner.consuming.wait()
-    _flag(ready_file, ready=True)
+    metrics.served()
+    if ready_file is not None:
+        _flag(ready_file, ready=True)
 
 
 def _flag(path: Path, *, ready: bool) -> None:

@@ -31,6 +31,7 @@ from engram.domain.events import (
 )
 from engram.domain.observation import Observation
 from engram.domain.search import Vector, index_document, passage_text, text_hash
+from engram.instrumentation import tracing
 from engram.ports import Embedder, SearchIndex, UnitOfWork
 
 log = structlog.get_logger(__name__)
@@ -148,9 +149,10 @@ class Indexer:
             if obs_id in w.failed:
                 continue
             docs.append(index_document(obs, w.vectors[text_hash(model, passage_text(obs))]))
-        await self.index.upsert(tenant, docs)
-        await self.index.delete(tenant, sorted(w.gone))
-        await self.index.withdraw(tenant, w.withdrawn)
+        with tracing.span("index.apply", engram__index__upserts=len(docs), engram__index__deletes=len(w.gone)):
+            await self.index.upsert(tenant, docs)
+            await self.index.delete(tenant, sorted(w.gone))
+            await self.index.withdraw(tenant, w.withdrawn)
 
     # ---- rebuild ----------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 import uuid
 from collections.abc import Awaitable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -34,28 +35,18 @@ from typing import Any
 
 import structlog
 
-from engram.domain.dates import mentioned_dates
 from engram.domain.errors import Unprocessable
 from engram.domain.events import FEEDBACK_RECORDED, FeedbackRecorded, new_event
-from engram.domain.language import language_of
 from engram.domain.models import FeedbackKind
 from engram.domain.observation import Observation
 from engram.domain.ranking import (
     RRF_K,
     Fused,
-    boosted,
-    boosts,
-    cross_language_factor,
-    date_support,
-    memory_language,
-    observation_time,
-    padded_words,
-    session_support,
-    tag_support,
 )
-from engram.domain.recall import RecallQuery, RecallResult, SearchHit
+from engram.domain.recall import RecallQuery, RecallResult
 from engram.domain.scopes import Permission, Principal, Visibility, require
 from engram.domain.search import Ranked, SearchFilter, SearchPlan, Vector
+from engram.instrumentation import metrics, tracing
 from engram.ports import (
     BatchQueryEmbedder,
     Embedder,
@@ -70,7 +61,6 @@ from engram.services.recall_plan import (
     CANDIDATES,
     MAX_LIMIT,
     Plan,
-    as_turns,
     groups,
     merge_parts,
     shared_limit,
@@ -78,6 +68,7 @@ from engram.services.recall_plan import (
     validate_query_text,
     with_parts,
 )
+from engram.services.recall_scoring import scored_hits
 from engram.services.recall_versions import conflict_partners, hydrate_as_of, with_partners
 
 log = structlog.get_logger(__name__)
@@ -127,6 +118,29 @@ class RecallService:
         *,
         ahead: Awaitable[Mapping[str, Vector]] | None = None,
     ) -> list[RecallResult | Exception]:
+        """Every query's result or its error, in order; timed and traced per query (its stream)."""
+        started = time.time_ns()
+        with tracing.span("recall", engram__recall__queries=len(queries)):
+            try:
+                return await self._search_parts(principal, queries, ahead)
+            finally:
+                ended = time.time_ns()
+                for query in queries:
+                    tracing.finished_span(
+                        f"recall {query.stream_origin or query.mode}",
+                        started,
+                        ended,
+                        engram__recall__mode=query.mode,
+                        engram__recall__stream=query.stream_origin,
+                    )
+                    metrics.recalled(query.mode, query.stream_origin, (ended - started) / 1e9, principal.tenant_id)
+
+    async def _search_parts(
+        self,
+        principal: Principal,
+        queries: Sequence[RecallQuery],
+        ahead: Awaitable[Mapping[str, Vector]] | None,
+    ) -> list[RecallResult | Exception]:
         require(principal, Permission.read_observation)
         expanded, owners = with_parts(queries)  # a question that names two things: its parts too
         results = merge_parts(queries, owners, await self._search_many(principal, expanded, ahead))
@@ -175,7 +189,7 @@ class RecallService:
                     continue
                 if isinstance(observations, BaseException):  # cancelled: not a failure of this query
                     raise observations
-                hits = with_partners(plan, self._hits(plan, observations, plan.where.now), observations)
+                hits = with_partners(plan, scored_hits(plan, observations, plan.where.now), observations)
                 results[i] = RecallResult(query_id=plan.query.query_id or uuid.uuid4(), hits=hits)
         return [r for r in results if r is not None]
 
@@ -337,50 +351,6 @@ class RecallService:
         found.update(await tx.observations.visible(ids, widest, plans[0].where.now))
         await conflict_partners(tx, plans, found)
         return found
-
-    def _hits(self, plan: Plan, found: dict[str, Observation], now: datetime) -> list[SearchHit]:
-        query = plan.query
-        hits = []
-        visible: list[tuple[Fused, Observation]] = []
-        for f in plan.fused:
-            obs = found.get(f.id)
-            if obs is None or (query.types and obs.type not in query.types) or not plan.visibility.allows(obs):
-                continue
-            visible.append((f, obs))
-        # the language gate, session, date and tag support are part of fusion (hybrid only), from
-        # what this caller may see
-        hybrid = query.mode == "hybrid"
-        language = language_of(plan.text) if hybrid else None
-        gate = {
-            f.id: cross_language_factor(f, language, memory_language(obs))
-            for f, obs in visible
-            if language and f.lexical_rank
-        }
-        fused = [(f.id, f.rrf * gate.get(f.id, 1.0), obs.provenance.session_id) for f, obs in visible]
-        support = session_support(fused) if hybrid else {}
-        dates = mentioned_dates(plan.text) if hybrid else ()
-        query_words = padded_words(plan.text) if hybrid else ""
-        for f, obs in visible:
-            applied = boosts(obs, now, query.type_boosts)
-            if gate.get(f.id, 1.0) != 1.0:
-                applied["cross_language"] = round(gate[f.id], 6)
-            if support.get(f.id, 1.0) != 1.0:
-                applied["session"] = round(support[f.id], 6)
-            if dates and (on_day := date_support(observation_time(obs), dates)) != 1.0:
-                applied["date"] = on_day
-            if hybrid and obs.tags and (named := tag_support(obs.tags, query_words)) != 1.0:
-                applied["tag"] = named
-            hits.append(
-                SearchHit(
-                    observation=obs,
-                    score=boosted(f.rrf, applied),
-                    lexical_rank=f.lexical_rank,
-                    vector_rank=f.vector_rank,
-                    boosts=applied,
-                    stream_origin=query.stream_origin,
-                )
-            )
-        return as_turns(hits)[: query.limit]
 
     # ---- R-7.5: retrieved feedback, off the response path ------------------------------------
 

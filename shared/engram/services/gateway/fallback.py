@@ -42,7 +42,9 @@ from engram.domain.llm import (
     RateLimited,
     StreamInterrupted,
 )
+from engram.domain.llm.billing import cost_usd
 from engram.domain.telemetry import ChatError, ChatPtlRecovery
+from engram.instrumentation import metrics, tracing
 from engram.ports import LLM
 from engram.services.gateway import advisor, tool_loop
 from engram.services.gateway.calls import RequestSource, TelemetryBuffer, TextSink, Tool, TurnOutcome
@@ -195,22 +197,29 @@ class LlmGateway:
         timeout: float | None,
     ) -> LlmReply:
         async with self.gate.slot(priority):
-            for profile in self.chain(task, model_override):
+            for position, profile in enumerate(self.chain(task, model_override)):
                 built = request(profile) if callable(request) else request
                 started = time.perf_counter()
                 try:
-                    reply = await self._attempt(profile, built, priority, sink, on_text, attempts, timeout)
+                    with tracing.span(
+                        f"llm {profile.name}", gen_ai__request__model=profile.model, engram__llm__task=task
+                    ):
+                        reply = await self._attempt(profile, built, priority, sink, on_text, attempts, timeout)
                 except StreamInterrupted:
+                    metrics.LLM_REQUESTS.labels(task, "failed").inc()
                     raise
                 except LlmError as exc:
                     if exc.emitted:
+                        metrics.LLM_REQUESTS.labels(task, "failed").inc()
                         raise StreamInterrupted(str(exc), model=profile.model) from exc
                     continue
                 finally:
                     sink.llm_ms += (time.perf_counter() - started) * 1000
                 reply.profile = profile.name
                 sink.account(reply)
+                self._measured(task, position, profile, reply)
                 return reply
+        metrics.LLM_REQUESTS.labels(task, "failed").inc()
         summary = "; ".join(f"{a.profile}({a.model}): {a.outcome}" for a in attempts)
         raise LlmUnavailable(f"every profile failed for task {task!r}: {summary}", attempts)
 
@@ -283,6 +292,13 @@ class LlmGateway:
             reply.request = current
             return reply
 
+    def _measured(self, task: str, position: int, profile: Profile, reply: LlmReply) -> None:
+        """A successful call in the metrics: by model and profile, its tokens and cost (R-17.1)."""
+        metrics.LLM_REQUESTS.labels(task, "first" if position == 0 else "fallback").inc()
+        metrics.llm_call(reply.model, profile.name, "ok")
+        cost = cost_usd(self.config.price(reply.model), reply.usage)
+        metrics.llm_usage(reply.model, profile.name, reply.usage.as_dict(), cost)
+
     def _failed(
         self,
         profile: Profile,
@@ -294,6 +310,7 @@ class LlmGateway:
     ) -> None:
         elapsed = (time.perf_counter() - started) * 1000
         attempts.append(Attempt(profile.name, profile.model, outcome, str(exc)[:300], elapsed))
+        metrics.llm_call(profile.model, profile.name, outcome)
         telemetry.emit(
             ChatError(stage=f"llm:{profile.name}", error_type=outcome, message=str(exc)[:2000], model=profile.model)
         )
