@@ -18,6 +18,7 @@ from nats.js.errors import NotFoundError
 from engram.adapters.nats_auth import Credentials
 from engram.adapters.nats_binding import to_nats_binary
 from engram.domain.bus_access import inbox_prefix
+from engram.domain.dead_letters import tenant_filters
 from engram.domain.events import subject_for
 from engram.domain.subjects import dead_letter_user_filters, user_filters
 from engram.domain.topology import DLQ_SUBJECT_PREFIX, ConsumerSpec, StreamSpec, consumers, streams
@@ -115,15 +116,24 @@ class NatsBus:
             last = (await self.js.stream_info(stream)).state.last_seq
             purged[stream] = 0
             for subject_filter in filters:
-                request = {"filter": subject_filter, "seq": last + 1}
-                reply = await self.nc.request(
-                    f"$JS.API.STREAM.PURGE.{stream}", json.dumps(request).encode(), timeout=10
-                )
-                answer = json.loads(reply.data)
-                if "error" in answer:
-                    raise RuntimeError(f"purging {subject_filter} from {stream}: {answer['error']}")
-                purged[stream] += int(answer.get("purged", 0))
+                purged[stream] += await self._purge(stream, subject_filter, before=last + 1)
         return purged
+
+    async def purge_tenant(self, tenant_id: str) -> dict[str, int]:
+        """Purge every subject of the tenant from the main stream and the dead letters (off-boarding)."""
+        main, dead = tenant_filters(tenant_id)
+        dlq = f"{self.stream}_DLQ"
+        return {self.stream: await self._purge(self.stream, main), dlq: await self._purge(dlq, dead)}
+
+    async def _purge(self, stream: str, subject_filter: str, *, before: int | None = None) -> int:
+        request: dict[str, Any] = {"filter": subject_filter}
+        if before is not None:
+            request["seq"] = before
+        reply = await self.nc.request(f"$JS.API.STREAM.PURGE.{stream}", json.dumps(request).encode(), timeout=10)
+        answer = json.loads(reply.data)
+        if "error" in answer:
+            raise RuntimeError(f"purging {subject_filter} from {stream}: {answer['error']}")
+        return int(answer.get("purged", 0))
 
     async def ping(self) -> bool:
         if not self.nc.is_connected:
