@@ -497,12 +497,13 @@ def check_topology(docs: list[Doc]) -> list[str]:
     problems = []
     config = data_of(generated(docs, "ConfigMap", "engram-config"))
     main = config.get("ENGRAM_STREAM", "ENGRAM")
+    replicas = int(config.get("ENGRAM_STREAM_REPLICAS") or 1)  # what `engram declare` would apply
     declared_streams = {d["spec"]["name"]: d["spec"] for d in find(docs, "Stream")}
     declared_consumers = {
         (d["spec"]["streamName"], d["spec"]["durableName"]): d["spec"] for d in find(docs, "Consumer")
     }
-    expected_streams = {s.name: _stream_config(s) for s in streams(main)}
-    expected_consumers = {(c.stream, c.durable): _consumer_config(c) for c in consumers(main)}
+    expected_streams = {s.name: _stream_config(s) for s in streams(main, replicas)}
+    expected_consumers = {(c.stream, c.durable): _consumer_config(c) for c in consumers(main, replicas)}
     if set(declared_streams) != set(expected_streams):
         problems.append(f"streams: manifests {sorted(declared_streams)} != code {sorted(expected_streams)}")
     if set(declared_consumers) != set(expected_consumers):

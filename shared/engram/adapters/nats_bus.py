@@ -171,13 +171,14 @@ def _consumer_config(spec: ConsumerSpec) -> js_api.ConsumerConfig:
         max_ack_pending=spec.max_ack_pending,
         filter_subjects=list(spec.filter_subjects),
         replay_policy=js_api.ReplayPolicy.INSTANT,
+        num_replicas=spec.replicas,
     )
 
 
-async def declare_topology(js: JetStreamContext, main: str = "ENGRAM") -> dict[str, Any]:
+async def declare_topology(js: JetStreamContext, main: str = "ENGRAM", replicas: int = 1) -> dict[str, Any]:
     """Create or update the streams and durable consumers; safe to run any number of times."""
     report: dict[str, Any] = {"streams": [], "consumers": []}
-    for spec in streams(main):
+    for spec in streams(main, replicas):
         config = _stream_config(spec)
         try:
             await js.stream_info(spec.name)
@@ -186,7 +187,7 @@ async def declare_topology(js: JetStreamContext, main: str = "ENGRAM") -> dict[s
         except NotFoundError:
             await js.add_stream(config)
             report["streams"].append({"name": spec.name, "action": "created"})
-    for cspec in consumers(main):
+    for cspec in consumers(main, replicas):
         # add_consumer with an existing durable updates its config (same name, same stream)
         await js.add_consumer(cspec.stream, _consumer_config(cspec))
         report["consumers"].append({"name": cspec.durable, "stream": cspec.stream})
@@ -194,11 +195,11 @@ async def declare_topology(js: JetStreamContext, main: str = "ENGRAM") -> dict[s
     return report
 
 
-async def declare_streams(url: str, stream: str, credentials: Credentials | None = None) -> str:
+async def declare_streams(url: str, stream: str, credentials: Credentials | None = None, replicas: int = 1) -> str:
     """Declare the JetStream streams and durable consumers (idempotent); a summary line (`engram declare`)."""
     nc = await connect(url, credentials=credentials)
     try:
-        report = await declare_topology(nc.jetstream(), stream)
+        report = await declare_topology(nc.jetstream(), stream, replicas)
     finally:
         await nc.drain()
     streams = [s["name"] for s in report["streams"]]

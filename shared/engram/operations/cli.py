@@ -29,7 +29,8 @@ async def _declare(url: str, stream: str) -> None:
     from engram.adapters.nats_bus import declare_streams
     from engram.settings import get_settings
 
-    console.print(await declare_streams(url, stream, bus_credentials(get_settings())))
+    settings = get_settings()
+    console.print(await declare_streams(url, stream, bus_credentials(settings), settings.engram_stream_replicas))
 
 
 def cmd_migrate(_: argparse.Namespace) -> int:
