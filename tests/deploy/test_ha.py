@@ -177,3 +177,22 @@ def test_a_broken_copy_fails(tmp_path: Path, relative: str, old: str, new: str, 
     docs = manifests.render(root / "overlays" / "prod")
     problems = manifests.check_all(docs) + ha.check_ha(docs)
     assert any(expected in p for p in problems), "\n".join(problems) or "no problem found"
+
+
+def test_the_restore_in_the_docs_is_a_valid_cluster() -> None:
+    """docs/deploy.md's recovery Cluster validates against the CloudNativePG schema and recovers
+    from the ObjectStore the production cluster archives to."""
+    import re
+
+    import yaml
+
+    text = (manifests.REPO / "docs" / "deploy.md").read_text()
+    [block] = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "bootstrap:\n" in b]
+    cluster = yaml.safe_load("\n".join(line.removeprefix("   ") for line in block.splitlines()))
+    assert manifests.validate([cluster]) == []
+    origin = cluster["spec"]["externalClusters"][0]["plugin"]["parameters"]
+    ha_docs = [d for d in yaml.safe_load_all((manifests.K8S / HA / "postgres.yaml").read_text()) if d]
+    store = next(d for d in ha_docs if d["kind"] == "ObjectStore")
+    production = next(d for d in ha_docs if d["kind"] == "Cluster")
+    assert origin == {"barmanObjectName": store["metadata"]["name"], "serverName": production["metadata"]["name"]}
+    assert cluster["spec"]["bootstrap"]["recovery"]["source"] == "origin"
