@@ -86,6 +86,9 @@ async def test_a_nul_event_is_listed_shown_replayed_and_purged(services: Any, wo
     code, out, err = await engram("dlq", "purge", "--tenant", tenant, "--yes")
     assert code == 0 and "1 dead letter(s) deleted" in out, err
     assert await listed(tenant) == []
+    dead_letters, _ = bootstrap.build_operations(services.base)
+    assert await dead_letters.queue.remove(again["seq"]) is False  # gone already: no error
+    assert await dead_letters.show(again["seq"]) is None
 
 
 async def _other_than(tenant: str, seq: int) -> dict[str, Any] | None:

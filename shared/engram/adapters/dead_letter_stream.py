@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from nats.js import JetStreamContext
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from engram.domain.dead_letters import DeadLetter
+
+NO_MESSAGE = 10057  # JetStream's error code for deleting a sequence that holds no message
 
 
 class JetStreamDeadLetters:
@@ -42,8 +44,10 @@ class JetStreamDeadLetters:
     async def remove(self, seq: int) -> bool:
         try:
             return bool(await self.js.delete_msg(self.stream, seq))
-        except (NotFoundError, BadRequestError):  # no message at that sequence (any more)
-            return False
+        except APIError as exc:
+            if isinstance(exc, NotFoundError) or getattr(exc, "err_code", None) == NO_MESSAGE:
+                return False  # no message at that sequence (any more)
+            raise
 
 
 def _letter(raw: object) -> DeadLetter:
