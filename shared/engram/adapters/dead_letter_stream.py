@@ -14,7 +14,8 @@ from nats.js.errors import APIError, NotFoundError
 
 from engram.domain.dead_letters import DeadLetter
 
-NO_MESSAGE = 10057  # JetStream's error code for deleting a sequence that holds no message
+# JetStream's error codes for deleting a sequence that holds no message (any more)
+NO_MESSAGE = frozenset({10043, 10057})
 
 
 class JetStreamDeadLetters:
@@ -45,7 +46,7 @@ class JetStreamDeadLetters:
         try:
             return bool(await self.js.delete_msg(self.stream, seq))
         except APIError as exc:
-            if isinstance(exc, NotFoundError) or getattr(exc, "err_code", None) == NO_MESSAGE:
+            if isinstance(exc, NotFoundError) or getattr(exc, "err_code", None) in NO_MESSAGE:
                 return False  # no message at that sequence (any more)
             raise
 
