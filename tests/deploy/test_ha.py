@@ -196,3 +196,26 @@ def test_the_restore_in_the_docs_is_a_valid_cluster() -> None:
     production = next(d for d in ha_docs if d["kind"] == "Cluster")
     assert origin == {"barmanObjectName": store["metadata"]["name"], "serverName": production["metadata"]["name"]}
     assert cluster["spec"]["bootstrap"]["recovery"]["source"] == "origin"
+
+
+def test_the_operations_job_templates_run_commands_the_cli_knows(rendered: dict[str, Docs]) -> None:
+    """Each suspended CronJob of components/operations runs an `engram` command that parses, with
+    its environment substituted as Kubernetes does (`$(VAR)`), and never runs on its own."""
+    import re
+
+    from engram.operations import cli, dlq, tenants
+
+    cronjobs = manifests.find(rendered["prod"], "CronJob")
+    jobs = [d for d in cronjobs if d["metadata"]["labels"].get("app.kubernetes.io/component") == "operations"]
+    assert {j["metadata"]["name"] for j in jobs} == {"engram-dlq-replay", "engram-reindex-all"}
+    handlers = {"engram-dlq-replay": dlq.cmd_dlq, "engram-reindex-all": tenants.cmd_reindex}
+    for job in jobs:
+        assert job["spec"]["suspend"] is True
+        [container] = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+        command = [re.sub(r"\$\((\w+)\)", lambda m, env=env: env[m.group(1)], part) for part in container["command"]]
+        assert command[0] == "engram"
+        args = cli.build_parser().parse_args(command[1:])
+        assert args.func is handlers[job["metadata"]["name"]]
+    replay = cli.build_parser().parse_args(["dlq", "replay", "--consumer", "", "--tenant", ""])
+    assert not dlq._selected(replay)  # all filters empty: the Job replays nothing and says so (exit 2)

@@ -173,8 +173,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     return run_local_stack(seed=not args.no_seed)
 
 
-def main(argv: list[str] | None = None) -> int:
-    configure_logging()
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engram", description="Engram memory: operations")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -221,8 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("dev", help="run the whole stack on embedded servers (make run)")
     p.add_argument("--no-seed", action="store_true")
     p.set_defaults(func=cmd_dev)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
+    args = build_parser().parse_args(argv)
     result: int = args.func(args)
     return result
 
