@@ -127,6 +127,7 @@ class Start:
     healthy_s: float  # /healthz answered (HTTP) or consuming (worker)
     ready_s: float | None = None  # /readyz answered (HTTP)
     cpu_s: float | None = None  # CPU time the process had used when it became healthy
+    rss_mb: float | None = None  # resident memory once ready (what a pod needs at rest: issue 19)
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -136,6 +137,15 @@ def _cpu_seconds(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mb(pid: int) -> float | None:
+    """Resident set size of a running process (Linux `VmRSS`), in MB."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) / 1024 for line in lines if line.startswith("VmRSS:")), None)
 
 
 def start_once(fn: Function, env: dict[str, str], workdir: Path, python: str = sys.executable) -> Start:
@@ -168,9 +178,9 @@ def start_once(fn: Function, env: dict[str, str], workdir: Path, python: str = s
                 healthy = time.perf_counter() - started
                 cpu = _cpu_seconds(proc.pid)
             if healthy is not None and _healthy(port, "/readyz"):
-                return Start(healthy, time.perf_counter() - started, cpu)
+                return Start(healthy, time.perf_counter() - started, cpu, _rss_mb(proc.pid))
             if fn.kind == "worker" and ready.exists():
-                return Start(time.perf_counter() - started, cpu_s=_cpu_seconds(proc.pid))
+                return Start(time.perf_counter() - started, cpu_s=_cpu_seconds(proc.pid), rss_mb=_rss_mb(proc.pid))
             if proc.poll() is not None:
                 tail = log_path.read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"{fn.name} exited with {proc.returncode} before it was ready:\n{tail}")
@@ -192,6 +202,7 @@ class Result:
     samples: list[float] = field(default_factory=list)
     ready_samples: list[float] = field(default_factory=list)
     cpu_samples: list[float] = field(default_factory=list)
+    rss_samples: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -247,6 +258,8 @@ def measure(
                 result.ready_samples.append(start.ready_s)
             if start.cpu_s is not None:
                 result.cpu_samples.append(start.cpu_s)
+            if start.rss_mb is not None:
+                result.rss_samples.append(start.rss_mb)
     return results, baseline
 
 
@@ -285,6 +298,7 @@ def report(
                 "ratio_to_baseline": round(r.median / base, 1),
                 "readyz_median_s": round(r.ready_median, 3) if r.ready_median is not None else None,
                 "cpu_median_s": round(statistics.median(r.cpu_samples), 3) if r.cpu_samples else None,
+                "rss_max_mb": round(max(r.rss_samples), 1) if r.rss_samples else None,
                 "target_s": r.target,
                 "ok": r.ok,
             }
@@ -301,7 +315,7 @@ def print_table(summary: dict[str, object]) -> None:
 
     table = Table(title=f"Cold start, median of {summary['runs']} whole-process starts")
     columns = ("function", "kind", "median s", "min s", "max s", "x python -c pass", "target s", "ok")
-    columns += ("/readyz s", "CPU s")
+    columns += ("/readyz s", "CPU s", "RSS MB (max)")
     for column in columns:
         table.add_column(column)
     functions = summary["functions"]
@@ -318,6 +332,7 @@ def print_table(summary: dict[str, object]) -> None:
             "yes" if row["ok"] else "NO",
             "-" if row["readyz_median_s"] is None else f"{row['readyz_median_s']:.3f}",
             "-" if row["cpu_median_s"] is None else f"{row['cpu_median_s']:.3f}",
+            "-" if row.get("rss_max_mb") is None else f"{row['rss_max_mb']:.1f}",
         )
     console = Console(width=max(Console().width, 110))
     console.print(table)
@@ -343,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--python", default=sys.executable, help="interpreter that runs the functions")
     parser.add_argument("--only", action="append", default=[], help="only this function (e.g. memory-mcp)")
+    parser.add_argument(
+        "--embedder", help="ENGRAM_EMBEDDER of the functions (tei: as in the prod images, no model in the process)"
+    )
     args = parser.parse_args(argv)
 
     precompile()
@@ -358,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         with backing_services(workdir) as urls:
             env = function_env(urls)
+            if args.embedder:
+                env["ENGRAM_EMBEDDER"] = args.embedder
+                if args.embedder == "tei":  # never reached while starting: the clients connect on first use
+                    env["TEI_EMBEDDING_URL"] = "http://127.0.0.1:9"
             if args.python != sys.executable:
                 env["PYTHONSAFEPATH"] = "1"  # as in the image: the working directory is not on sys.path
             results, baseline = measure(functions, env, workdir, args.runs, args.python)

@@ -52,6 +52,7 @@ from engram.services.telemetry_query import TelemetryQuery
 from engram.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from engram.services.operations import DeadLetterOps, TenantOps
     from engram.services.retention import Retention
 
 log = structlog.get_logger(__name__)
@@ -343,7 +344,7 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
         publish_timeout=settings.engram_publish_timeout_seconds,
         stream=settings.engram_stream,
     )
-    uow = o.uow or PgUnitOfWork(_required(db), bus)
+    uow = o.uow or PgUnitOfWork(db, bus)  # type: ignore[arg-type]  # `db` is connected unless a uow is given
     gateway = o.gateway or build_gateway(settings, o.llm)
     embedder = o.embedder or build_embedder(
         settings.engram_embedder,
@@ -402,9 +403,18 @@ def build_sweep(settings: Settings, consolidation: Consolidator, db: Database | 
     )
 
 
-def _required(db: Database | None) -> Database:
-    assert db is not None  # `build` connects one unless a unit of work is given
-    return db
+def build_operations(services: Services) -> tuple[DeadLetterOps, TenantOps]:
+    """The operations commands' services (`engram dlq|tenants|tenant`) on the built ones."""
+    from engram.adapters.dead_letter_stream import JetStreamDeadLetters
+    from engram.adapters.tenant_data import PgTenantData
+    from engram.services.operations import DeadLetterOps, TenantOps
+
+    s, db = services.settings, services.database
+    archive = build_retention(s, db) if s.engram_archive_bucket else None
+    queue = JetStreamDeadLetters(services.nats.js, f"{s.engram_stream}_DLQ")
+    return DeadLetterOps(queue, services.bus), TenantOps(
+        PgTenantData(db), services.index, services.indexing, services.nats, archive
+    )
 
 
 _services: Services | None = None

@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     database_pool_size: int = Field(default=10, ge=1, le=200)
     nats_url: str | None = Field(default=None, description="NATS with JetStream; embedded server when unset")
     engram_stream: str = Field(default="ENGRAM", pattern=r"^[A-Z][A-Z0-9_]{0,31}$")
+    engram_stream_replicas: Literal[1, 3, 5] = Field(default=1, description="servers keeping each stream (R3 in HA)")
     # the bus user this process is (engram.domain.bus_access) and its NKey seed (a Secret, or a file)
     engram_nats_user: str | None = Field(default=None, description="NATS user (function name); anonymous when unset")
     engram_nats_seed: SecretStr | None = Field(default=None, description="that user's NKey seed")

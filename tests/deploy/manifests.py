@@ -81,6 +81,12 @@ CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "PodMonitor"): "monitoring.coreos.com/podmonitor_v1.json",
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "monitoring.coreos.com/servicemonitor_v1.json",
     ("monitoring.coreos.com/v1", "PrometheusRule"): "monitoring.coreos.com/prometheusrule_v1.json",
+    # the operators of the production overlay (k8s/components/ha, components/search)
+    ("postgresql.cnpg.io/v1", "Cluster"): "postgresql.cnpg.io/cluster_v1.json",
+    ("postgresql.cnpg.io/v1", "Pooler"): "postgresql.cnpg.io/pooler_v1.json",
+    ("postgresql.cnpg.io/v1", "ScheduledBackup"): "postgresql.cnpg.io/scheduledbackup_v1.json",
+    ("barmancloud.cnpg.io/v1", "ObjectStore"): "barmancloud.cnpg.io/objectstore_v1.json",
+    ("elasticsearch.k8s.elastic.co/v1", "Elasticsearch"): "elasticsearch.k8s.elastic.co/elasticsearch_v1.json",
 }
 CORE_GROUPS = frozenset(
     {
@@ -304,7 +310,40 @@ class PodTemplate:
         return list(self.spec.get("containers", [])) + list(self.spec.get("initContainers", []))
 
 
+def operator_pods(docs: list[Doc]) -> Iterator[PodTemplate]:
+    """The pods an operator creates from a custom resource, with the labels it gives them
+    (CloudNativePG: `cnpg.io/cluster`, `cnpg.io/poolerName`; ECK: its cluster-name label)."""
+    for doc in docs:
+        name, kind, group, spec = doc["metadata"]["name"], doc["kind"], group_of(doc), doc.get("spec") or {}
+        if group == "postgresql.cnpg.io" and kind == "Cluster":
+            inherited = spec.get("inheritedMetadata", {}).get("labels", {})
+            yield PodTemplate(doc, {**inherited, "cnpg.io/cluster": name}, {})
+        elif group == "postgresql.cnpg.io" and kind == "Pooler":
+            labels = spec.get("template", {}).get("metadata", {}).get("labels", {})
+            yield PodTemplate(doc, {**labels, "cnpg.io/poolerName": name}, {})
+        elif group == "elasticsearch.k8s.elastic.co" and kind == "Elasticsearch":
+            for node_set in spec.get("nodeSets", []):
+                labels = node_set.get("podTemplate", {}).get("metadata", {}).get("labels", {})
+                yield PodTemplate(doc, {**labels, "elasticsearch.k8s.elastic.co/cluster-name": name}, {})
+
+
+def operator_services(docs: list[Doc]) -> dict[str, set[int]]:
+    """The Services an operator creates (name -> ports): CloudNativePG `<cluster>-rw|ro|r` and
+    one per Pooler, ECK `<name>-es-http` and `<name>-es-transport`."""
+    services: dict[str, set[int]] = {}
+    for doc in docs:
+        name, kind, group = doc["metadata"]["name"], doc["kind"], group_of(doc)
+        if group == "postgresql.cnpg.io" and kind == "Cluster":
+            services.update({f"{name}-{suffix}": {5432} for suffix in ("rw", "ro", "r")})
+        elif group == "postgresql.cnpg.io" and kind == "Pooler":
+            services[name] = {5432}
+        elif group == "elasticsearch.k8s.elastic.co" and kind == "Elasticsearch":
+            services.update({f"{name}-es-http": {9200}, f"{name}-es-transport": {9300}})
+    return services
+
+
 def pod_templates(docs: list[Doc]) -> Iterator[PodTemplate]:
+    yield from operator_pods(docs)
     for doc in docs:
         kind = doc["kind"]
         template = None
@@ -407,16 +446,19 @@ def service_hosts(docs: list[Doc]) -> list[str]:
 
 def check_service_hosts(docs: list[Doc]) -> list[str]:
     problems = []
-    services = {d["metadata"]["name"]: d for d in find(docs, "Service", api_prefix="v1")}
+    services = {
+        d["metadata"]["name"]: {p["port"] for p in d["spec"]["ports"]} for d in find(docs, "Service", api_prefix="v1")
+    }
+    services.update(operator_services(docs))
     for host in service_hosts(docs):
         name, namespace = host.split(".")[:2]
         port = int(host.rsplit(":", 1)[1]) if ":" in host else None
-        service = services.get(name)
+        ports = services.get(name)
         if namespace != NAMESPACE:
             problems.append(f"{host}: namespace {namespace!r}, but Engram deploys into {NAMESPACE!r}")
-        if service is None:
+        if ports is None:
             problems.append(f"{host}: no Service {name!r} is deployed")
-        elif port is not None and port not in {p["port"] for p in service["spec"]["ports"]}:
+        elif port is not None and port not in ports:
             problems.append(f"{host}: Service {name!r} has no port {port}")
     return problems
 
@@ -501,12 +543,13 @@ def check_topology(docs: list[Doc]) -> list[str]:
     problems = []
     config = data_of(generated(docs, "ConfigMap", "engram-config"))
     main = config.get("ENGRAM_STREAM", "ENGRAM")
+    replicas = int(config.get("ENGRAM_STREAM_REPLICAS") or 1)  # what `engram declare` would apply
     declared_streams = {d["spec"]["name"]: d["spec"] for d in find(docs, "Stream")}
     declared_consumers = {
         (d["spec"]["streamName"], d["spec"]["durableName"]): d["spec"] for d in find(docs, "Consumer")
     }
-    expected_streams = {s.name: _stream_config(s) for s in streams(main)}
-    expected_consumers = {(c.stream, c.durable): _consumer_config(c) for c in consumers(main)}
+    expected_streams = {s.name: _stream_config(s) for s in streams(main, replicas)}
+    expected_consumers = {(c.stream, c.durable): _consumer_config(c) for c in consumers(main, replicas)}
     if set(declared_streams) != set(expected_streams):
         problems.append(f"streams: manifests {sorted(declared_streams)} != code {sorted(expected_streams)}")
     if set(declared_consumers) != set(expected_consumers):
@@ -721,8 +764,13 @@ def check_network(docs: list[Doc]) -> list[str]:
                         problems.append(f"{ident(policy)}: a namespaceSelector must name one namespace")
                     if pod_sel is not None and ns_sel is None:
                         labels = pod_sel["matchLabels"]
+                        protected = policy["spec"]["podSelector"].get("matchLabels") or {}
+                        # Engram's pods, its Jobs, the protected pods among themselves (replication,
+                        # routes, transport) or an operator's pods in front of them (a Pooler)
                         if labels != dict([CLIENT_LABEL]) and not any(
-                            selects(labels, t.labels) and t.owner["kind"] == "Job" for t in templates
+                            selects(labels, t.labels)
+                            and (t.owner["kind"] in ("Job", "Pooler") or selects(protected, t.labels))
+                            for t in templates
                         ):
                             problems.append(f"{ident(policy)}: admits pods {labels}, which are not Engram's functions")
     for pod, _ in function_templates(docs):

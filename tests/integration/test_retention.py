@@ -353,3 +353,18 @@ async def test_the_export_reads_the_users_archived_days_too(
     unreachable = Retention(PgRetentionStore(db), retention_days=DAYS, archive=gone)
     with pytest.raises(ArchiveError, match="listing"):
         await PersonalData(PgUnitOfWork(db, None), unreachable).export(tenant, "alice")  # type: ignore[arg-type]
+
+
+async def test_a_tenants_archives_are_deleted_on_offboarding(
+    db: Any, tenant: str, other_tenant: str, bucket: S3Archive
+) -> None:
+    """`engram tenant delete` (TenantOps.delete) removes every archive object of the tenant, only its."""
+    await add(db, tenant, [at(120), at(100)])
+    await add(db, other_tenant, [at(110)])
+    retention = Retention(PgRetentionStore(db), retention_days=DAYS, archive=bucket)
+    assert not (await retention.run(NOW)).failed
+    assert len(keys_of(bucket, tenant)) >= 1 and len(keys_of(bucket, other_tenant)) == 1
+    removed = await retention.delete_tenant(tenant)
+    assert removed >= 1 and keys_of(bucket, tenant) == []
+    assert len(keys_of(bucket, other_tenant)) == 1
+    assert await Retention(PgRetentionStore(db), retention_days=DAYS).delete_tenant(tenant) == 0  # no archive

@@ -56,11 +56,14 @@ def _text_field() -> dict[str, Any]:
 
 
 def index_template(dimensions: int) -> dict[str, Any]:
+    """One shard per tenant index, and a replica of it once the cluster has a second node
+    (`auto_expand_replicas` 0-1): a single node stays green, three nodes keep every document on
+    two of them, so an index survives losing a node (k8s/components/search: three ECK nodes)."""
     return {
         "index_patterns": [f"{INDEX_PREFIX}*"],
         "priority": 100,
         "template": {
-            "settings": {"number_of_shards": 1, "refresh_interval": "1s"},
+            "settings": {"number_of_shards": 1, "auto_expand_replicas": "0-1", "refresh_interval": "1s"},
             "mappings": {
                 "dynamic": "strict",
                 "properties": {

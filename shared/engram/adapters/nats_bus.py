@@ -18,6 +18,7 @@ from nats.js.errors import NotFoundError
 from engram.adapters.nats_auth import Credentials
 from engram.adapters.nats_binding import to_nats_binary
 from engram.domain.bus_access import inbox_prefix
+from engram.domain.dead_letters import tenant_filters
 from engram.domain.events import subject_for
 from engram.domain.subjects import dead_letter_user_filters, user_filters
 from engram.domain.topology import DLQ_SUBJECT_PREFIX, ConsumerSpec, StreamSpec, consumers, streams
@@ -116,15 +117,24 @@ class NatsBus:
             last = (await self.js.stream_info(stream)).state.last_seq
             purged[stream] = 0
             for subject_filter in filters:
-                request = {"filter": subject_filter, "seq": last + 1}
-                reply = await self.nc.request(
-                    f"$JS.API.STREAM.PURGE.{stream}", json.dumps(request).encode(), timeout=10
-                )
-                answer = json.loads(reply.data)
-                if "error" in answer:
-                    raise RuntimeError(f"purging {subject_filter} from {stream}: {answer['error']}")
-                purged[stream] += int(answer.get("purged", 0))
+                purged[stream] += await self._purge(stream, subject_filter, before=last + 1)
         return purged
+
+    async def purge_tenant(self, tenant_id: str) -> dict[str, int]:
+        """Purge every subject of the tenant from the main stream and the dead letters (off-boarding)."""
+        main, dead = tenant_filters(tenant_id)
+        dlq = f"{self.stream}_DLQ"
+        return {self.stream: await self._purge(self.stream, main), dlq: await self._purge(dlq, dead)}
+
+    async def _purge(self, stream: str, subject_filter: str, *, before: int | None = None) -> int:
+        request: dict[str, Any] = {"filter": subject_filter}
+        if before is not None:
+            request["seq"] = before
+        reply = await self.nc.request(f"$JS.API.STREAM.PURGE.{stream}", json.dumps(request).encode(), timeout=10)
+        answer = json.loads(reply.data)
+        if "error" in answer:
+            raise RuntimeError(f"purging {subject_filter} from {stream}: {answer['error']}")
+        return int(answer.get("purged", 0))
 
     async def ping(self) -> bool:
         if not self.nc.is_connected:
@@ -162,13 +172,14 @@ def _consumer_config(spec: ConsumerSpec) -> js_api.ConsumerConfig:
         max_ack_pending=spec.max_ack_pending,
         filter_subjects=list(spec.filter_subjects),
         replay_policy=js_api.ReplayPolicy.INSTANT,
+        num_replicas=spec.replicas,
     )
 
 
-async def declare_topology(js: JetStreamContext, main: str = "ENGRAM") -> dict[str, Any]:
+async def declare_topology(js: JetStreamContext, main: str = "ENGRAM", replicas: int = 1) -> dict[str, Any]:
     """Create or update the streams and durable consumers; safe to run any number of times."""
     report: dict[str, Any] = {"streams": [], "consumers": []}
-    for spec in streams(main):
+    for spec in streams(main, replicas):
         config = _stream_config(spec)
         try:
             await js.stream_info(spec.name)
@@ -177,7 +188,7 @@ async def declare_topology(js: JetStreamContext, main: str = "ENGRAM") -> dict[s
         except NotFoundError:
             await js.add_stream(config)
             report["streams"].append({"name": spec.name, "action": "created"})
-    for cspec in consumers(main):
+    for cspec in consumers(main, replicas):
         # add_consumer with an existing durable updates its config (same name, same stream)
         await js.add_consumer(cspec.stream, _consumer_config(cspec))
         report["consumers"].append({"name": cspec.durable, "stream": cspec.stream})
@@ -185,11 +196,11 @@ async def declare_topology(js: JetStreamContext, main: str = "ENGRAM") -> dict[s
     return report
 
 
-async def declare_streams(url: str, stream: str, credentials: Credentials | None = None) -> str:
+async def declare_streams(url: str, stream: str, credentials: Credentials | None = None, replicas: int = 1) -> str:
     """Declare the JetStream streams and durable consumers (idempotent); a summary line (`engram declare`)."""
     nc = await connect(url, credentials=credentials)
     try:
-        report = await declare_topology(nc.jetstream(), stream)
+        report = await declare_topology(nc.jetstream(), stream, replicas)
     finally:
         await nc.drain()
     streams = [s["name"] for s in report["streams"]]

@@ -3,14 +3,15 @@ published after the commit (the unit of work's `Announce.outbox` and `Announce.d
 
 `stage` stores a transaction's events in `outbox`; after the commit `publish` sends them and
 deletes what went out. If the process dies in between, the relay (running in every worker and
-API process) publishes leftovers; `Nats-Msg-Id` makes a double publish harmless.
+API process, and as `engram outbox relay` on its own for clusters where every function is
+scaled to zero) publishes leftovers; `Nats-Msg-Id` makes a double publish harmless.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -118,10 +119,36 @@ async def backlog(db: Database) -> tuple[int, float]:
 async def relay_forever(
     db: Database, bus: EventBus, *, interval: float = 5.0, subjects: Sequence[str] = (">",)
 ) -> None:
-    """Relay leftovers every `interval` seconds, and refresh the outbox backlog gauges."""
-    while True:
-        with contextlib.suppress(Exception):
-            await relay_once(db, bus, subjects=subjects)
+    await relay_until(asyncio.Event(), db, bus, interval=interval, subjects=subjects)
+
+
+async def relay_until(
+    stop: asyncio.Event,
+    db: Database,
+    bus: EventBus,
+    *,
+    interval: float = 5.0,
+    older_than_seconds: float = 5.0,
+    limit: int = 500,
+    subjects: Sequence[str] = (">",),
+    relayed: Callable[[int], None] | None = None,
+) -> int:
+    """Relay until `stop` is set (a full batch goes on at once, else every `interval` seconds),
+    refreshing the outbox backlog gauges; a relay round in progress is finished first. A failing
+    round (database or bus away) is logged and tried again at the next interval. The number of events relayed."""
+    total = 0
+    while not stop.is_set():
+        n = 0
+        try:
+            n = await relay_once(db, bus, older_than_seconds=older_than_seconds, limit=limit, subjects=subjects)
+        except Exception as exc:
+            log.warning("outbox.relay_failed", error=str(exc) or type(exc).__name__)
+        total += n
         with contextlib.suppress(Exception):
             metrics.outbox_backlog(*await backlog(db))
-        await asyncio.sleep(interval)
+        if n and relayed is not None:
+            relayed(n)
+        if n < limit:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+    return total

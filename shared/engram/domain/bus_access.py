@@ -14,12 +14,15 @@ keys) and gets exactly the subjects its work needs (`engram.domain.subjects` nam
 | record-feedback | observation changes, its dead letters | `record-feedback` |
 | retention-cron | ended sessions (the session sweep) | - |
 | consolidate-memory | observation changes, its dead letters | `consolidate-memory` |
+| outbox-relay | what any function's outbox holds (the union of their event subjects) | - |
 | engram (admin) | everything: `engram declare`, the tests' own processes | everything |
 | producer `<tenant>/<name>` | `engram.ingest.<tenant>.>`: its tenant's domain events only | - |
 
 Each user also gets its own reply inbox (`_INBOX_<name>.>`, the client's `inbox_prefix`), so no
 client can read another's replies or pulled messages; the outbox relay of a process publishes
-only what its user may (`relayable`).
+only what its user may (`relayable`). The standalone relay (`engram outbox relay`, for clusters
+where every function is scaled to zero) is its own user, `outbox-relay`: it may publish every
+event subject a function may, and nothing else (no purge, no consumer, no dead letter).
 """
 
 from __future__ import annotations
@@ -73,7 +76,18 @@ def _consumes(stream: str, durable: str) -> tuple[str, ...]:
     )
 
 
+RELAY = "outbox-relay"
+
+
 def function_users(stream: str = "ENGRAM") -> tuple[BusUser, ...]:
+    """Each function's user, and the standalone outbox relay's (what any of them may publish)."""
+    functions = _functions(stream)
+    subjects = dict.fromkeys(s for u in functions for s in relayable(u))
+    relay = BusUser(RELAY, tuple(subjects), description="the standalone outbox relay (engram outbox relay)")
+    return (*functions, relay)
+
+
+def _functions(stream: str) -> tuple[BusUser, ...]:
     dlq = f"{stream}_DLQ"
     return (
         BusUser(

@@ -3,11 +3,16 @@
 `engram declare` applies these to a NATS server (idempotent); the Kubernetes manifests in
 `k8s/base/nats/` say the same for the NACK controller, and a test compares the two. Workers
 bind to their durable consumer and never create one, so KEDA always sees the real lag.
+
+`replicas` (ENGRAM_STREAM_REPLICAS) is how many servers of a NATS cluster keep each stream and
+each consumer's state: 1 on a single server, 3 on the production cluster (k8s/components/ha),
+where one server can be lost without losing a stored event or an acknowledgement (R3 keeps a
+quorum of two).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 DLQ_SUBJECT_PREFIX = "dlq.engram"
 
@@ -33,6 +38,7 @@ class ConsumerSpec:
     max_deliver: int = 8
     max_ack_pending: int = 2_000
     description: str = ""
+    replicas: int = 1
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -41,15 +47,28 @@ class ConsumerSpec:
         return f"{DLQ_SUBJECT_PREFIX}.{self.durable}"
 
 
-def streams(main: str = "ENGRAM") -> tuple[StreamSpec, StreamSpec]:
+def streams(main: str = "ENGRAM", replicas: int = 1) -> tuple[StreamSpec, StreamSpec]:
+    _check(replicas)
     return (
-        StreamSpec(name=main, subjects=("engram.>",), max_age_seconds=7 * 24 * 3600),
-        StreamSpec(name=f"{main}_DLQ", subjects=(f"{DLQ_SUBJECT_PREFIX}.>",), max_age_seconds=30 * 24 * 3600),
+        StreamSpec(name=main, subjects=("engram.>",), max_age_seconds=7 * 24 * 3600, replicas=replicas),
+        StreamSpec(
+            name=f"{main}_DLQ",
+            subjects=(f"{DLQ_SUBJECT_PREFIX}.>",),
+            max_age_seconds=30 * 24 * 3600,
+            replicas=replicas,
+        ),
     )
 
 
-def consumers(main: str = "ENGRAM") -> tuple[ConsumerSpec, ...]:
-    return (
+def _check(replicas: int) -> None:
+    if replicas not in (1, 3, 5):
+        raise ValueError(f"JetStream replicas are 1, 3 or 5 (an odd quorum), not {replicas}")
+
+
+def consumers(main: str = "ENGRAM", replicas: int = 1) -> tuple[ConsumerSpec, ...]:
+    """The durable consumers, their state kept on as many servers as the streams (`replicas`)."""
+    _check(replicas)
+    specs = (
         ConsumerSpec(
             durable="extract-observation",
             stream=main,
@@ -85,6 +104,7 @@ def consumers(main: str = "ENGRAM") -> tuple[ConsumerSpec, ...]:
             description="new and changed observations -> merged, superseded, linked (consolidation)",
         ),
     )
+    return tuple(replace(spec, replicas=replicas) for spec in specs)
 
 
 def consumer(durable: str, main: str = "ENGRAM") -> ConsumerSpec:

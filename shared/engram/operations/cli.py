@@ -1,4 +1,5 @@
-"""`engram` command line: migrate, declare, schemas, token, agent-key, reindex, dev (the local stack), mcp."""
+"""`engram` command line: migrate, declare, schemas, token, agent-key, credentials, dev (the local stack),
+mcp, and the operations commands (`dlq`, `tenants`, `tenant`, `reindex`, `outbox relay`: one module each)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from engram.operations import dlq, relay, tenants
 from engram.operations.mcp_command import add_mcp_command
 from engram.runtime.logs import configure_logging
 
@@ -28,7 +30,8 @@ async def _declare(url: str, stream: str) -> None:
     from engram.adapters.nats_bus import declare_streams
     from engram.settings import get_settings
 
-    console.print(await declare_streams(url, stream, bus_credentials(get_settings())))
+    settings = get_settings()
+    console.print(await declare_streams(url, stream, bus_credentials(settings), settings.engram_stream_replicas))
 
 
 def cmd_migrate(_: argparse.Namespace) -> int:
@@ -165,44 +168,13 @@ def cmd_bus_credentials(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_reindex(args: argparse.Namespace) -> int:
-    """Rebuild one tenant's search index from PostgreSQL (R-6.3), with a progress bar."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from engram.bootstrap import build
-
-    async def run() -> int:
-        services = await build()
-        try:
-            with Progress(
-                TextColumn(f"reindex {args.tenant}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=console,
-            ) as progress:
-                task = progress.add_task("observations", total=None)
-
-                def advance(done: int, total: int) -> None:
-                    progress.update(task, completed=done, total=total)
-
-                return await services.indexing.reindex(args.tenant, batch_size=args.batch_size, progress=advance)
-        finally:
-            await services.close()
-
-    total = asyncio.run(run())
-    console.print(f"{total} observation(s) of tenant {args.tenant} indexed")
-    return 0
-
-
 def cmd_dev(args: argparse.Namespace) -> int:
     from engram.development.localstack import run_local_stack
 
     return run_local_stack(seed=not args.no_seed)
 
 
-def main(argv: list[str] | None = None) -> int:
-    configure_logging()
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engram", description="Engram memory: operations")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -243,18 +215,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="e.g. k8s/overlays/prod/secrets")
     p.set_defaults(func=cmd_bus_credentials)
 
-    p = sub.add_parser("reindex", help="rebuild a tenant's search index from PostgreSQL")
-    p.add_argument("--tenant", required=True)
-    p.add_argument("--batch-size", type=int, default=256)
-    p.set_defaults(func=cmd_reindex)
+    for commands in (dlq, tenants, relay):  # the operations commands, a module each
+        commands.add_parsers(sub)
+    add_mcp_command(sub)  # engram mcp: the MCP server over stdio (operations/mcp_command.py)
 
     p = sub.add_parser("dev", help="run the whole stack on embedded servers (make run)")
     p.add_argument("--no-seed", action="store_true")
     p.set_defaults(func=cmd_dev)
+    return parser
 
-    add_mcp_command(sub)  # engram mcp: the MCP server over stdio (operations/mcp_command.py)
 
-    args = parser.parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
+    args = build_parser().parse_args(argv)
     result: int = args.func(args)
     return result
 

@@ -190,6 +190,20 @@ class Retention:
                 log.info("retention.user_scrubbed", tenant=tenant_id, removed=removed)
             return removed
 
+    async def delete_tenant(self, tenant_id: str, *, wait_seconds: float = 30.0) -> int:
+        """Delete every archive object of the tenant (off-boarding); the count. Under the
+        retention lock, as `scrub_user`: no run is uploading one of the tenant's days meanwhile."""
+        if self.archive is None:
+            return 0
+        archive = self.archive
+        async with self.store.exclusive(wait_seconds) as locked:
+            if not locked:
+                raise ArchiveError(f"a retention run held the archive for over {wait_seconds:.0f}s")
+            keys = await self.archived_keys(tenant_id)
+            for key in keys:
+                await asyncio.to_thread(archive.delete, key)
+            return len(keys)
+
     async def archived_keys(self, tenant_id: str) -> list[str]:
         """The tenant's archive objects, oldest day first (ArchiveError if the archive cannot be
         listed); none without an archive."""
