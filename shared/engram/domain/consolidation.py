@@ -41,7 +41,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from engram.domain.consolidation_words import Comparison, Distinguishing
+from engram.domain.consolidation_words import Comparison, Distinguishing, casing_of
 from engram.domain.dates import MONTHS
 from engram.domain.facts import Facts, Reading, jaccard, minimal_pair
 from engram.domain.hashing import normalise_text
@@ -135,8 +135,8 @@ class Pool:
         for r in readings:
             for token in r.tokens:
                 counts[token] = counts.get(token, 0) + 1
-            lower |= r.casing.lower
-            inside |= r.casing.inside
+            lower |= casing_of(r.text).lower
+            inside |= casing_of(r.text).inside
         return cls(counts, len(readings), frozenset(lower), frozenset(inside))
 
     def specific(self, reading: Reading, t: Thresholds) -> frozenset[str]:
@@ -274,10 +274,10 @@ def _distinguishing(
 
 def compare(a: Reading, b: Reading, pool: Pool, t: Thresholds = DEFAULT_THRESHOLDS) -> Comparison:
     """The pair's distinguishing words (names, topic words), against the pool's lower-case words."""
-    lower = pool.lower | a.casing.lower | b.casing.lower
-    inside = pool.inside | a.casing.inside | b.casing.inside
-    da = Distinguishing.of(a.casing, lower, pool.specific(a, t), inside)
-    db = Distinguishing.of(b.casing, lower, pool.specific(b, t), inside)
+    lower = pool.lower | casing_of(a.text).lower | casing_of(b.text).lower
+    inside = pool.inside | casing_of(a.text).inside | casing_of(b.text).inside
+    da = Distinguishing.of(casing_of(a.text), lower, pool.specific(a, t), inside)
+    db = Distinguishing.of(casing_of(b.text), lower, pool.specific(b, t), inside)
     return Comparison.of(da, db, pool.df, max(t.specific_min, int(t.common_share * pool.size)))
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from engram.domain.dates import MONTHS
 from engram.domain.facts import CHANGE_MARKERS, STOPWORDS, change_marker_starts, stem
@@ -64,6 +65,7 @@ def _leading(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+@lru_cache(maxsize=4096)  # pure: a consolidation compares each text with many others
 def casing_of(text: str) -> Casing:
     spans = _leading(text)
     lead: set[str] = set()

@@ -19,14 +19,10 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from engram.domain.dates import mentioned_dates
 from engram.domain.hashing import normalise_text
 from engram.domain.observation import Observation
-
-if TYPE_CHECKING:
-    from engram.domain.consolidation_words import Casing
 
 _FACT_EQ = re.compile(r"^\s*([^=\n]{1,80}?)\s*=\s*(.+?)\s*$", re.S)
 _FACT_COLON = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]{1,40})\s*:\s+(.+?)\s*$", re.S)
@@ -255,12 +251,6 @@ class Reading:
     @cached_property
     def names(self) -> frozenset[str]:
         return name_anchors(self.text)
-
-    @cached_property
-    def casing(self) -> Casing:
-        from engram.domain.consolidation_words import casing_of
-
-        return casing_of(self.text)
 
     @cached_property
     def changed(self) -> bool:
