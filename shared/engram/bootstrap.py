@@ -201,34 +201,41 @@ def load_rules(settings: Settings) -> RuleSet:
 def load_llm_config(settings: Settings) -> LlmConfig:
     """`config/llm.yaml` with its `${NAME}` placeholders filled from the settings first, then the
     process environment (an empty setting does not hide the environment's value)."""
-    placeholders = {
-        "ANTHROPIC_AUTO_SONNET_MODEL": settings.anthropic_auto_sonnet_model,
-        "ANTHROPIC_AUTO_OPUS_MODEL": settings.anthropic_auto_opus_model,
-        "ANTHROPIC_ADVISOR_MODEL": settings.anthropic_advisor_model,
-    }
-    env = {**os.environ, **{name: value for name, value in placeholders.items() if value}}
+    env = {**os.environ, **settings.llm_placeholders}
     return LlmConfig.from_yaml(settings.engram_llm_config_path.read_text(encoding="utf-8"), env)
 
 
-def build_gateway(settings: Settings, llm: LLM | None = None) -> LlmGateway:
-    """The LLM gateway on `llm`, else on Anthropic when ANTHROPIC_API_KEY is set; with neither it
-    has no provider (chat-turn answers offline)."""
-    config = load_llm_config(settings)
-    prompts = PromptLibrary.from_yaml(settings.engram_prompts_path.read_text(encoding="utf-8"))
-    if llm is None and settings.anthropic_api_key is not None and settings.anthropic_api_key.get_secret_value():
+def build_providers(settings: Settings, config: LlmConfig) -> dict[str, LLM]:
+    """One adapter per configured provider: Anthropic with ANTHROPIC_API_KEY, the OpenAI-compatible
+    ones with their base URLs (`Settings.compatible_endpoints`); SDKs are imported on first call."""
+    from engram.adapters.openai_llm import configured
+
+    providers: dict[str, LLM] = dict(configured(settings.compatible_endpoints))
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key is not None else ""
+    if key:
         from engram.adapters.anthropic_llm import AnthropicLLM
 
-        llm = AnthropicLLM(
-            settings.anthropic_api_key.get_secret_value(),
+        providers["anthropic"] = AnthropicLLM(
+            key,
             base_url=settings.anthropic_base_url,
             betas=settings.anthropic_beta_list,
             compaction_models=settings.compaction_supported_models,
             compaction=config.compaction,
         )
+    return providers
+
+
+def build_gateway(settings: Settings, llm: LLM | None = None) -> LlmGateway:
+    """The LLM gateway on `llm` (for every profile), else on the configured providers (each
+    profile on its own, the others skipped); with none it has no provider (chat-turn answers
+    offline)."""
+    config = load_llm_config(settings)
+    prompts = PromptLibrary.from_yaml(settings.engram_prompts_path.read_text(encoding="utf-8"))
+    providers: LLM | dict[str, LLM] | None = llm if llm is not None else build_providers(settings, config)
     return LlmGateway(
         config,
         prompts,
-        llm,
+        providers or None,
         background_limit=settings.engram_llm_background_limit,
         realtime_wait_cap=settings.engram_chat_rate_limit_wait,
         background_wait_cap=settings.llm_rate_limit_wait,
