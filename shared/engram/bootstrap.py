@@ -46,6 +46,7 @@ from engram.services.ingest import EventIngest
 from engram.services.memory import MemoryService
 from engram.services.memory_history import MemoryHistory
 from engram.services.personal_data import PersonalData
+from engram.services.proposals import Proposals
 from engram.services.pruning import Pruning
 from engram.services.recall import RecallService
 from engram.services.telemetry_query import TelemetryQuery
@@ -98,6 +99,7 @@ class Services:
     consolidation: Consolidator
     consolidation_sweep: ConsolidationSweep
     memory_history: MemoryHistory
+    proposals: Proposals
     maintenance: Maintenance | None = None
     recall: Recall | None = None  # chat-turn, recall and search answer 503 without it
     background: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -390,6 +392,7 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
         consolidation=consolidation,
         consolidation_sweep=build_sweep(settings, consolidation, db),
         memory_history=MemoryHistory(uow),
+        proposals=Proposals(uow),
         maintenance=PgMaintenance(db) if db is not None else None,
         recall=recall,
     )

@@ -222,6 +222,7 @@ class InMemoryPersonalDataStore:
             if i not in sessions
         }
         data.chats = {i: c for i, c in data.chats.items() if i not in chats}
+        data.proposals = {i: p for i, p in data.proposals.items() if p.chat_id not in chats}  # ON DELETE CASCADE
         before = len(data.telemetry)
         data.telemetry = [r for r in data.telemetry if r["user_id"] != user_id]
         history["telemetry_events"] = before - len(data.telemetry)

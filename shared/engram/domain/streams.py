@@ -53,6 +53,9 @@ class StrategySpec(BaseModel):
     trigger_keywords: tuple[str, ...] = ()
     streams: tuple[str, ...] = Field(min_length=1)
     description: str = ""
+    # the llm.yaml profile that writes this strategy's answers (CODING -> tech_expert); without
+    # one, the routing tier's profile does
+    llm_profile: str | None = Field(default=None, min_length=1, max_length=100)
 
 
 class RouterSpec(BaseModel):
@@ -107,6 +110,17 @@ class DecisionEngine(BaseModel):
     @property
     def intents(self) -> tuple[str, ...]:
         return tuple(self.strategies)
+
+    def check_profiles(self, profiles: Iterable[str]) -> None:
+        """Every strategy's `llm_profile` is a profile of llm.yaml (checked at start-up)."""
+        known = set(profiles)
+        for name, strategy in self.strategies.items():
+            if strategy.llm_profile is not None and strategy.llm_profile not in known:
+                raise ValueError(f"strategy {name!r} uses unknown llm_profile {strategy.llm_profile!r}")
+
+    def synthesis_profile(self, intent: str) -> str | None:
+        strategy = self.strategies.get(intent)
+        return strategy.llm_profile if strategy is not None else None
 
 
 # ---- intent routing ----------------------------------------------------------------------------

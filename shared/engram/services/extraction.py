@@ -45,6 +45,7 @@ from engram.domain.events import (
     parse_data,
 )
 from engram.domain.observation import ObservationDraft, Provenance, Source, TriggerSource, WriteOutcome
+from engram.domain.proposals import NewProposal
 from engram.domain.rules import RuleSet, apply_rule, event_context
 from engram.domain.telemetry import TelemetryRecord, record
 from engram.ports import Announce, TenantTx, UnitOfWork
@@ -98,6 +99,7 @@ class Extracted:
     output_tokens: int = 0
     duration_ms: int = 0
     message_id: uuid.UUID | None = None  # a chat turn's assistant message (its trace shows the status)
+    proposals: list[NewProposal] = field(default_factory=list)  # waiting for the user's approval
 
 
 # Chat extraction for one chat turn or ended session. It opens its own short transactions: none
@@ -420,15 +422,16 @@ class Extraction:
             deduplicated = sum(1 for c in mine if c.outcome is WriteOutcome.deduplicated)
             stats.applied(p, len(mine) - deduplicated, deduplicated)
             if p.extracted.message_id is not None:  # "done" commits with what it reports
-                await tx.chats.set_extraction(
-                    p.extracted.message_id,
-                    {
-                        "status": "done",
-                        "count": len(mine) - deduplicated,
-                        "dedup": deduplicated,
-                        "model": p.extracted.model,
-                    },
-                )
+                report: dict[str, Any] = {
+                    "status": "done",
+                    "count": len(mine) - deduplicated,
+                    "dedup": deduplicated,
+                    "model": p.extracted.model,
+                }
+                if p.extracted.proposals:
+                    report["proposed"] = len(p.extracted.proposals)
+                await tx.chats.set_extraction(p.extracted.message_id, report)
+        await tx.proposals.add([n for p in todo for n in p.extracted.proposals])
         await tx.inbox.record(produced)
         # an earlier attempt that committed but was never acked may not have announced its
         # changes: announce them again (same revision = same event id)

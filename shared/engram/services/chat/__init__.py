@@ -72,7 +72,8 @@ class ChatTurns:
             history_messages=history_messages,
             session_idle=session_idle,
         )
-        self.answering = TurnAnswer(gateway)
+        engine.check_profiles(gateway.config.profiles)
+        self.answering = TurnAnswer(gateway, engine.synthesis_profile)
 
     async def begin(self, principal: Principal, chat_id: uuid.UUID, body: TurnRequest) -> PreparedTurn:
         return await self.preparation.begin(principal, chat_id, body)
@@ -105,10 +106,12 @@ class ChatTurns:
             )
             await tx.telemetry.write(record.telemetry)
             tx.emit(record.events)
+            now = datetime.now(UTC)
+            proposals = [p.view(now) for p in await tx.proposals.pending(prepared.chat.id, prepared.user_id, now)]
         prepared.timings["persist"] = (time.perf_counter() - t2) * 1000
         prepared.timings["llm"] = prepared.buffer.llm_ms
         prepared.timings["total"] = (time.perf_counter() - prepared.started) * 1000
-        return turn_response(prepared, answered, record)
+        return turn_response(prepared, answered, record, proposals)
 
     async def _record_failure(self, prepared: PreparedTurn, exc: Exception) -> None:
         principal = prepared.principal

@@ -82,8 +82,9 @@ def offline_answer(message: str, memory: list[Observation], reason: str) -> str:
 
 
 class TurnAnswer:
-    def __init__(self, gateway: LlmGateway) -> None:
+    def __init__(self, gateway: LlmGateway, strategy_profile: Callable[[str], str | None] = lambda _i: None) -> None:
         self.gateway = gateway
+        self.strategy_profile = strategy_profile  # intent -> the strategy's llm_profile
 
     async def answer(self, prepared: PreparedTurn, on_text: TextSink | None) -> Answered:
         t0 = time.perf_counter()
@@ -93,6 +94,8 @@ class TurnAnswer:
         if recalled is not None:
             prepared.timings["recall_total"] = recalled.duration_ms
             prepared.timings["intent"] = recalled.router_ms
+        if recalled is not None and prepared.decision.tier != "override":  # a model the caller chose stays
+            prepared.synthesis_profile = self.strategy_profile(recalled.intent.name)
         tool_hits: list[SearchHit] = []
         outcome: TurnOutcome | None = None
         offline_reason: OfflineReason | None = None
@@ -127,7 +130,7 @@ class TurnAnswer:
 
     def executor(self, prepared: PreparedTurn) -> str:
         """The model the turn's chain starts with."""
-        return self.gateway.chain(prepared.decision.profile, model_override(self.gateway, prepared.body))[0].model
+        return self.gateway.chain(prepared.profile, model_override(self.gateway, prepared.body))[0].model
 
     async def _model(
         self,
@@ -137,7 +140,7 @@ class TurnAnswer:
         on_text: TextSink | None,
     ) -> TurnOutcome:
         return await self.gateway.run_tools(
-            prepared.decision.profile,
+            prepared.profile,
             self._request(prepared, recalled.memory if recalled else None),
             self._tools(prepared, self.executor(prepared), tool_hits),
             telemetry=prepared.buffer,

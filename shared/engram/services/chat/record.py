@@ -20,6 +20,7 @@ from engram.domain.telemetry import ChatTurnMetrics, MemoryCacheBreak, Telemetry
 from engram.ports import NewMessage
 from engram.services.chat.answer import Answered
 from engram.services.chat.turn import PreparedTurn, TurnResponse, TurnUsage
+from engram.services.proposals import ProposalView
 from engram.services.sessions import session_ended_event
 
 SOURCE = "/engram/chat-turn"
@@ -49,6 +50,7 @@ def memory_trace(prepared: PreparedTurn, answered: Answered) -> dict[str, Any]:
         "query_id": str(recalled.query_id) if recalled else None,
         "tier": prepared.decision.tier,
         "routing_reason": prepared.decision.reason,
+        "profile": prepared.profile,
         "observations": trace_hits(recalled.streams) if recalled else [],
         "stable_memory": [str(o.id) for o in prepared.stable],
         "tool_calls": [
@@ -100,6 +102,7 @@ def turn_events(
                 language=detect_language(prepared.body.message),
                 session_ended=prepared.body.end_session,
                 may_store_sensitive=principal.has(Permission.view_sensitive),
+                team_ids=sorted(principal.teams),
             ),
             tenant_id=principal.tenant_id,
             source=SOURCE,
@@ -181,7 +184,9 @@ def turn_record(prepared: PreparedTurn, answered: Answered, config: LlmConfig, d
     )
 
 
-def turn_response(prepared: PreparedTurn, answered: Answered, record: TurnRecord) -> TurnResponse:
+def turn_response(
+    prepared: PreparedTurn, answered: Answered, record: TurnRecord, proposals: list[dict[str, Any]] | None = None
+) -> TurnResponse:
     total = record.usage
     return TurnResponse(
         chat_id=prepared.chat.id,
@@ -206,4 +211,5 @@ def turn_response(prepared: PreparedTurn, answered: Answered, record: TurnRecord
         duration_ms=int(prepared.timings["total"]),
         session_ended=prepared.body.end_session,
         timings={k: round(v, 2) for k, v in prepared.timings.items()},
+        proposals=[ProposalView.model_validate(p) for p in proposals or []],
     )
