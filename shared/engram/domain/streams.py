@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engram.domain import recall_text
+from engram.domain.interview import InterviewSpec
 from engram.domain.observation import Observation, Scope
 from engram.domain.recall import SearchHit
 from engram.domain.scopes import Principal, Visibility
@@ -87,6 +88,7 @@ class DecisionEngine(BaseModel):
     streams: dict[str, StreamSpec]
     memory_budget_chars: int = Field(default=8_000, ge=500)
     stream_timeout_seconds: float = Field(default=3.0, gt=0, le=60)
+    interview: InterviewSpec = Field(default_factory=InterviewSpec)  # INTERVIEW mode: types to capture
 
     @classmethod
     def from_yaml(cls, text: str, observation_types: frozenset[str] | None = None) -> DecisionEngine:
@@ -101,6 +103,9 @@ class DecisionEngine(BaseModel):
         if engine.router.fallback not in engine.strategies:
             raise ValueError(f"router fallback {engine.router.fallback!r} is not a strategy")
         if observation_types is not None:
+            unknown_types = sorted(set(engine.interview.types) - observation_types)
+            if unknown_types:
+                raise ValueError(f"interview captures unknown observation type(s) {unknown_types}")
             for name, stream in engine.streams.items():
                 unknown = sorted(set(stream.types) - observation_types)
                 if unknown:

@@ -16,8 +16,10 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
+from engram.domain.authorization import WriteRequest, authorize_write
 from engram.domain.erasure import given_before_erasure
 from engram.domain.errors import Forbidden, NotFound
+from engram.domain.events import change_events
 from engram.domain.llm import StreamInterrupted
 from engram.domain.routing import RoutingRules
 from engram.domain.scopes import Principal
@@ -25,7 +27,9 @@ from engram.domain.streams import DecisionEngine
 from engram.domain.telemetry import ChatError, records_of
 from engram.ports import Announce, Recall, UnitOfWork
 from engram.services.chat.answer import TurnAnswer, offline_answer
+from engram.services.chat.interview import Interviewer
 from engram.services.chat.prepare import TurnPreparation
+from engram.services.chat.record import SOURCE as record_source
 from engram.services.chat.record import turn_record, turn_response
 from engram.services.chat.turn import PreparedTurn, TextSink, TurnFailed, TurnRequest, TurnResponse, TurnUsage
 from engram.services.gateway import LlmGateway
@@ -73,7 +77,7 @@ class ChatTurns:
             session_idle=session_idle,
         )
         engine.check_profiles(gateway.config.profiles)
-        self.answering = TurnAnswer(gateway, engine.synthesis_profile)
+        self.answering = TurnAnswer(gateway, engine.synthesis_profile, Interviewer(gateway, engine.interview))
 
     async def begin(self, principal: Principal, chat_id: uuid.UUID, body: TurnRequest) -> PreparedTurn:
         return await self.preparation.begin(principal, chat_id, body)
@@ -95,6 +99,12 @@ class ChatTurns:
                 # the user's memory was erased while the model answered: the answer goes back, nothing stays
                 log.info("chat.turn_not_kept", reason="the user's memory was erased during the turn")
                 return turn_response(prepared, answered, record)
+            captured = answered.interview.captured if answered.interview is not None else None
+            if captured is not None:  # INTERVIEW mode: the object, as the user's own memory
+                authorize_write(prepared.principal, WriteRequest.of(captured.user_id, captured.scope, []))
+                written = await tx.observations.write_many([captured])
+                tx.emit(change_events([w.change for w in written], record_source))
+                record.trace["interview"]["observation_id"] = str(written[0].observation.id)
             await tx.chats.record_turn(
                 prepared.chat.id,
                 prepared.session.id,

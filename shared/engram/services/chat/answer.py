@@ -24,6 +24,7 @@ from engram.domain.observation import Observation
 from engram.domain.recall import RecallQuery, SearchHit
 from engram.domain.streams import render_observations, standard_context_filter
 from engram.domain.telemetry import ChatError
+from engram.services.chat.interview import Interviewed, Interviewer
 from engram.services.chat.prepare import model_override
 from engram.services.chat.turn import OfflineReason, PreparedTurn, TextSink
 from engram.services.gateway import LlmGateway, Tool, ToolContext, TurnOutcome
@@ -50,6 +51,7 @@ class Answered:
     model: str
     offline_reason: OfflineReason | None
     tool_hits: list[SearchHit] = field(default_factory=list)
+    interview: Interviewed | None = None  # INTERVIEW mode: what it captured, or asks for
 
     @property
     def blocks(self) -> list[dict[str, Any]] | None:
@@ -82,9 +84,15 @@ def offline_answer(message: str, memory: list[Observation], reason: str) -> str:
 
 
 class TurnAnswer:
-    def __init__(self, gateway: LlmGateway, strategy_profile: Callable[[str], str | None] = lambda _i: None) -> None:
+    def __init__(
+        self,
+        gateway: LlmGateway,
+        strategy_profile: Callable[[str], str | None] = lambda _i: None,
+        interviewer: Interviewer | None = None,
+    ) -> None:
         self.gateway = gateway
         self.strategy_profile = strategy_profile  # intent -> the strategy's llm_profile
+        self.interviewer = interviewer
 
     async def answer(self, prepared: PreparedTurn, on_text: TextSink | None) -> Answered:
         t0 = time.perf_counter()
@@ -100,7 +108,10 @@ class TurnAnswer:
         outcome: TurnOutcome | None = None
         offline_reason: OfflineReason | None = None
         t1 = time.perf_counter()
-        if not self.gateway.available:
+        interviewed = await self._interview(prepared, on_text)
+        if interviewed is not None and interviewed.outcome is not None:
+            outcome = interviewed.outcome
+        elif not self.gateway.available:
             offline_reason = "no_api_key"
         else:
             try:
@@ -125,8 +136,20 @@ class TurnAnswer:
             if on_text is not None:
                 await on_text(answer)
         return Answered(
-            recalled, outcome, answer if answer.strip() else "(no answer)", model, offline_reason, tool_hits
+            recalled,
+            outcome,
+            answer if answer.strip() else "(no answer)",
+            model,
+            offline_reason,
+            tool_hits,
+            interviewed,
         )
+
+    async def _interview(self, prepared: PreparedTurn, on_text: TextSink | None) -> Interviewed | None:
+        begun = self.interviewer.begin(prepared) if self.interviewer is not None else None
+        if begun is None or self.interviewer is None:
+            return None
+        return await self.interviewer.run(prepared, *begun, on_text)
 
     def executor(self, prepared: PreparedTurn) -> str:
         """The model the turn's chain starts with."""

@@ -76,6 +76,10 @@ def memory_trace(prepared: PreparedTurn, answered: Answered) -> dict[str, Any]:
     }
     if recalled:
         trace.update(recalled.trace())
+    if answered.interview is not None:
+        trace["interview"] = answered.interview.trace()
+        if answered.interview.outcome is not None:  # the interview took the turn's data in itself
+            trace["extraction"] = {"status": "skipped", "reason": "interview"}
     return trace
 
 
@@ -88,6 +92,8 @@ def turn_events(
     if prepared.body.end_session:
         ended.append(prepared.session)
     events = [session_ended_event(principal.tenant_id, s, prepared.chat.id, principal.user_id) for s in ended]
+    if answered.interview is not None and answered.interview.outcome is not None:
+        return events  # what an interview captured is stored by the turn: no extraction of it
     events.append(
         new_event(
             CHAT_TURN_COMPLETED,
@@ -174,6 +180,7 @@ def turn_record(prepared: PreparedTurn, answered: Answered, config: LlmConfig, d
             "turns": int(prepared.session.metadata.get("turns", 0)) + 1,
             "stable_memory_hash": prepared.stable_hash,
             "last_model": answered.model,
+            **({"interview": answered.interview.open_state} if answered.interview is not None else {}),
         },
         telemetry=turn_telemetry(prepared, answered, total, cost, duration_ms),
         events=turn_events(prepared, answered, user_message_id, assistant_id),
