@@ -141,7 +141,7 @@ async def test_questions_and_unrelated_statements_are_no_interview(
     asked = await turn(chat_api, auth(tenant), uuid.uuid4(), "Welches Projekt hat Acme?")
     assert "interview" not in asked["memory_trace"] and not seen
     chat_id = uuid.uuid4()
-    started = await turn(chat_api, auth(tenant), chat_id, "Wir starten das Projekt Hermes.")
+    started = await turn(chat_api, auth(tenant), chat_id, "Wir haben ein neues Projekt Hermes.")
     assert started["memory_trace"]["interview"]["missing"] == ["customer", "deadline"]
     assert "Mir fehlt noch: Kunde, Termin" in started["answer"]
     anthropic.script(text("Gern, hier ist ein Witz."), model=SONNET)

@@ -15,11 +15,12 @@ SPEC = ENGINE.interview
 
 
 def test_statements_naming_a_type_are_interviews_questions_are_not() -> None:
-    assert detect("Neues Projekt Apollo für Contoso.", SPEC) == ("project", ("projekt",))
-    assert detect("Projektstart ist im März", SPEC) == ("project", ("projekt",))  # a German compound
-    assert detect("Meeting with Contoso on Friday at 10.", SPEC) == ("event", ("meeting",))
-    assert detect("Welches Projekt hat Contoso?", SPEC) is None
-    assert detect("Wann ist der Termin mit Müller", SPEC) is None  # a question without "?"
+    assert detect("Neues Projekt Apollo für Contoso.", SPEC) == ("project", ("neues projekt",))
+    assert detect("Bitte ein neues  Kundenprojektteam", SPEC) == ("project", ("neues kundenprojekt",))  # word start
+    assert detect("New meeting with Contoso on Friday at 10.", SPEC) == ("event", ("new meeting",))
+    assert detect("Das Projekt Apollo startet im Mai.", SPEC) is None  # mentions a project, announces none
+    assert detect("Welches neue Projekt hat Contoso?", SPEC) is None
+    assert detect("Wann ist der neue Termin mit Müller", SPEC) is None  # a question without "?"
     assert detect("Das Wetter ist schön.", SPEC) is None
     assert is_question("Could you list my projects") and not is_question("Contoso is the customer.")
 

@@ -77,7 +77,7 @@ def detect(text: str, spec: InterviewSpec) -> tuple[str, tuple[str, ...]] | None
     """The type a statement names (most keywords, YAML order on ties); None for a question."""
     if not spec.enabled or is_question(text):
         return None
-    folded = text.casefold()
+    folded = " ".join(text.casefold().split())
     best: tuple[int, str, tuple[str, ...]] | None = None
     for name, kind in spec.types.items():
         hits = tuple(k for k in kind.detection_keywords if _keyword(k).search(folded))
