@@ -5,8 +5,9 @@ identity) in the cached system prefix, and the per-turn multi-stream recall in f
 user's message, after the cache breakpoints. Both are standard context: sensitive
 observations never appear, whatever the caller's permissions (R-7.2).
 
-Without `ANTHROPIC_API_KEY`, or when every profile fails, the answer is built from recalled
-memory and marked as offline. A failure after tokens have streamed is not hidden by a
+Without a provider (`ANTHROPIC_API_KEY`, `ENGRAM_OPENAI_BASE_URL`, `ENGRAM_LOCAL_LLM_BASE_URL`),
+or when every profile fails, the answer is built from recalled memory and marked as offline.
+An INTERVIEW turn (`interview`) captures an object instead of answering. A failure after tokens have streamed is not hidden by a
 fallback: `StreamInterrupted` reaches the caller.
 """
 
@@ -62,9 +63,11 @@ def offline_answer(message: str, memory: list[Observation], reason: str) -> str:
     german = detect_language(message) == "de"
     if reason == "no_api_key":
         head = (
-            "[Offline-Modus: kein Sprachmodell konfiguriert (ANTHROPIC_API_KEY ist nicht gesetzt).]"
+            "[Offline-Modus: kein Sprachmodell konfiguriert (weder ANTHROPIC_API_KEY noch "
+            "ENGRAM_LOCAL_LLM_BASE_URL ist gesetzt).]"
             if german
-            else "[Offline mode: no language model is configured (ANTHROPIC_API_KEY is not set).]"
+            else "[Offline mode: no language model is configured (neither ANTHROPIC_API_KEY nor "
+            "ENGRAM_LOCAL_LLM_BASE_URL is set).]"
         )
     else:
         head = (
