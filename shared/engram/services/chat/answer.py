@@ -7,8 +7,8 @@ observations never appear, whatever the caller's permissions (R-7.2).
 
 Without a provider (`ANTHROPIC_API_KEY`, `ENGRAM_OPENAI_BASE_URL`, `ENGRAM_LOCAL_LLM_BASE_URL`),
 or when every profile fails, the answer is built from recalled memory and marked as offline.
-An INTERVIEW turn (`interview`) captures an object instead of answering. A failure after tokens have streamed is not hidden by a
-fallback: `StreamInterrupted` reaches the caller.
+An INTERVIEW turn (`interview`) captures an object instead of answering. A failure after
+tokens have streamed is not hidden by a fallback: `StreamInterrupted` reaches the caller.
 """
 
 from __future__ import annotations
