@@ -81,8 +81,6 @@ async def test_findings_that_need_a_person_are_proposed_and_approved_or_rejected
     tenant: str,
 ) -> None:
     headers = auth(tenant, teams=["sales"], permissions=PERMISSIONS)
-    js = services.bus.js
-    sub = await js.pull_subscribe("engram.chat.*.*.approval_decision", stream="ENGRAM")
     chat_id, proposals = await propose(services, chat_api, anthropic, headers, tenant)
     team = proposals["team"]
     assert team["scope"] == "team" and team["team_ids"] == ["sales"] and team["status"] == "pending"
@@ -108,6 +106,8 @@ async def test_findings_that_need_a_person_are_proposed_and_approved_or_rejected
     remaining = await chat_api.get(f"/api/ai/chats/{chat_id}/proposals", headers=headers)
     assert [p["reason"] for p in remaining.json()] == ["sensitive"]
 
+    # an ephemeral consumer from the stream's start (deliver all): made now, it is not idle-deleted
+    sub = await services.bus.js.pull_subscribe("engram.chat.*.*.approval_decision", stream="ENGRAM")
     decisions: list[dict[str, Any]] = []
     while len(decisions) < 2:
         for m in await sub.fetch(10, timeout=5):
@@ -159,6 +159,7 @@ async def test_only_the_chats_user_decides_under_the_one_write_rule(
 
 async def test_undecided_proposals_expire(
     services: Any,
+    api: httpx.AsyncClient,
     workers: Any,
     llm: Any,
     fake_recall: FakeRecall,
@@ -181,3 +182,8 @@ async def test_undecided_proposals_expire(
     assert statuses[proposals["team"]["id"]] == "expired" and statuses[proposals["sensitive"]["id"]] == "pending"
     listed = await chat_api.get(f"/api/ai/chats/{chat_id}/proposals", headers=headers)
     assert proposals["team"]["id"] not in {p["id"] for p in listed.json()}
+    # the user's proposals are part of their personal data
+    export = await api.get("/api/ai/memory/export", headers=headers)
+    records = [json.loads(line) for line in export.text.splitlines() if line]
+    assert sorted(r["status"] for r in records if r["record"] == "memory_proposal") == ["expired", "pending", "pending"]
+    assert records[-1]["proposals"] == 3
