@@ -6,7 +6,7 @@ keys) and gets exactly the subjects its work needs (`engram.domain.subjects` nam
 | user | publishes | consumes |
 | --- | --- | --- |
 | memory-api | marks, domain events (HTTP), observation changes, feedback (the only `human` one); purges | - |
-| chat-turn | chat turns and ended sessions, recall's `system` feedback | - |
+| chat-turn | chat turns, ended sessions, approval decisions; observations stored in a chat; `system` feedback | - |
 | telemetry-query | - | - |
 | extract-observation | observation changes, its dead letters | `extract-observation` |
 | embed-index | its dead letters | `embed-index` |
@@ -91,8 +91,15 @@ def function_users(stream: str = "ENGRAM") -> tuple[BusUser, ...]:
         ),
         BusUser(
             "chat-turn",
-            ("engram.chat.>", "engram.feedback.*.*.system"),
-            description="chat turns, ended sessions and recall's retrieved feedback",
+            (
+                "engram.chat.>",
+                "engram.feedback.*.*.system",
+                # what a person approved (a memory proposal) or an interview captured in a chat
+                "engram.observation.*.*.created",
+                "engram.observation.*.*.updated",
+            ),
+            description="chat turns, ended sessions, approval decisions, observations approved or captured"
+            " in a chat, and recall's retrieved feedback",
         ),
         BusUser("telemetry-query", (), description="reads PostgreSQL only"),
         BusUser(
