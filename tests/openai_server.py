@@ -28,6 +28,8 @@ from typing import Any
 
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+VALIDATE = True  # check every payload against the SDK's types (bench.llm_providers turns it off)
+
 
 @dataclass
 class Reply:
@@ -126,7 +128,7 @@ def completion(reply: Reply, model: str) -> dict[str, Any]:
         "choices": choices,
         "usage": reply.usage or _usage(),
     }
-    if choices:  # the SDK's own type: the wire format is the one it reads
+    if choices and VALIDATE:  # the SDK's own type: the wire format is the one it reads
         return ChatCompletion.model_validate(raw).model_dump(mode="json", exclude_unset=True)
     return raw
 
@@ -155,7 +157,7 @@ def chunks(reply: Reply, model: str, *, include_usage: bool) -> list[dict[str, A
         delta({}, reply.finish_reason)
     if include_usage:
         out.append({**base, "choices": [], "usage": reply.usage or _usage()})
-    for chunk in out:
+    for chunk in out if VALIDATE else ():
         ChatCompletionChunk.model_validate(chunk)
     return out
 
