@@ -182,6 +182,7 @@ async def test_chat_turn_publishes_approval_decisions_and_the_observations_a_cha
         tenant_id=tenant,
         source="/engram/chat-turn",
         user_id="alice",
+        subject="chat/approval-test",
     )
     assert subject_for(decision) == subject("chat", tenant, "alice", "approval_decision")
 
@@ -189,7 +190,14 @@ async def test_chat_turn_publishes_approval_decisions_and_the_observations_a_cha
         data = ObservationChanged.model_validate(
             {"observation_id": str(observation_id), "revision": "2026-12-02T00:00:00Z"}
         )
-        return new_event(kind, data, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+        return new_event(
+            kind,
+            data,
+            tenant_id=tenant,
+            source="/engram/chat-turn",
+            user_id="alice",
+            subject=f"observation/{observation_id}",
+        )
 
     chat_turn = await as_function(stack, "chat-turn")
     try:
