@@ -280,6 +280,22 @@ def anthropic(anthropic_server: Any) -> Any:
     return anthropic_server
 
 
+@pytest.fixture(scope="session")
+def openai_server() -> Iterator[Any]:
+    from tests.openai_server import OpenAIServer
+
+    server = OpenAIServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def openai_api(openai_server: Any) -> Any:
+    """The scripted OpenAI-compatible Chat Completions API (a local model), emptied for this test."""
+    openai_server.reset()
+    return openai_server
+
+
 @pytest.fixture
 async def fake_recall(services: Any) -> AsyncIterator[Any]:
     """The services built with a hand-written fake recall for one test."""

@@ -2,7 +2,10 @@
 
 `POST /api/ai/chats/{chat_id}/turns` answers with JSON, or streams tokens as server-sent
 events when the client sends `Accept: text/event-stream` (`token` events, then `done` with
-the same body as the JSON answer, or `error`). Thin: parse, call `services.chat`, shape.
+the same body as the JSON answer, or `error`). The answer carries the chat's memory proposals
+waiting for a decision (`proposals`); `GET /api/ai/chats/{chat_id}/proposals` lists them and
+`POST /api/ai/chats/{chat_id}/proposals/{proposal_id}` approves or rejects one. Thin: parse,
+call `services.chat` / `services.proposals`, shape.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from engram.bootstrap import Services
 from engram.runtime.http import CurrentPrincipal, ServicesDep, document, function_app, warm_embedder
 from engram.runtime.problems import problem
 from engram.services.chat import ChatTurns, TurnFailed, TurnRequest, TurnResponse
+from engram.services.proposals import ProposalDecision, ProposalView
 
 log = structlog.get_logger(__name__)
 
@@ -153,3 +157,32 @@ async def end_session(chat_id: uuid.UUID, principal: CurrentPrincipal, services:
     """Close the chat's active session now (it gets a summary); idle sessions also end on the next turn."""
     session_id = await chat_service(services).end_session(principal, chat_id)
     return SessionEndedResponse(session_id=session_id, ended=session_id is not None)
+
+
+@app.get("/api/ai/chats/{chat_id}/proposals", response_model=list[ProposalView], tags=["chat"])
+async def proposals(chat_id: uuid.UUID, principal: CurrentPrincipal, services: ServicesDep) -> list[dict[str, Any]]:
+    """The chat's memory proposals waiting for your decision (sensitive, team-wide or uncertain
+    memories chat extraction did not store on its own); undecided ones expire after seven days."""
+    return await services.proposals.pending(principal, chat_id)
+
+
+@app.post(
+    "/api/ai/chats/{chat_id}/proposals/{proposal_id}",
+    response_model=ProposalView,
+    tags=["chat"],
+    responses={
+        403: {"description": "not a person, or the memory is for a team you are not in / sensitive"},
+        404: {"description": "no such proposal in your chat"},
+        409: {"description": "decided or expired already"},
+    },
+)
+async def decide_proposal(
+    chat_id: uuid.UUID,
+    proposal_id: uuid.UUID,
+    body: ProposalDecision,
+    principal: CurrentPrincipal,
+    services: ServicesDep,
+) -> dict[str, Any]:
+    """Approve (stored as your verified memory, under the same write rule as remember) or reject a
+    memory proposal; either way `io.engram.chat.approval_decision.v1` is published."""
+    return await services.proposals.decide(principal, chat_id, proposal_id, body.decision)

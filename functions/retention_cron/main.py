@@ -8,7 +8,8 @@ where no CronJob exists. Needs PostgreSQL only (and S3 when a bucket is configur
 
 `--sessions` is the session sweep instead (R-4.3, a CronJob of its own every ten minutes): it
 ends the sessions of chats left idle and publishes their `session.ended` events, so they get
-their summaries (`engram.services.sessions`). Needs PostgreSQL and NATS.
+their summaries (`engram.services.sessions`), and expires the memory proposals nobody decided
+in time (`engram.services.proposals`). Needs PostgreSQL and NATS.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from datetime import UTC, datetime
 import structlog
 
 from engram.adapters.postgres import Database
-from engram.bootstrap import build_retention
+from engram.archive_wiring import build_retention
 from engram.domain.schedule import RETENTION_SCHEDULE
 from engram.runtime.logs import configure_logging
 from engram.services.retention import RetentionReport
@@ -47,6 +48,7 @@ async def sweep_sessions(settings: Settings | None = None, now: datetime | None 
     from engram.adapters.nats_auth import bus_credentials
     from engram.adapters.nats_bus import NatsBus, connect
     from engram.adapters.unit_of_work import PgUnitOfWork
+    from engram.services.proposals import expire_proposals
     from engram.services.sessions import end_idle_sessions
 
     settings = settings or get_settings()
@@ -54,8 +56,10 @@ async def sweep_sessions(settings: Settings | None = None, now: datetime | None 
     nc = await connect(settings.require_nats_url(), name="session-sweep", credentials=bus_credentials(settings))
     try:
         idle = timedelta(minutes=settings.engram_session_idle_minutes)
+        maintenance = PgMaintenance(db)
+        await expire_proposals(maintenance, now=now)  # memory proposals nobody decided in time
         return await end_idle_sessions(
-            PgUnitOfWork(db, NatsBus(nc)), PgMaintenance(db), idle, now=now, limit=settings.engram_session_sweep_limit
+            PgUnitOfWork(db, NatsBus(nc)), maintenance, idle, now=now, limit=settings.engram_session_sweep_limit
         )
     finally:
         await nc.drain()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from engram.adapters.embedders import build_embedder
-from engram.adapters.maintenance import PgAgentKeyDirectory, PgMaintenance, PgRetentionStore
+from engram.adapters.maintenance import PgAgentKeyDirectory, PgMaintenance
 from engram.adapters.nats_auth import bus_credentials
 from engram.adapters.nats_bus import NatsBus, connect
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
 from engram.adapters.unit_of_work import PgUnitOfWork
+from engram.archive_wiring import build_retention, telemetry_archive
 from engram.domain.llm import LlmConfig, PromptLibrary
 from engram.domain.routing import RoutingRules
 from engram.domain.rules import RuleSet
@@ -46,6 +47,7 @@ from engram.services.ingest import EventIngest
 from engram.services.memory import MemoryService
 from engram.services.memory_history import MemoryHistory
 from engram.services.personal_data import PersonalData
+from engram.services.proposals import Proposals
 from engram.services.pruning import Pruning
 from engram.services.recall import RecallService
 from engram.services.telemetry_query import TelemetryQuery
@@ -53,7 +55,6 @@ from engram.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from engram.services.operations import DeadLetterOps, TenantOps
-    from engram.services.retention import Retention
 
 log = structlog.get_logger(__name__)
 
@@ -99,6 +100,7 @@ class Services:
     consolidation: Consolidator
     consolidation_sweep: ConsolidationSweep
     memory_history: MemoryHistory
+    proposals: Proposals
     maintenance: Maintenance | None = None
     recall: Recall | None = None  # chat-turn, recall and search answer 503 without it
     background: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -202,34 +204,41 @@ def load_rules(settings: Settings) -> RuleSet:
 def load_llm_config(settings: Settings) -> LlmConfig:
     """`config/llm.yaml` with its `${NAME}` placeholders filled from the settings first, then the
     process environment (an empty setting does not hide the environment's value)."""
-    placeholders = {
-        "ANTHROPIC_AUTO_SONNET_MODEL": settings.anthropic_auto_sonnet_model,
-        "ANTHROPIC_AUTO_OPUS_MODEL": settings.anthropic_auto_opus_model,
-        "ANTHROPIC_ADVISOR_MODEL": settings.anthropic_advisor_model,
-    }
-    env = {**os.environ, **{name: value for name, value in placeholders.items() if value}}
+    env = {**os.environ, **settings.llm_placeholders}
     return LlmConfig.from_yaml(settings.engram_llm_config_path.read_text(encoding="utf-8"), env)
 
 
-def build_gateway(settings: Settings, llm: LLM | None = None) -> LlmGateway:
-    """The LLM gateway on `llm`, else on Anthropic when ANTHROPIC_API_KEY is set; with neither it
-    has no provider (chat-turn answers offline)."""
-    config = load_llm_config(settings)
-    prompts = PromptLibrary.from_yaml(settings.engram_prompts_path.read_text(encoding="utf-8"))
-    if llm is None and settings.anthropic_api_key is not None and settings.anthropic_api_key.get_secret_value():
+def build_providers(settings: Settings, config: LlmConfig) -> dict[str, LLM]:
+    """One adapter per configured provider: Anthropic with ANTHROPIC_API_KEY, the OpenAI-compatible
+    ones with their base URLs (`Settings.compatible_endpoints`); SDKs are imported on first call."""
+    from engram.adapters.openai_llm import configured
+
+    providers: dict[str, LLM] = dict(configured(settings.compatible_endpoints))
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key is not None else ""
+    if key:
         from engram.adapters.anthropic_llm import AnthropicLLM
 
-        llm = AnthropicLLM(
-            settings.anthropic_api_key.get_secret_value(),
+        providers["anthropic"] = AnthropicLLM(
+            key,
             base_url=settings.anthropic_base_url,
             betas=settings.anthropic_beta_list,
             compaction_models=settings.compaction_supported_models,
             compaction=config.compaction,
         )
+    return providers
+
+
+def build_gateway(settings: Settings, llm: LLM | None = None) -> LlmGateway:
+    """The LLM gateway on `llm` (for every profile), else on the configured providers (each
+    profile on its own, the others skipped); with none it has no provider (chat-turn answers
+    offline)."""
+    config = load_llm_config(settings)
+    prompts = PromptLibrary.from_yaml(settings.engram_prompts_path.read_text(encoding="utf-8"))
+    providers: LLM | dict[str, LLM] | None = llm if llm is not None else build_providers(settings, config)
     return LlmGateway(
         config,
         prompts,
-        llm,
+        providers or None,
         background_limit=settings.engram_llm_background_limit,
         realtime_wait_cap=settings.engram_chat_rate_limit_wait,
         background_wait_cap=settings.llm_rate_limit_wait,
@@ -253,56 +262,6 @@ def build_chat(
         history_messages=settings.engram_chat_history_messages,
         session_idle=timedelta(minutes=settings.engram_session_idle_minutes),
     )
-
-
-def build_retention(settings: Settings, db: Database) -> Retention:
-    """The telemetry retention job (and its S3 archive when `ENGRAM_ARCHIVE_BUCKET` is set), for
-    retention-cron and for erasure's archive step; imported here on use, not at start-up."""
-    from engram.adapters.s3_archive import S3Archive
-    from engram.services.retention import Retention
-
-    archive = (
-        S3Archive(settings.engram_archive_bucket, endpoint_url=settings.s3_endpoint_url, region=settings.aws_region)
-        if settings.engram_archive_bucket
-        else None
-    )
-    return Retention(
-        PgRetentionStore(db),
-        retention_days=settings.ai_events_retention_days,
-        archive=archive,
-        prefix=settings.engram_archive_prefix,
-        batch_size=settings.engram_retention_batch_size,
-    )
-
-
-class LazyArchive:
-    """The telemetry archive for personal data (`Retention` as `TelemetryArchive`), built on
-    first use: boto3 is imported on the first export or erasure, not at start-up (cold start)."""
-
-    def __init__(self, settings: Settings, db: Database) -> None:
-        self.settings = settings
-        self.db = db
-        self._built: Retention | None = None
-
-    @property
-    def retention(self) -> Retention:
-        if self._built is None:
-            self._built = build_retention(self.settings, self.db)
-        return self._built
-
-    async def scrub_user(self, tenant_id: str, user_id: str) -> int:
-        return await self.retention.scrub_user(tenant_id, user_id)
-
-    async def archived_keys(self, tenant_id: str) -> list[str]:
-        return await self.retention.archived_keys(tenant_id)
-
-    def user_events(self, keys: Sequence[str], user_id: str) -> AsyncIterator[dict[str, Any]]:
-        return self.retention.user_events(keys, user_id)
-
-
-def telemetry_archive(settings: Settings, db: Database | None) -> LazyArchive | None:
-    """Personal data's view of the telemetry archive, when one is configured."""
-    return LazyArchive(settings, db) if settings.engram_archive_bucket and db is not None else None
 
 
 def build_index(settings: Settings, db: Database | None, dimensions: int) -> SearchIndex:
@@ -384,6 +343,7 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
         consolidation=consolidation,
         consolidation_sweep=build_sweep(settings, consolidation, db),
         memory_history=MemoryHistory(uow),
+        proposals=Proposals(uow),
         maintenance=PgMaintenance(db) if db is not None else None,
         recall=recall,
     )

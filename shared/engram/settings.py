@@ -71,6 +71,17 @@ class Settings(BaseSettings):
     anthropic_auto_opus_model: str = "claude-opus-4-7"
     anthropic_advisor_model: str = "claude-opus-4-7"
     engram_llm_background_limit: int = Field(default=2, ge=1, le=64)
+    # OpenAI-compatible providers (llm.yaml profiles with `provider: openai` / `provider: local`);
+    # a profile whose provider has no base URL is skipped in its fallback chain
+    engram_openai_base_url: str | None = Field(default=None, description="a Chat Completions gateway (…/v1)")
+    engram_openai_api_key: SecretStr | None = None
+    engram_openai_model: str = Field(default="gpt-4.1-mini", min_length=1, max_length=200)
+    engram_local_llm_base_url: str | None = Field(
+        default=None, description="a local model server, e.g. Ollama's http://127.0.0.1:11434/v1"
+    )
+    engram_local_llm_api_key: SecretStr | None = None
+    engram_local_llm_model: str = Field(default="llama3.1:8b", min_length=1, max_length=200)
+    engram_local_llm_timeout: float = Field(default=120.0, gt=0, le=600, description="seconds per local call")
 
     # retention and archive (R-11)
     ai_events_retention_days: int = Field(default=90, ge=1, le=3650)
@@ -152,6 +163,31 @@ class Settings(BaseSettings):
     @property
     def anthropic_beta_list(self) -> list[str]:
         return [b.strip() for b in self.anthropic_betas.split(",") if b.strip()]
+
+    @property
+    def llm_placeholders(self) -> dict[str, str]:
+        """The settings `config/llm.yaml` may name as `${NAME}` (set ones only)."""
+        values = {
+            "ANTHROPIC_AUTO_SONNET_MODEL": self.anthropic_auto_sonnet_model,
+            "ANTHROPIC_AUTO_OPUS_MODEL": self.anthropic_auto_opus_model,
+            "ANTHROPIC_ADVISOR_MODEL": self.anthropic_advisor_model,
+            "ENGRAM_OPENAI_MODEL": self.engram_openai_model,
+            "ENGRAM_LOCAL_LLM_MODEL": self.engram_local_llm_model,
+            "ENGRAM_LOCAL_LLM_TIMEOUT": str(self.engram_local_llm_timeout),
+        }
+        return {name: value for name, value in values.items() if value}
+
+    @property
+    def compatible_endpoints(self) -> list[tuple[str, str | None, str | None]]:
+        """The OpenAI-compatible providers: (name in llm.yaml, base URL, key or None)."""
+
+        def key(secret: SecretStr | None) -> str | None:
+            return (secret.get_secret_value() or None) if secret is not None else None
+
+        return [
+            ("openai", self.engram_openai_base_url, key(self.engram_openai_api_key)),
+            ("local", self.engram_local_llm_base_url, key(self.engram_local_llm_api_key)),
+        ]
 
     def require_database_url(self) -> str:
         if not self.database_url:

@@ -18,6 +18,7 @@ from typing import Any
 from engram.domain.consolidation import ConsolidationRecord
 from engram.domain.models import Chat, ChatMessage, FeedbackKind, Session, Summary
 from engram.domain.observation import Observation
+from engram.domain.proposals import Proposal
 from engram.domain.search import Vector
 
 MICROSECOND = timedelta(microseconds=1)
@@ -107,6 +108,7 @@ class TenantData:
     inbox: dict[str, dict[str, list[uuid.UUID]]] = field(default_factory=dict)  # consumer -> key -> produced
     agent_keys: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
     consolidations: dict[uuid.UUID, ConsolidationRecord] = field(default_factory=dict)
+    proposals: dict[uuid.UUID, Proposal] = field(default_factory=dict)
     serial: int = 0  # bigint identity columns (feedback, telemetry)
 
     def next_id(self) -> int:

@@ -15,6 +15,7 @@ from engram.ports import (
     Inbox,
     ObservationStore,
     PersonalDataStore,
+    ProposalStore,
     Recall,
     SearchIndex,
     TelemetryStore,
@@ -41,10 +42,11 @@ def ports(uow: InMemoryUnitOfWork, tx: InMemoryTenantTx) -> list[object]:
     inbox: Inbox = tx.inbox
     consolidation: ConsolidationStore = tx.consolidation
     erasures: ErasureStore = tx.erasures
+    proposals: ProposalStore = tx.proposals
     bus: EventBus = FakeBus()
     index: SearchIndex = FakeSearchIndex()
     embedder: Embedder = FakeEmbedder()
     recall: Recall = FakeRecall()
     checked += [unit_of_work, tenant_tx, observations, chats, feedback, telemetry, embeddings, personal]
-    checked += [agent_keys, inbox, consolidation, erasures, bus, index, embedder, recall]
+    checked += [agent_keys, inbox, consolidation, erasures, proposals, bus, index, embedder, recall]
     return checked

@@ -155,6 +155,12 @@ def _history(data: TenantData, tenant_id: str, name: str, user_id: str) -> list[
         rows = [s.model_dump() for s in data.sessions.values() if s.id in sessions]
     elif name == "summaries":
         rows = [s.model_dump() for s in data.summaries.values() if s.user_id == user_id or s.session_id in sessions]
+    elif name == "proposals":
+        rows = [
+            {**p.__dict__, "draft": p.draft.model_dump(mode="json"), "tenant_id": tenant_id}
+            for p in data.proposals.values()
+            if p.user_id == user_id
+        ]
     else:
         raise KeyError(name)
     return sorted(rows, key=lambda r: (r["created_at"], r["id"].int))
@@ -222,6 +228,7 @@ class InMemoryPersonalDataStore:
             if i not in sessions
         }
         data.chats = {i: c for i, c in data.chats.items() if i not in chats}
+        data.proposals = {i: p for i, p in data.proposals.items() if p.chat_id not in chats}  # ON DELETE CASCADE
         before = len(data.telemetry)
         data.telemetry = [r for r in data.telemetry if r["user_id"] != user_id]
         history["telemetry_events"] = before - len(data.telemetry)

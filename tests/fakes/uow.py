@@ -39,6 +39,7 @@ from tests.fakes.chats import InMemoryChatStore
 from tests.fakes.consolidation import InMemoryConsolidationStore
 from tests.fakes.data import TenantData, TxState
 from tests.fakes.observations import InMemoryObservationStore
+from tests.fakes.proposals import InMemoryProposalStore
 from tests.fakes.stores import (
     InMemoryAgentKeyStore,
     InMemoryEmbeddingCache,
@@ -111,6 +112,10 @@ class InMemoryTenantTx:
     @cached_property
     def erasures(self) -> InMemoryErasureStore:
         return InMemoryErasureStore(self.state)
+
+    @cached_property
+    def proposals(self) -> InMemoryProposalStore:
+        return InMemoryProposalStore(self.state)
 
     @cached_property
     def inbox(self) -> InMemoryInbox:

@@ -153,3 +153,58 @@ async def test_each_function_reaches_only_its_own_durable(stack: dict[str, str])
             await js.purge_stream("ENGRAM")
     finally:
         await embed.close()
+
+
+async def test_chat_turn_publishes_approval_decisions_and_the_observations_a_chat_stored(
+    stack: dict[str, str], tenant: str
+) -> None:
+    """Approving a memory proposal or finishing an interview stores an observation in chat-turn:
+    its bus user may announce that (created, updated) and the approval decision, not a deletion."""
+    from engram.domain.events import (
+        CHAT_APPROVAL_DECISION,
+        OBSERVATION_CREATED,
+        OBSERVATION_DELETED,
+        ObservationChanged,
+        subject_for,
+    )
+
+    observation_id = uuid.uuid4()
+    decision = new_event(
+        CHAT_APPROVAL_DECISION,
+        {
+            "chat_id": str(uuid.uuid4()),
+            "proposal_id": str(uuid.uuid4()),
+            "decision": "approved",
+            "reason": "team",
+            "observation_type": "decision",
+            "observation_id": str(observation_id),
+        },
+        tenant_id=tenant,
+        source="/engram/chat-turn",
+        user_id="alice",
+        subject="chat/approval-test",
+    )
+    assert subject_for(decision) == subject("chat", tenant, "alice", "approval_decision")
+
+    def change(kind: Any) -> CloudEvent:
+        data = ObservationChanged.model_validate(
+            {"observation_id": str(observation_id), "revision": "2026-12-02T00:00:00Z"}
+        )
+        return new_event(
+            kind,
+            data,
+            tenant_id=tenant,
+            source="/engram/chat-turn",
+            user_id="alice",
+            subject=f"observation/{observation_id}",
+        )
+
+    chat_turn = await as_function(stack, "chat-turn")
+    try:
+        await publish(chat_turn, subject_for(decision), decision)
+        await publish(chat_turn, subject_for(change(OBSERVATION_CREATED)), change(OBSERVATION_CREATED))
+        deleted = change(OBSERVATION_DELETED)
+        with pytest.raises(NatsTimeout):  # deletions are memory-api's (erasure) and consolidation's
+            await publish(chat_turn, subject_for(deleted), deleted, 1.0)
+    finally:
+        await chat_turn.close()

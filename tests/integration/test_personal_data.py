@@ -168,6 +168,7 @@ async def test_export_is_json_lines_of_own_observations_and_feedback(
         "messages": 2,
         "sessions": 1,
         "summaries": 1,
+        "proposals": 0,
         "telemetry_events": 2,
         "archived_telemetry_events": 0,  # no archive configured here (tests/integration/test_retention.py)
     }
@@ -192,6 +193,7 @@ async def test_export_of_another_user_needs_the_admin_permission(
         "messages": 0,
         "sessions": 0,
         "summaries": 0,
+        "proposals": 0,
         "telemetry_events": 0,
         "archived_telemetry_events": 0,
     }
@@ -260,6 +262,7 @@ async def test_erasure_leaves_nothing_of_the_user(
             "messages",
             "sessions",
             "summaries",
+            "proposals",
             "telemetry_events",
             "archived_telemetry_events",
         ),

@@ -68,7 +68,21 @@ def test_shipped_llm_config_uses_the_configured_models() -> None:
     config = load_llm_config(settings)
     assert config.profiles["chat_smart"].model == "opus-test"
     assert config.profiles["advisor"].model == "advisor-test"
-    assert [p.name for p in config.chain("chat_smart")] == ["chat_smart", "chat_default", "chat_backup"]
+    assert [p.name for p in config.chain("chat_smart")] == [
+        "chat_smart",
+        "chat_default",
+        "chat_backup",
+        "chat_openai",
+        "local",
+    ]
+    # every shipped chain ends in the local model (skipped where none is configured)
+    assert all(config.chain(config.profile_for(task))[-1].name == "local" for task in config.tasks)
+    local = Settings(engram_local_llm_model="qwen2.5:7b", engram_local_llm_timeout=300)
+    assert load_llm_config(local).profiles["local"].model_dump(include={"provider", "model", "timeout"}) == {
+        "provider": "local",
+        "model": "qwen2.5:7b",
+        "timeout": 300.0,
+    }
     assert config.price("claude-sonnet-4-6-20260101") == config.prices["claude-sonnet-4-6"]  # dated id: prefix
 
 
@@ -280,12 +294,23 @@ def test_building_the_gateway_does_not_import_the_sdk() -> None:
         "from pydantic import SecretStr\n"
         "from engram.bootstrap import build_gateway\n"
         "from engram.settings import Settings\n"
-        "gateway = build_gateway(Settings(anthropic_api_key=SecretStr('sk-test')))\n"
-        "assert gateway.available\n"
-        "print('anthropic' in sys.modules)\n"
+        "settings = Settings(anthropic_api_key=SecretStr('sk-test'), engram_local_llm_base_url='http://127.0.0.1:9/v1')\n"
+        "gateway = build_gateway(settings)\n"
+        "assert gateway.available and sorted(gateway.providers) == ['anthropic', 'local']\n"
+        "print('anthropic' in sys.modules, 'openai' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"
+
+
+def test_with_no_provider_configured_the_gateway_is_offline() -> None:
+    from engram.bootstrap import build_gateway
+
+    gateway = build_gateway(Settings(anthropic_api_key=None))
+    assert not gateway.available and gateway.providers == {}
+    only_local = build_gateway(Settings(anthropic_api_key=None, engram_openai_base_url="http://127.0.0.1:9/v1"))
+    assert sorted(only_local.providers) == ["openai"]
+    assert only_local.provider_for(only_local.profile("chat_default")) is None  # anthropic: skipped
 
 
 def test_observation_types_come_from_a_comma_separated_variable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -57,6 +57,16 @@ class PgMaintenance:
         )
         return int(status.split()[-1])
 
+    async def expire_proposals(self, now: datetime, limit: int) -> int:
+        """Mark at most `limit` undecided memory proposals past their time as expired, oldest first."""
+        status = await self.db.system_statement(
+            "UPDATE memory_proposals p SET status = 'expired', decided_at = $1 FROM (SELECT id FROM memory_proposals"
+            " WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at LIMIT $2) old WHERE p.id = old.id",
+            now,
+            limit,
+        )
+        return int(status.split()[-1])
+
 
 class PgRetentionStore:
     def __init__(self, db: Database) -> None:

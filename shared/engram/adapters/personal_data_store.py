@@ -36,6 +36,7 @@ HISTORY: dict[str, tuple[str, str]] = {
         "summaries",
         f"tenant_id = $1 AND (user_id = $2 OR session_id IN (SELECT id FROM sessions WHERE {_OF_USER}))",
     ),
+    "proposals": ("memory_proposals", _OF_USER),  # erased with the user's chats (ON DELETE CASCADE)
 }
 # children before parents, so a cascade never removes rows before they are counted
 _ERASE_ORDER = ("messages", "summaries", "sessions", "chats")

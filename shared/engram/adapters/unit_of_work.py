@@ -26,6 +26,7 @@ from engram.adapters.consolidation_store import PgConsolidationStore
 from engram.adapters.observations import PgObservationStore
 from engram.adapters.personal_data_store import PgPersonalDataStore
 from engram.adapters.postgres import Connection, Database
+from engram.adapters.proposal_store import PgProposalStore
 from engram.adapters.telemetry_store import PgTelemetryStore
 from engram.adapters.tenant_stores import (
     PgAgentKeyStore,
@@ -88,6 +89,10 @@ class PgTenantTx:
     @cached_property
     def erasures(self) -> PgErasureStore:
         return PgErasureStore(self.connection, self._tenant_id)
+
+    @cached_property
+    def proposals(self) -> PgProposalStore:
+        return PgProposalStore(self.connection, self._tenant_id)
 
     @cached_property
     def inbox(self) -> PgInbox:

@@ -7,7 +7,7 @@ keys) and gets exactly the subjects its work needs (`engram.domain.subjects` nam
 | --- | --- | --- |
 | memory-api | marks, domain events (HTTP), observation changes, feedback (the only `human` one); purges | - |
 | memory-mcp | marks, observation changes, feedback (`human` for a person's token): its tools' events | - |
-| chat-turn | chat turns and ended sessions, recall's `system` feedback | - |
+| chat-turn | chat turns, ended sessions, approval decisions; observations stored in a chat; `system` feedback | - |
 | telemetry-query | - | - |
 | extract-observation | observation changes, its dead letters | `extract-observation` |
 | embed-index | its dead letters | `embed-index` |
@@ -111,8 +111,15 @@ def _functions(stream: str) -> tuple[BusUser, ...]:
         ),
         BusUser(
             "chat-turn",
-            ("engram.chat.>", "engram.feedback.*.*.system"),
-            description="chat turns, ended sessions and recall's retrieved feedback",
+            (
+                "engram.chat.>",
+                "engram.feedback.*.*.system",
+                # what a person approved (a memory proposal) or an interview captured in a chat
+                "engram.observation.*.*.created",
+                "engram.observation.*.*.updated",
+            ),
+            description="chat turns, ended sessions, approval decisions, observations approved or captured"
+            " in a chat, and recall's retrieved feedback",
         ),
         BusUser("telemetry-query", (), description="reads PostgreSQL only"),
         BusUser(

@@ -39,6 +39,10 @@ class ExtractedObservation(BaseModel):
     )
     priority: Priority = Priority.normal
     sensitive: bool = Field(default=False, description="health, HR or personal data that needs protection")
+    team: bool = Field(default=False, description="meant for the user's whole team, not only the user")
+    confidence: float = Field(
+        default=0.7, ge=0.0, le=1.0, description="how sure you are that this is true and meant to be kept"
+    )
 
 
 class ExtractionOutput(BaseModel):
@@ -73,12 +77,15 @@ class Origin:
     session_id: uuid.UUID | None
     message_id: uuid.UUID | None
     event_id: str
+    team_ids: tuple[str, ...] = ()  # the user's teams: where a team item is proposed
 
 
 def to_drafts(output: ExtractionOutput, origin: Origin) -> list[ObservationDraft]:
-    """Agent-sourced, unverified, private to the user (or sensitive when the model says so)."""
+    """Agent-sourced, unverified, private to the user (sensitive or for the user's teams when the
+    model says so); never more confident than an agent's default."""
     drafts = []
     for item in output.observations:
+        scope = Scope.sensitive if item.sensitive else Scope.team if item.team and origin.team_ids else Scope.private
         drafts.append(
             ObservationDraft(
                 tenant_id=origin.tenant_id,
@@ -91,10 +98,11 @@ def to_drafts(output: ExtractionOutput, origin: Origin) -> list[ObservationDraft
                 tags=item.tags,
                 key=item.key,
                 priority=item.priority,
+                team_ids=list(origin.team_ids) if scope is Scope.team else [],
                 source=Source.agent,
                 verified=False,
-                confidence=0.7,
-                scope=Scope.sensitive if item.sensitive else Scope.private,
+                confidence=min(0.7, item.confidence),
+                scope=scope,
                 trigger_source=TriggerSource.chat,
                 provenance=Provenance(
                     session_id=origin.session_id, chat_message_id=origin.message_id, source_event_id=origin.event_id

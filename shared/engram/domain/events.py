@@ -83,6 +83,11 @@ class ChatTurnCompleted(_Data):
         default=False,
         description="the user held 'view:SensitiveAiMemory' at the turn: extraction may keep sensitive items",
     )
+    team_ids: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="the user's teams at the turn: extraction may propose team-wide items for them",
+    )
 
 
 MAX_RETRIEVED_IDS = 100  # a search returns at most 100 hits
@@ -131,6 +136,18 @@ class FeedbackRecorded(_Data):
         return self
 
 
+class ChatApprovalDecision(_Data):
+    """The chat's user approved or rejected a memory proposal (source document 000's
+    `chat.approval_decision`); approving stored `observation_id`."""
+
+    chat_id: uuid.UUID
+    proposal_id: uuid.UUID
+    decision: Literal["approved", "rejected"]
+    reason: Literal["sensitive", "team", "low_confidence"]
+    observation_type: str = Field(max_length=64)
+    observation_id: uuid.UUID | None = None
+
+
 class SessionEnded(_Data):
     session_id: uuid.UUID
     chat_id: uuid.UUID | None = None
@@ -165,6 +182,7 @@ OBSERVATION_DELETED = EventType("io.engram.observation.deleted.v1", ObservationC
 CHAT_TURN_COMPLETED = EventType("io.engram.chat.turn.completed.v1", ChatTurnCompleted)
 SESSION_ENDED = EventType("io.engram.session.ended.v1", SessionEnded)
 FEEDBACK_RECORDED = EventType("io.engram.feedback.recorded.v1", FeedbackRecorded)
+CHAT_APPROVAL_DECISION = EventType("io.engram.chat.approval_decision.v1", ChatApprovalDecision)
 
 REGISTRY: dict[str, EventType] = {
     t.type: t
@@ -176,6 +194,7 @@ REGISTRY: dict[str, EventType] = {
         CHAT_TURN_COMPLETED,
         SESSION_ENDED,
         FEEDBACK_RECORDED,
+        CHAT_APPROVAL_DECISION,
     )
 }
 

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engram.domain import recall_text
+from engram.domain.interview import InterviewSpec
 from engram.domain.observation import Observation, Scope
 from engram.domain.recall import SearchHit
 from engram.domain.scopes import Principal, Visibility
@@ -53,6 +54,9 @@ class StrategySpec(BaseModel):
     trigger_keywords: tuple[str, ...] = ()
     streams: tuple[str, ...] = Field(min_length=1)
     description: str = ""
+    # the llm.yaml profile that writes this strategy's answers (CODING -> tech_expert); without
+    # one, the routing tier's profile does
+    llm_profile: str | None = Field(default=None, min_length=1, max_length=100)
 
 
 class RouterSpec(BaseModel):
@@ -84,6 +88,7 @@ class DecisionEngine(BaseModel):
     streams: dict[str, StreamSpec]
     memory_budget_chars: int = Field(default=8_000, ge=500)
     stream_timeout_seconds: float = Field(default=3.0, gt=0, le=60)
+    interview: InterviewSpec = Field(default_factory=InterviewSpec)  # INTERVIEW mode: types to capture
 
     @classmethod
     def from_yaml(cls, text: str, observation_types: frozenset[str] | None = None) -> DecisionEngine:
@@ -98,6 +103,9 @@ class DecisionEngine(BaseModel):
         if engine.router.fallback not in engine.strategies:
             raise ValueError(f"router fallback {engine.router.fallback!r} is not a strategy")
         if observation_types is not None:
+            unknown_types = sorted(set(engine.interview.types) - observation_types)
+            if unknown_types:
+                raise ValueError(f"interview captures unknown observation type(s) {unknown_types}")
             for name, stream in engine.streams.items():
                 unknown = sorted(set(stream.types) - observation_types)
                 if unknown:
@@ -107,6 +115,17 @@ class DecisionEngine(BaseModel):
     @property
     def intents(self) -> tuple[str, ...]:
         return tuple(self.strategies)
+
+    def check_profiles(self, profiles: Iterable[str]) -> None:
+        """Every strategy's `llm_profile` is a profile of llm.yaml (checked at start-up)."""
+        known = set(profiles)
+        for name, strategy in self.strategies.items():
+            if strategy.llm_profile is not None and strategy.llm_profile not in known:
+                raise ValueError(f"strategy {name!r} uses unknown llm_profile {strategy.llm_profile!r}")
+
+    def synthesis_profile(self, intent: str) -> str | None:
+        strategy = self.strategies.get(intent)
+        return strategy.llm_profile if strategy is not None else None
 
 
 # ---- intent routing ----------------------------------------------------------------------------

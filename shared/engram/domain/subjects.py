@@ -6,7 +6,7 @@
 | --- | --- | --- |
 | `ingest` | the producer's event type | domain systems (producer users), memory-api (HTTP) |
 | `mark` | `marked` | memory-api |
-| `chat` | `turn.completed`, `session.ended` | chat-turn, the session sweep (retention-cron) |
+| `chat` | `turn.completed`, `session.ended`, `approval_decision` | chat-turn, the session sweep (retention-cron) |
 | `observation` | `created`, `updated`, `deleted` | memory-api, extract-observation, record-feedback |
 | `feedback` | the actor: `human`, `agent`, `system` | memory-api (`human` only it), chat-turn |
 
@@ -50,6 +50,7 @@ ENGRAM_SUBJECTS: dict[str, tuple[str, str]] = {
     "io.engram.observation.deleted.v1": ("observation", "deleted"),
     "io.engram.chat.turn.completed.v1": ("chat", "turn.completed"),
     "io.engram.session.ended.v1": ("chat", "session.ended"),
+    "io.engram.chat.approval_decision.v1": ("chat", "approval_decision"),
     "io.engram.feedback.recorded.v1": ("feedback", "{actor}"),
 }
 FEEDBACK_ACTORS = ("human", "agent", "system")

@@ -18,6 +18,7 @@ from engram.ports.external import (
     SharedDatabaseIndex,
     TenantSearch,
 )
+from engram.ports.proposals import ProposalStore
 from engram.ports.storage import (
     AgentKeyDirectory,
     AgentKeyRecord,
@@ -66,6 +67,7 @@ __all__ = [
     "ObjectArchive",
     "ObservationStore",
     "PersonalDataStore",
+    "ProposalStore",
     "Published",
     "RawMessage",
     "Recall",

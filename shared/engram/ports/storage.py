@@ -37,6 +37,7 @@ from engram.domain.scopes import Visibility
 from engram.domain.search import Vector
 from engram.domain.telemetry import EventFilter, Metric, TelemetryRecord
 from engram.ports.consolidation import ConsolidationStore
+from engram.ports.proposals import ProposalStore
 
 # ---- the stores of one tenant transaction ------------------------------------------------------
 
@@ -270,7 +271,7 @@ class PersonalDataStore(Protocol):
     def feedback(self, user_id: str) -> AsyncIterator[Mapping[str, Any]]: ...
 
     def history(self, name: str, user_id: str) -> AsyncIterator[Mapping[str, Any]]:
-        """`chats`, `messages`, `sessions` or `summaries` of the user (export order)."""
+        """`chats`, `messages`, `sessions`, `summaries` or `proposals` of the user (export order)."""
         ...
 
     def telemetry(self, user_id: str) -> AsyncIterator[Mapping[str, Any]]: ...
@@ -353,6 +354,9 @@ class TenantTx(Protocol):
     def erasures(self) -> ErasureStore: ...
 
     @property
+    def proposals(self) -> ProposalStore: ...
+
+    @property
     def inbox(self) -> Inbox:
         """The inbox of the consumer the transaction was opened for (`consumer=`)."""
         ...
@@ -389,6 +393,10 @@ class Maintenance(Protocol):
 
     async def prune_embedding_cache(self, unused_since: datetime, limit: int) -> int:
         """Delete at most `limit` cached vectors unused since `unused_since`; how many went."""
+        ...
+
+    async def expire_proposals(self, now: datetime, limit: int) -> int:
+        """Mark at most `limit` memory proposals past their time and undecided as expired."""
         ...
 
 

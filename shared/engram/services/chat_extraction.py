@@ -7,7 +7,9 @@
   is retried once with the validation error, then the event is dead-lettered with the reason.
   The known memories of the user go into the prompt, so the model reuses their keys; the
   store deduplicates by content hash and key. Without an API key, the offline extractor keeps
-  the user's salient statements.
+  the user's salient statements. What is sensitive, meant for the user's team or uncertain
+  (confidence below 0.5) is not stored but proposed (`memory_proposals`): the chat's user
+  approves or rejects it (`engram.services.proposals`).
 - `io.engram.session.ended.v1`: the session gets a Summary (LLM through `record_summary`, or
   offline), stored in `summaries` and also as a keyed `context` observation, so summaries are
   recalled like observations.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import structlog
@@ -47,6 +50,7 @@ from engram.domain.language import detect_language
 from engram.domain.llm import LlmReply, LlmRequest, Priority, Profile, ToolSpec, Usage
 from engram.domain.models import SessionStatus
 from engram.domain.observation import ObservationDraft
+from engram.domain.proposals import PROPOSAL_TTL, NewProposal, ProposalReason, approval_reason, proposal_id
 from engram.domain.scopes import Principal
 from engram.ports import TenantTx, UnitOfWork
 from engram.services.extraction import CONSUMER, ChatEvent
@@ -80,6 +84,33 @@ def permitted(author: Principal, drafts: list[ObservationDraft]) -> list[Observa
     if len(kept) < len(drafts):
         log.info("chat_extraction.drafts_refused", tenant=author.tenant_id, refused=len(drafts) - len(kept))
     return kept
+
+
+def proposed(
+    author: Principal, drafts: list[ObservationDraft], data: ChatTurnCompleted, event_key: str, now: datetime
+) -> tuple[list[ObservationDraft], list[NewProposal]]:
+    """The drafts stored at once (those the user could have stored, R-16.4) and those proposed to
+    the user: sensitive, team-wide or low-confidence ones. A sensitive item for a user who may not
+    see sensitive memories is neither (the user could not approve it)."""
+    kept: list[ObservationDraft] = []
+    proposals: list[NewProposal] = []
+    for index, draft in enumerate(drafts):
+        reason = approval_reason(draft)
+        if reason is None:
+            kept.append(draft)
+        elif reason is not ProposalReason.sensitive or data.may_store_sensitive:
+            proposals.append(
+                NewProposal(
+                    id=proposal_id(event_key, index),
+                    chat_id=data.chat_id,
+                    user_id=author.user_id or "",
+                    message_id=data.assistant_message_id,
+                    reason=reason,
+                    draft=draft,
+                    expires_at=now + PROPOSAL_TTL,
+                )
+            )
+    return permitted(author, kept), proposals
 
 
 def _problems(exc: ValidationError | InvalidExtraction) -> str:
@@ -175,7 +206,7 @@ class ChatExtractor:
         started = time.perf_counter()
         user = meta.user_id
         assert user is not None  # the decoder requires it
-        origin = Origin(tenant, user, data.session_id, data.user_message_id, meta.id)
+        origin = Origin(tenant, user, data.session_id, data.user_message_id, meta.id, tuple(data.team_ids))
         language = data.language or detect_language(data.user_message)
         async with self.uow.tenant(tenant, consumer=CONSUMER) as tx:
             if await tx.inbox.seen([meta.key]):
@@ -184,8 +215,10 @@ class ChatExtractor:
         author = extractor_for(tenant, user, may_store_sensitive=data.may_store_sensitive)
         if not self.gateway.available:
             drafts = offline_observations(data.user_message, origin, self.observation_types)
+            kept, proposals = proposed(author, drafts, data, meta.key, datetime.now(UTC))
             return Extracted(
-                permitted(author, drafts),
+                kept,
+                proposals=proposals,
                 model="offline",
                 duration_ms=int((time.perf_counter() - started) * 1000),
                 message_id=data.assistant_message_id,
@@ -212,8 +245,10 @@ class ChatExtractor:
             drafts = to_drafts(output, origin)
         except ValidationError as exc:
             raise InvalidEvent(f"extracted observations are invalid: {_problems(exc)}") from exc
+        kept, proposals = proposed(author, drafts, data, meta.key, datetime.now(UTC))
         return Extracted(
-            permitted(author, drafts),
+            kept,
+            proposals=proposals,
             model=reply.model,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,

@@ -390,15 +390,16 @@ class Extraction:
             deduplicated = sum(1 for c in mine if c.outcome is WriteOutcome.deduplicated)
             stats.applied(p, len(mine) - deduplicated, deduplicated)
             if p.extracted.message_id is not None:  # "done" commits with what it reports
-                await tx.chats.set_extraction(
-                    p.extracted.message_id,
-                    {
-                        "status": "done",
-                        "count": len(mine) - deduplicated,
-                        "dedup": deduplicated,
-                        "model": p.extracted.model,
-                    },
-                )
+                report: dict[str, Any] = {
+                    "status": "done",
+                    "count": len(mine) - deduplicated,
+                    "dedup": deduplicated,
+                    "model": p.extracted.model,
+                }
+                if p.extracted.proposals:
+                    report["proposed"] = len(p.extracted.proposals)
+                await tx.chats.set_extraction(p.extracted.message_id, report)
+        await tx.proposals.add([n for p in todo for n in p.extracted.proposals])
         await tx.inbox.record(produced)
         # an earlier attempt that committed but was never acked may not have announced its
         # changes: announce them again (same revision = same event id)

@@ -8,6 +8,7 @@ from typing import Any
 
 from engram.domain.deliveries import Delivery
 from engram.domain.observation import ObservationDraft, TriggerSource
+from engram.domain.proposals import NewProposal
 
 
 @dataclass
@@ -20,6 +21,7 @@ class Extracted:
     output_tokens: int = 0
     duration_ms: int = 0
     message_id: uuid.UUID | None = None  # a chat turn's assistant message (its trace shows the status)
+    proposals: list[NewProposal] = field(default_factory=list)  # waiting for the user's approval
 
 
 @dataclass

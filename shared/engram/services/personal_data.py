@@ -58,7 +58,13 @@ class Erasure(BaseModel):
 
 
 # the export's record name for each part of the user's conversation history, in export order
-_HISTORY_RECORDS = {"chats": "chat", "messages": "message", "sessions": "session", "summaries": "summary"}
+_HISTORY_RECORDS = {
+    "chats": "chat",
+    "messages": "message",
+    "sessions": "session",
+    "summaries": "summary",
+    "proposals": "memory_proposal",
+}
 
 
 def _line(record: dict[str, Any]) -> bytes:

@@ -11,6 +11,7 @@ here, so callers import from `engram.domain.llm`.
 from engram.domain.llm.billing import ModelPrice, billed_usage, cost_usd
 from engram.domain.llm.config import CompactionConfig, LlmConfig, Profile, expand
 from engram.domain.llm.errors import (
+    ContentRefused,
     EmptyResponse,
     LlmError,
     LlmTimeout,
@@ -18,6 +19,7 @@ from engram.domain.llm.errors import (
     Overloaded,
     PromptTooLong,
     ProviderError,
+    ProviderNotConfigured,
     RateLimited,
     StreamInterrupted,
 )
@@ -40,6 +42,7 @@ __all__ = [
     "Attempt",
     "Compaction",
     "CompactionConfig",
+    "ContentRefused",
     "EmptyResponse",
     "LlmConfig",
     "LlmError",
@@ -55,6 +58,7 @@ __all__ = [
     "PromptLibrary",
     "PromptTooLong",
     "ProviderError",
+    "ProviderNotConfigured",
     "RateLimited",
     "ResolvedPrompt",
     "StreamInterrupted",

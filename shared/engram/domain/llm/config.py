@@ -40,7 +40,10 @@ class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    provider: Literal["anthropic"] = "anthropic"
+    # which provider serves the model: the Anthropic Messages API, an OpenAI-compatible gateway
+    # (`openai`: vLLM, LiteLLM, any Chat Completions endpoint) or a local server (`local`: Ollama,
+    # llama.cpp's server); a profile whose provider is not configured is skipped in a chain
+    provider: Literal["anthropic", "openai", "local"] = "anthropic"
     model: str = Field(min_length=1, max_length=200)
     timeout: float = Field(default=45.0, gt=0, le=600)
     # Sent only when set: anthropic 2.x dropped the parameter from its signatures (newer models

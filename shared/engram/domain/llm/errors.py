@@ -43,6 +43,19 @@ class EmptyResponse(LlmError):
     """The provider answered 200 with no usable content (a silent refusal or a glitch)."""
 
 
+class ContentRefused(LlmError):
+    """The provider answered, but refused the content (a policy filter, `stop_reason: refusal`,
+    OpenAI's `refusal` / `content_filter`): the content fallback asks the next profile."""
+
+    def __init__(self, message: str, *, model: str | None = None, refusal: str = "") -> None:
+        super().__init__(message, model=model)
+        self.refusal = refusal
+
+
+class ProviderNotConfigured(LlmError):
+    """The profile's provider has no endpoint or key in this deployment: the chain skips it."""
+
+
 class ProviderError(LlmError):
     """Any other provider failure (5xx, connection, unexpected 4xx)."""
 

@@ -141,7 +141,8 @@ class LlmReply:
 class Attempt:
     profile: str
     model: str
-    outcome: str  # ok | rate_limited | overloaded | timeout | empty | prompt_too_long | error | skipped_cooldown
+    outcome: str  # ok | rate_limited | overloaded | timeout | empty | refused | prompt_too_long | error |
+    # skipped_cooldown | skipped_unconfigured
     detail: str = ""
     duration_ms: float = 0.0
 

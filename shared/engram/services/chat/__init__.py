@@ -16,8 +16,10 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
+from engram.domain.authorization import WriteRequest, authorize_write
 from engram.domain.erasure import given_before_erasure
 from engram.domain.errors import Forbidden, NotFound
+from engram.domain.events import change_events
 from engram.domain.llm import StreamInterrupted
 from engram.domain.routing import RoutingRules
 from engram.domain.scopes import Principal
@@ -25,7 +27,9 @@ from engram.domain.streams import DecisionEngine
 from engram.domain.telemetry import ChatError, records_of
 from engram.ports import Announce, Recall, UnitOfWork
 from engram.services.chat.answer import TurnAnswer, offline_answer
+from engram.services.chat.interview import Interviewer
 from engram.services.chat.prepare import TurnPreparation
+from engram.services.chat.record import SOURCE as record_source
 from engram.services.chat.record import turn_record, turn_response
 from engram.services.chat.turn import PreparedTurn, TextSink, TurnFailed, TurnRequest, TurnResponse, TurnUsage
 from engram.services.gateway import LlmGateway
@@ -72,7 +76,8 @@ class ChatTurns:
             history_messages=history_messages,
             session_idle=session_idle,
         )
-        self.answering = TurnAnswer(gateway)
+        engine.check_profiles(gateway.config.profiles)
+        self.answering = TurnAnswer(gateway, engine.synthesis_profile, Interviewer(gateway, engine.interview))
 
     async def begin(self, principal: Principal, chat_id: uuid.UUID, body: TurnRequest) -> PreparedTurn:
         return await self.preparation.begin(principal, chat_id, body)
@@ -94,6 +99,12 @@ class ChatTurns:
                 # the user's memory was erased while the model answered: the answer goes back, nothing stays
                 log.info("chat.turn_not_kept", reason="the user's memory was erased during the turn")
                 return turn_response(prepared, answered, record)
+            captured = answered.interview.captured if answered.interview is not None else None
+            if captured is not None:  # INTERVIEW mode: the object, as the user's own memory
+                authorize_write(prepared.principal, WriteRequest.of(captured.user_id, captured.scope, []))
+                written = await tx.observations.write_many([captured])
+                tx.emit(change_events([w.change for w in written], record_source))
+                record.trace["interview"]["observation_id"] = str(written[0].observation.id)
             await tx.chats.record_turn(
                 prepared.chat.id,
                 prepared.session.id,
@@ -105,10 +116,12 @@ class ChatTurns:
             )
             await tx.telemetry.write(record.telemetry)
             tx.emit(record.events)
+            now = datetime.now(UTC)
+            proposals = [p.view(now) for p in await tx.proposals.pending(prepared.chat.id, prepared.user_id, now)]
         prepared.timings["persist"] = (time.perf_counter() - t2) * 1000
         prepared.timings["llm"] = prepared.buffer.llm_ms
         prepared.timings["total"] = (time.perf_counter() - prepared.started) * 1000
-        return turn_response(prepared, answered, record)
+        return turn_response(prepared, answered, record, proposals)
 
     async def _record_failure(self, prepared: PreparedTurn, exc: Exception) -> None:
         principal = prepared.principal

@@ -5,9 +5,10 @@ identity) in the cached system prefix, and the per-turn multi-stream recall in f
 user's message, after the cache breakpoints. Both are standard context: sensitive
 observations never appear, whatever the caller's permissions (R-7.2).
 
-Without `ANTHROPIC_API_KEY`, or when every profile fails, the answer is built from recalled
-memory and marked as offline. A failure after tokens have streamed is not hidden by a
-fallback: `StreamInterrupted` reaches the caller.
+Without a provider (`ANTHROPIC_API_KEY`, `ENGRAM_OPENAI_BASE_URL`, `ENGRAM_LOCAL_LLM_BASE_URL`),
+or when every profile fails, the answer is built from recalled memory and marked as offline.
+An INTERVIEW turn (`interview`) captures an object instead of answering. A failure after
+tokens have streamed is not hidden by a fallback: `StreamInterrupted` reaches the caller.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from engram.domain.observation import Observation
 from engram.domain.recall import RecallQuery, SearchHit
 from engram.domain.streams import render_observations, standard_context_filter
 from engram.domain.telemetry import ChatError
+from engram.services.chat.interview import Interviewed, Interviewer
 from engram.services.chat.prepare import model_override
 from engram.services.chat.turn import OfflineReason, PreparedTurn, TextSink
 from engram.services.gateway import LlmGateway, Tool, ToolContext, TurnOutcome
@@ -50,6 +52,7 @@ class Answered:
     model: str
     offline_reason: OfflineReason | None
     tool_hits: list[SearchHit] = field(default_factory=list)
+    interview: Interviewed | None = None  # INTERVIEW mode: what it captured, or asks for
 
     @property
     def blocks(self) -> list[dict[str, Any]] | None:
@@ -60,9 +63,11 @@ def offline_answer(message: str, memory: list[Observation], reason: str) -> str:
     german = detect_language(message) == "de"
     if reason == "no_api_key":
         head = (
-            "[Offline-Modus: kein Sprachmodell konfiguriert (ANTHROPIC_API_KEY ist nicht gesetzt).]"
+            "[Offline-Modus: kein Sprachmodell konfiguriert (weder ANTHROPIC_API_KEY noch "
+            "ENGRAM_LOCAL_LLM_BASE_URL ist gesetzt).]"
             if german
-            else "[Offline mode: no language model is configured (ANTHROPIC_API_KEY is not set).]"
+            else "[Offline mode: no language model is configured (neither ANTHROPIC_API_KEY nor "
+            "ENGRAM_LOCAL_LLM_BASE_URL is set).]"
         )
     else:
         head = (
@@ -82,8 +87,15 @@ def offline_answer(message: str, memory: list[Observation], reason: str) -> str:
 
 
 class TurnAnswer:
-    def __init__(self, gateway: LlmGateway) -> None:
+    def __init__(
+        self,
+        gateway: LlmGateway,
+        strategy_profile: Callable[[str], str | None] = lambda _i: None,
+        interviewer: Interviewer | None = None,
+    ) -> None:
         self.gateway = gateway
+        self.strategy_profile = strategy_profile  # intent -> the strategy's llm_profile
+        self.interviewer = interviewer
 
     async def answer(self, prepared: PreparedTurn, on_text: TextSink | None) -> Answered:
         t0 = time.perf_counter()
@@ -93,11 +105,16 @@ class TurnAnswer:
         if recalled is not None:
             prepared.timings["recall_total"] = recalled.duration_ms
             prepared.timings["intent"] = recalled.router_ms
+        if recalled is not None and prepared.decision.tier != "override":  # a model the caller chose stays
+            prepared.synthesis_profile = self.strategy_profile(recalled.intent.name)
         tool_hits: list[SearchHit] = []
         outcome: TurnOutcome | None = None
         offline_reason: OfflineReason | None = None
         t1 = time.perf_counter()
-        if not self.gateway.available:
+        interviewed = await self._interview(prepared, on_text)
+        if interviewed is not None and interviewed.outcome is not None:
+            outcome = interviewed.outcome
+        elif not self.gateway.available:
             offline_reason = "no_api_key"
         else:
             try:
@@ -122,12 +139,24 @@ class TurnAnswer:
             if on_text is not None:
                 await on_text(answer)
         return Answered(
-            recalled, outcome, answer if answer.strip() else "(no answer)", model, offline_reason, tool_hits
+            recalled,
+            outcome,
+            answer if answer.strip() else "(no answer)",
+            model,
+            offline_reason,
+            tool_hits,
+            interviewed,
         )
+
+    async def _interview(self, prepared: PreparedTurn, on_text: TextSink | None) -> Interviewed | None:
+        begun = self.interviewer.begin(prepared) if self.interviewer is not None else None
+        if begun is None or self.interviewer is None:
+            return None
+        return await self.interviewer.run(prepared, *begun, on_text)
 
     def executor(self, prepared: PreparedTurn) -> str:
         """The model the turn's chain starts with."""
-        return self.gateway.chain(prepared.decision.profile, model_override(self.gateway, prepared.body))[0].model
+        return self.gateway.chain(prepared.profile, model_override(self.gateway, prepared.body))[0].model
 
     async def _model(
         self,
@@ -137,7 +166,7 @@ class TurnAnswer:
         on_text: TextSink | None,
     ) -> TurnOutcome:
         return await self.gateway.run_tools(
-            prepared.decision.profile,
+            prepared.profile,
             self._request(prepared, recalled.memory if recalled else None),
             self._tools(prepared, self.executor(prepared), tool_hits),
             telemetry=prepared.buffer,

@@ -20,6 +20,7 @@ from engram.domain.telemetry import ChatTurnMetrics, MemoryCacheBreak, Telemetry
 from engram.ports import NewMessage
 from engram.services.chat.answer import Answered
 from engram.services.chat.turn import PreparedTurn, TurnResponse, TurnUsage
+from engram.services.proposals import ProposalView
 from engram.services.sessions import session_ended_event
 
 SOURCE = "/engram/chat-turn"
@@ -49,6 +50,7 @@ def memory_trace(prepared: PreparedTurn, answered: Answered) -> dict[str, Any]:
         "query_id": str(recalled.query_id) if recalled else None,
         "tier": prepared.decision.tier,
         "routing_reason": prepared.decision.reason,
+        "profile": prepared.profile,
         "observations": trace_hits(recalled.streams) if recalled else [],
         "stable_memory": [str(o.id) for o in prepared.stable],
         "tool_calls": [
@@ -74,6 +76,10 @@ def memory_trace(prepared: PreparedTurn, answered: Answered) -> dict[str, Any]:
     }
     if recalled:
         trace.update(recalled.trace())
+    if answered.interview is not None:
+        trace["interview"] = answered.interview.trace()
+        if answered.interview.outcome is not None:  # the interview took the turn's data in itself
+            trace["extraction"] = {"status": "skipped", "reason": "interview"}
     return trace
 
 
@@ -86,6 +92,8 @@ def turn_events(
     if prepared.body.end_session:
         ended.append(prepared.session)
     events = [session_ended_event(principal.tenant_id, s, prepared.chat.id, principal.user_id) for s in ended]
+    if answered.interview is not None and answered.interview.outcome is not None:
+        return events  # what an interview captured is stored by the turn: no extraction of it
     events.append(
         new_event(
             CHAT_TURN_COMPLETED,
@@ -100,6 +108,7 @@ def turn_events(
                 language=detect_language(prepared.body.message),
                 session_ended=prepared.body.end_session,
                 may_store_sensitive=principal.has(Permission.view_sensitive),
+                team_ids=sorted(principal.teams),
             ),
             tenant_id=principal.tenant_id,
             source=SOURCE,
@@ -171,6 +180,7 @@ def turn_record(prepared: PreparedTurn, answered: Answered, config: LlmConfig, d
             "turns": int(prepared.session.metadata.get("turns", 0)) + 1,
             "stable_memory_hash": prepared.stable_hash,
             "last_model": answered.model,
+            **({"interview": answered.interview.open_state} if answered.interview is not None else {}),
         },
         telemetry=turn_telemetry(prepared, answered, total, cost, duration_ms),
         events=turn_events(prepared, answered, user_message_id, assistant_id),
@@ -181,7 +191,9 @@ def turn_record(prepared: PreparedTurn, answered: Answered, config: LlmConfig, d
     )
 
 
-def turn_response(prepared: PreparedTurn, answered: Answered, record: TurnRecord) -> TurnResponse:
+def turn_response(
+    prepared: PreparedTurn, answered: Answered, record: TurnRecord, proposals: list[dict[str, Any]] | None = None
+) -> TurnResponse:
     total = record.usage
     return TurnResponse(
         chat_id=prepared.chat.id,
@@ -206,4 +218,5 @@ def turn_response(prepared: PreparedTurn, answered: Answered, record: TurnRecord
         duration_ms=int(prepared.timings["total"]),
         session_ended=prepared.body.end_session,
         timings={k: round(v, 2) for k, v in prepared.timings.items()},
+        proposals=[ProposalView.model_validate(p) for p in proposals or []],
     )

@@ -18,6 +18,7 @@ from engram.domain.scopes import Principal
 from engram.ports import Recall
 from engram.services.gateway import TelemetryBuffer
 from engram.services.multistream import MultiStreamResult
+from engram.services.proposals import ProposalView
 
 TextSink = Callable[[str], Awaitable[None]]
 OfflineReason = Literal["no_api_key", "llm_unavailable"]
@@ -67,6 +68,9 @@ class TurnResponse(BaseModel):
     duration_ms: int
     session_ended: bool
     timings: dict[str, float] = Field(default_factory=dict, description="milliseconds per stage")
+    proposals: list[ProposalView] = Field(
+        default_factory=list, description="the chat's memory proposals waiting for your decision"
+    )
 
 
 @dataclass
@@ -85,6 +89,12 @@ class PreparedTurn:
     timings: dict[str, float] = field(default_factory=dict)
     buffer: TelemetryBuffer = field(default_factory=TelemetryBuffer)  # the turn's telemetry, from the start
     recalling: asyncio.Task[MultiStreamResult] | None = None  # the recall, started once the chat was checked
+    synthesis_profile: str | None = None  # the intent's strategy profile, once recall has told the intent
+
+    @property
+    def profile(self) -> str:
+        """The profile (task) that answers: the strategy's `llm_profile`, else the routing tier's."""
+        return self.synthesis_profile or self.decision.profile
 
     @property
     def user_id(self) -> str:

@@ -8,8 +8,13 @@
   it instead of hammering it (no retry storm).
 - Background calls (extraction, summaries) pass a priority gate (`ENGRAM_LLM_BACKGROUND_LIMIT`
   concurrent) and may wait longer on rate limits; realtime calls never touch the gate.
-- An empty answer counts as a failure (fallback); "prompt is too long" shrinks the request
-  (older history, then the memory block) and is logged as `chat.ptl_recovery`.
+- An empty answer counts as a failure (fallback), and so does a refusal that carries text
+  (`stop_reason: refusal`, a content filter): the content fallback asks the next profile,
+  which may be another provider. "prompt is too long" shrinks the request (older history,
+  then the memory block) and is logged as `chat.ptl_recovery`.
+- Each profile names its provider (`anthropic`, `openai`, `local`); the gateway holds one
+  adapter per configured provider, and a profile whose provider is not configured is skipped
+  (`skipped_unconfigured`), so a shipped chain may end in a local model nobody runs.
 
 `LlmGateway` is the service; its tool-use loop (`tool_loop`) and advisor tool (`advisor`) are
 built on `complete`.
@@ -21,12 +26,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from engram.domain.llm import (
     Attempt,
+    ContentRefused,
     EmptyResponse,
     LlmConfig,
     LlmError,
@@ -50,6 +57,21 @@ from engram.services.gateway import advisor, tool_loop
 from engram.services.gateway.calls import RequestSource, TelemetryBuffer, TextSink, Tool, TurnOutcome
 
 log = structlog.get_logger(__name__)
+
+# one provider for every profile (tests, a single deployment), or one per provider name
+Providers = LLM | Mapping[str, LLM] | None
+
+
+@dataclass
+class _Emitted:
+    """Whether a streamed call has passed text to the caller (a refusal after that is no fallback)."""
+
+    sink: TextSink
+    any: bool = False
+
+    async def __call__(self, chunk: str) -> None:
+        self.any = True
+        await self.sink(chunk)
 
 
 class PriorityGate:
@@ -86,7 +108,7 @@ class LlmGateway:
         self,
         config: LlmConfig,
         prompts: PromptLibrary,
-        llm: LLM | None,
+        llm: Providers,
         *,
         background_limit: int = 2,
         realtime_wait_cap: float = 2.0,
@@ -97,7 +119,14 @@ class LlmGateway:
     ) -> None:
         self.config = config
         self.prompts = prompts
-        self.llm = llm
+        if isinstance(llm, Mapping):
+            self.providers: dict[str, LLM] = dict(llm)
+            self.llm: LLM | None = next(iter(self.providers.values()), None)
+            self._per_provider = True
+        else:
+            self.providers = {llm.provider: llm} if llm is not None else {}
+            self.llm = llm
+            self._per_provider = False
         self.gate = PriorityGate(background_limit)
         self.realtime_wait_cap = realtime_wait_cap
         self.background_wait_cap = background_wait_cap
@@ -111,23 +140,31 @@ class LlmGateway:
 
     async def warm(self) -> None:
         """Load the provider's client ahead of the first call (chat-turn does this at start-up)."""
-        warm = getattr(self.llm, "warm", None)
-        if warm is not None:
-            await warm()
+        for llm in self.providers.values():
+            warm = getattr(llm, "warm", None)
+            if warm is not None:
+                await warm()
 
     async def close(self, drain_seconds: float = 5.0) -> None:
         """Let calls in progress finish (up to `drain_seconds`), then close the provider client."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), drain_seconds)
-        closer = getattr(self.llm, "close", None)
-        if closer is not None:
-            await closer()
+        for llm in self.providers.values():
+            closer = getattr(llm, "close", None)
+            if closer is not None:
+                await closer()
 
     # ---- configuration ------------------------------------------------------------------
 
     @property
     def available(self) -> bool:
         return self.llm is not None
+
+    def provider_for(self, profile: Profile) -> LLM | None:
+        """The adapter that serves a profile: its provider's, or the one provider given for all."""
+        if not self._per_provider:
+            return self.llm
+        return self.providers.get(profile.provider)
 
     @property
     def provider(self) -> str:
@@ -173,7 +210,10 @@ class LlmGateway:
         timeout: float | None = None,
     ) -> LlmReply:
         if self.llm is None:
-            raise LlmUnavailable("no LLM provider is configured (ANTHROPIC_API_KEY is not set)")
+            raise LlmUnavailable(
+                "no LLM provider is configured (ANTHROPIC_API_KEY, ENGRAM_OPENAI_BASE_URL and "
+                "ENGRAM_LOCAL_LLM_BASE_URL are not set)"
+            )
         attempts: list[Attempt] = []
         sink = telemetry or TelemetryBuffer()
         self.inflight += 1
@@ -197,14 +237,20 @@ class LlmGateway:
         timeout: float | None,
     ) -> LlmReply:
         async with self.gate.slot(priority):
-            for position, profile in enumerate(self.chain(task, model_override)):
+            position = -1  # among the profiles tried: a skipped one (not configured here) is no fallback
+            for profile in self.chain(task, model_override):
+                llm = self.provider_for(profile)
+                if llm is None:  # its provider is not configured here: skipped, not a failure
+                    attempts.append(Attempt(profile.name, profile.model, "skipped_unconfigured", profile.provider))
+                    continue
+                position += 1
                 built = request(profile) if callable(request) else request
                 started = time.perf_counter()
                 try:
                     with tracing.span(
                         f"llm {profile.name}", gen_ai__request__model=profile.model, engram__llm__task=task
                     ):
-                        reply = await self._attempt(profile, built, priority, sink, on_text, attempts, timeout)
+                        reply = await self._attempt(llm, profile, built, priority, sink, on_text, attempts, timeout)
                 except StreamInterrupted:
                     metrics.LLM_REQUESTS.labels(task, "failed").inc()
                     raise
@@ -225,6 +271,7 @@ class LlmGateway:
 
     async def _attempt(
         self,
+        llm: LLM,
         profile: Profile,
         request: LlmRequest,
         priority: Priority,
@@ -233,7 +280,6 @@ class LlmGateway:
         attempts: list[Attempt],
         timeout: float | None,
     ) -> LlmReply:
-        assert self.llm is not None
         model = profile.model
         left = self.cooling(model)
         if left > 0:
@@ -249,15 +295,20 @@ class LlmGateway:
         current = request
         while True:
             started = time.perf_counter()
+            emitted = _Emitted(on_text) if on_text is not None else None
             try:
-                if on_text is not None:
-                    reply = await self.llm.stream(
-                        current, model=model, timeout=call_timeout, temperature=profile.temperature, on_text=on_text
+                if emitted is not None:
+                    reply = await llm.stream(
+                        current, model=model, timeout=call_timeout, temperature=profile.temperature, on_text=emitted
                     )
                 else:
-                    reply = await self.llm.complete(
+                    reply = await llm.complete(
                         current, model=model, timeout=call_timeout, temperature=profile.temperature
                     )
+                if reply.stop_reason == "refusal":
+                    refused = ContentRefused(f"{model} refused: {reply.text[:200]!r}", model=model, refusal=reply.text)
+                    refused.emitted = emitted is not None and emitted.any
+                    raise refused
                 if reply.is_empty():
                     raise EmptyResponse(f"{model} returned no content (stop_reason={reply.stop_reason})", model=model)
             except PromptTooLong as exc:
@@ -283,7 +334,9 @@ class LlmGateway:
                 self._failed(profile, exc, outcome, started, attempts, telemetry)
                 raise
             except LlmError as exc:
-                kind = {LlmTimeout: "timeout", EmptyResponse: "empty"}.get(type(exc), "error")
+                kind = {LlmTimeout: "timeout", EmptyResponse: "empty", ContentRefused: "refused"}.get(
+                    type(exc), "error"
+                )
                 self._failed(profile, exc, kind, started, attempts, telemetry)
                 raise
             if recoveries:
