@@ -108,7 +108,7 @@ def scraped_ports(docs: list[dict[str, Any]]) -> list[str]:
 
 def test_the_prod_overlay_is_monitored(rendered: dict[str, Any]) -> None:
     docs = rendered["prod"]
-    assert len(manifests.find(docs, "PodMonitor")) == 2 and manifests.find(docs, "PrometheusRule")
+    assert len(manifests.find(docs, "PodMonitor")) == 3 and manifests.find(docs, "PrometheusRule")
     dashboard = manifests.generated(docs, "ConfigMap", "engram-grafana-dashboard")
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["engram.json"])["uid"] == "engram-overview"

@@ -4,7 +4,8 @@ Every API and worker process relays what interrupted writers left in the outbox,
 cluster where every function is scaled to zero nobody would: this process runs beside them
 (k8s/overlays/prod: Deployment `outbox-relay`, bus user `outbox-relay`). It publishes what its
 bus user may (every event subject a function may), finishes the round in hand on SIGTERM or
-SIGINT and exits 0. `--once` relays what is there and exits (a Job, a test).
+SIGINT and exits 0; it serves `/metrics` on `ENGRAM_METRICS_PORT` (the outbox backlog and what
+it relayed). `--once` relays what is there and exits (a Job, a test).
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ async def relay(interval: float, older_than: float, *, once: bool = False) -> in
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if not once and settings.engram_metrics_port:  # the backlog gauges and relayed count, scraped
+        from engram.runtime.observability import serve_metrics
+
+        serve_metrics(settings.engram_metrics_port)
     log.info("outbox.relay_started", user=name or "anonymous", subjects=list(subjects), interval=interval)
     total = 0
     try:
