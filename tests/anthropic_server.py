@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.scripted_server import ScriptedServer
 
 
 @dataclass
@@ -160,57 +160,20 @@ class Recorded:
 Responder = Callable[[Recorded], Reply]
 
 
-class AnthropicServer:
+class AnthropicServer(ScriptedServer[Reply, Recorded]):
+    thread_name = "anthropic-stub"
+
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.requests: list[Recorded] = []
-        self._shared: deque[Reply] = deque()
-        self._by_model: dict[str, deque[Reply]] = {}
-        self.responder: Responder = lambda _req: text("Scripted answer.")
-        self.active = 0
+        self.active = 0  # requests in flight, and the most at once since the last reset
         self.peak = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="anthropic-stub", daemon=True)
+        super().__init__()
 
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> AnthropicServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def default(self, recorded: Recorded) -> Reply:
+        return text("Scripted answer.")
 
     def reset(self) -> None:
-        with self._lock:
-            self.requests.clear()
-            self._shared.clear()
-            self._by_model.clear()
-            self.responder = lambda _req: text("Scripted answer.")
-            self.peak = self.active
-
-    def script(self, *replies: Reply, model: str | None = None) -> None:
-        with self._lock:
-            queue = self._shared if model is None else self._by_model.setdefault(model, deque())
-            queue.extend(replies)
-
-    def requests_for(self, model: str) -> list[Recorded]:
-        return [r for r in self.requests if r.model == model]
-
-    def _next(self, recorded: Recorded) -> Reply:
-        with self._lock:
-            queue = self._by_model.get(recorded.model)
-            if queue:
-                return queue.popleft()
-            if self._shared:
-                return self._shared.popleft()
-            responder = self.responder
-        return responder(recorded)
+        super().reset()
+        self.peak = self.active
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from tests.scripted_server import ScriptedServer
 
 VALIDATE = True  # check every payload against the SDK's types (bench.llm_providers turns it off)
 
@@ -162,51 +161,12 @@ def chunks(reply: Reply, model: str, *, include_usage: bool) -> list[dict[str, A
     return out
 
 
-class OpenAIServer:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.requests: list[Recorded] = []
-        self._shared: deque[Reply] = deque()
-        self._by_model: dict[str, deque[Reply]] = {}
-        self.responder: Callable[[Recorded], Reply] = lambda _req: answer("Scripted local answer.")
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="openai-stub", daemon=True)
+class OpenAIServer(ScriptedServer[Reply, Recorded]):
+    url_path = "/v1"
+    thread_name = "openai-stub"
 
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def start(self) -> OpenAIServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def reset(self) -> None:
-        with self._lock:
-            self.requests.clear()
-            self._shared.clear()
-            self._by_model.clear()
-            self.responder = lambda _req: answer("Scripted local answer.")
-
-    def script(self, *replies: Reply, model: str | None = None) -> None:
-        with self._lock:
-            queue = self._shared if model is None else self._by_model.setdefault(model, deque())
-            queue.extend(replies)
-
-    def _next(self, recorded: Recorded) -> Reply:
-        with self._lock:
-            queue = self._by_model.get(recorded.model)
-            if queue:
-                return queue.popleft()
-            if self._shared:
-                return self._shared.popleft()
-            responder = self.responder
-        return responder(recorded)
+    def default(self, recorded: Recorded) -> Reply:
+        return answer("Scripted local answer.")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self

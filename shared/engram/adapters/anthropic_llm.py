@@ -34,6 +34,7 @@ from engram.domain.llm import (
     RateLimited,
     billed_usage,
 )
+from engram.domain.llm.errors import retry_after_seconds
 
 if TYPE_CHECKING:
     import anthropic
@@ -183,17 +184,6 @@ def build_params(
     return params
 
 
-def _retry_after(headers: Any) -> float | None:
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name) if headers is not None else None
-        if value:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
-    return None
-
-
 def map_error(exc: Exception, model: str) -> LlmError:
     """SDK exceptions -> the gateway's error kinds."""
     import anthropic  # loaded already: the exception came from it
@@ -203,7 +193,7 @@ def map_error(exc: Exception, model: str) -> LlmError:
     if isinstance(exc, anthropic.APIStatusError):
         kind = getattr(exc, "type", None)
         message = getattr(exc, "api_message", None) or str(exc)
-        retry_after = _retry_after(exc.response.headers)
+        retry_after = retry_after_seconds(exc.response.headers)
         if exc.status_code == 429:
             return RateLimited(f"{model}: rate limited ({message})", model=model, retry_after=retry_after)
         if exc.status_code == 529 or kind == "overloaded_error":

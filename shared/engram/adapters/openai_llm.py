@@ -35,6 +35,7 @@ from engram.domain.llm import (
     RateLimited,
     Usage,
 )
+from engram.domain.llm.errors import retry_after_seconds
 
 if TYPE_CHECKING:
     import openai
@@ -255,17 +256,6 @@ class StreamedReply:
         )
 
 
-def _retry_after(headers: Any) -> float | None:
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name) if headers is not None else None
-        if value:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
-    return None
-
-
 def map_error(exc: Exception, model: str) -> LlmError:
     """SDK exceptions -> the gateway's error kinds (the same kinds as the Anthropic adapter's)."""
     import openai  # loaded already: the exception came from it
@@ -274,7 +264,7 @@ def map_error(exc: Exception, model: str) -> LlmError:
         return LlmTimeout(f"{model}: timed out", model=model)
     if isinstance(exc, openai.APIStatusError):
         message = str(getattr(exc, "message", "") or exc)
-        retry_after = _retry_after(exc.response.headers)
+        retry_after = retry_after_seconds(exc.response.headers)
         if exc.status_code == 429:
             return RateLimited(f"{model}: rate limited ({message})", model=model, retry_after=retry_after)
         if exc.status_code in (503, 529):

@@ -4,7 +4,7 @@ shrinking the request, or giving up)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engram.domain.llm.messages import Attempt
@@ -74,3 +74,16 @@ class LlmUnavailable(LlmError):
 
 class StreamInterrupted(LlmError):
     """A streamed answer failed after tokens reached the caller: no silent fallback mid-answer."""
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """A 429's or 529's wait from its headers (`retry-after-ms` first, then `retry-after` in
+    seconds), as both providers' APIs send them; None when absent or not a number."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name) if headers is not None else None
+        if value:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue
+    return None
