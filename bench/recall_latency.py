@@ -492,8 +492,62 @@ async def buffers_per_query(index: PgVectorIndex, tenant: str, vectors: Sequence
     return round(float(statistics.mean(touched)), 1)
 
 
+async def bm25_only(index: PgVectorIndex, tenant: str, texts: Sequence[str]) -> dict[str, float]:
+    """The BM25 statement alone (no embedding, no kNN), as recall runs it after `prepare`."""
+    rng = random.Random(SEED)
+    latencies = []
+    where = SearchFilter(now=datetime.now(UTC))
+    for text in texts:
+        visibility = Visibility.for_principal(principal_for(tenant, rng))
+        async with index.db.tenant(tenant) as conn:
+            plan = await index.prepare(conn, tenant, 20)
+            t0 = time.perf_counter()
+            await index.lexical_in(conn, visibility, text, where, 20, plan)
+            latencies.append((time.perf_counter() - t0) * 1000)
+    return percentiles(latencies)
+
+
+async def bm25_buffers(index: PgVectorIndex, tenant: str, texts: Sequence[str]) -> dict[str, float]:
+    """Shared buffers one BM25 statement touches (mean), and how many of its postings came
+    from the table (heap fetches of index-only scans plus rows of plain index scans)."""
+    rng = random.Random(SEED)
+    where = SearchFilter(now=datetime.now(UTC))
+    touched, fetched = [], []
+    for text in texts:
+        visibility = Visibility.for_principal(principal_for(tenant, rng))
+        async with index.db.tenant(tenant) as conn:
+            plan = await index.prepare(conn, tenant, 20)
+            explaining = _Explaining(conn)
+            await index.lexical_in(explaining, visibility, text, where, 20, plan)
+        top = explaining.plan["Plan"]
+        touched.append(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+        fetched.append(_heap_rows(top))
+    return {
+        "buffers": round(float(statistics.mean(touched)), 1),
+        "heap_rows": round(float(statistics.mean(fetched)), 1),
+    }
+
+
+def _heap_rows(node: dict[str, Any]) -> float:
+    """Postings read from `search_terms`' heap under a plan node (per loop counts times loops)."""
+    own = 0.0
+    if node.get("Relation Name") == "search_terms":
+        loops = node.get("Actual Loops", 1)
+        if node["Node Type"] == "Index Only Scan":
+            own = node.get("Heap Fetches", 0)  # already summed over loops
+        else:
+            own = (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)) * loops
+    return own + sum(_heap_rows(child) for child in node.get("Plans", []))
+
+
 async def measure_single(
-    db: Database, index: PgVectorIndex, recall: RecallService, embedder: E5Embedder, size: int, texts: list[str]
+    db: Database,
+    index: PgVectorIndex,
+    recall: RecallService,
+    embedder: E5Embedder,
+    size: int,
+    texts: list[str],
+    recall_only: bool = False,
 ) -> dict[str, Any]:
     tenant = f"latency-{label(size)}"
     rng = random.Random(SEED)
@@ -502,15 +556,20 @@ async def measure_single(
     base = await embedding_baseline(embedder, texts)
     c1, _ = await measure(recall, [tenant], texts, 1)
     c8, _ = await measure(recall, [tenant], texts, 8)
-    vectors = [await embedder.embed_query(t) for t in texts[:60]]
-    knn = {"knn_exact": await knn_only(index, tenant, vectors, True)}
+    bm25 = await bm25_only(index, tenant, texts)
+    buffers = {f"bm25.{k}": v for k, v in (await bm25_buffers(index, tenant, texts[:30])).items()}
+    knn: dict[str, dict[str, float]] = {"bm25": bm25}
     async with db.system() as conn:
         graph = await conn.fetchval("SELECT pg_relation_size(to_regclass($1))", graph_name(tenant, index.dimensions))
-    buffers = {"knn_exact.buffers": await buffers_per_query(index, tenant, vectors[:10], True)}
-    if graph is not None:
-        knn["knn_graph"] = await knn_only(index, tenant, vectors, False)
-        buffers["knn_graph.buffers"] = await buffers_per_query(index, tenant, vectors[:10], False)
-    tts = await time_to_searchable(db, recall, embedder.dimensions, tenant, 20)
+    tts: dict[str, float] = {}
+    if not recall_only:
+        vectors = [await embedder.embed_query(t) for t in texts[:60]]
+        knn["knn_exact"] = await knn_only(index, tenant, vectors, True)
+        buffers["knn_exact.buffers"] = await buffers_per_query(index, tenant, vectors[:10], True)
+        if graph is not None:
+            knn["knn_graph"] = await knn_only(index, tenant, vectors, False)
+            buffers["knn_graph.buffers"] = await buffers_per_query(index, tenant, vectors[:10], False)
+        tts = await time_to_searchable(db, recall, embedder.dimensions, tenant, 20)
     key = label(size)
     figures: dict[str, Any] = {f"{key}.graph_mb": round(graph / 2**20, 1) if graph is not None else 0.0}
     for name, values in (("embed_only", base), ("c1", c1), ("c8", c8), ("time_to_searchable", tts), *knn.items()):
@@ -518,8 +577,8 @@ async def measure_single(
             figures[f"{key}.{name}.{metric}"] = value
     figures.update({f"{key}.{k}": v for k, v in buffers.items()})
     figures[f"{key}.ratio_p95_to_embed_p50"] = round(c1["p95"] / base["p50"], 2)
-    console.print(f"{tenant}: buffers per kNN {buffers}")
-    console.print(f"{tenant}: c1 {c1}, c8 {c8}, embed {base}, kNN {knn}, time to searchable {tts}")
+    console.print(f"{tenant}: buffers per statement {buffers}")
+    console.print(f"{tenant}: c1 {c1}, c8 {c8}, embed {base}, BM25 and kNN {knn}, time to searchable {tts}")
     return figures
 
 
@@ -574,7 +633,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             recall = RecallService(PgUnitOfWork(db, None), index, embedder, None)
             texts = queries(args.queries, random.Random(SEED))
             for size in args.sizes:
-                figures.update(await measure_single(db, index, recall, embedder, size, texts))
+                figures.update(await measure_single(db, index, recall, embedder, size, texts, args.recall_only))
             if many:
                 figures.update(await measure_many(recall, embedder, many, args.exact_below, texts))
         finally:
@@ -595,6 +654,7 @@ def print_table(figures: dict[str, Any], sizes: Sequence[int]) -> None:
         ("embed_only", "baseline: query embedding"),
         ("c1", "recall, concurrency 1"),
         ("c8", "recall, concurrency 8"),
+        ("bm25", "BM25 alone"),
         ("knn_exact", "kNN alone, exact scan"),
         ("knn_graph", "kNN alone, tenant's graph"),
         ("time_to_searchable", "time to searchable"),
@@ -623,6 +683,9 @@ def main(argv: list[str] | None = None) -> int:
         "--database-url", default=None, help="a running, migrated PostgreSQL instead of the state's own"
     )
     parser.add_argument("--load-only", action="store_true", help="load the corpora, measure nothing")
+    parser.add_argument(
+        "--recall-only", action="store_true", help="skip the kNN-alone and time-to-searchable measurements"
+    )
     parser.add_argument("--exact-below", type=int, default=5_000, help="ENGRAM_PGVECTOR_EXACT_BELOW for the run")
     parser.add_argument("--shared-buffers", default="2GB", help="PostgreSQL shared_buffers for the run")
     parser.add_argument("--maintenance-work-mem", default="2GB", help="for the graph builds")

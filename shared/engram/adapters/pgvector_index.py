@@ -8,7 +8,8 @@ stemmer, chosen per document by its language; a query is stemmed both ways. Each
 reads its best postings through an (tenant, term, impact) index with the visibility filter
 applied in that scan: all of them in tenants below `exact_below` documents (exact BM25), at
 most `postings_per_term` in larger ones, so the cost stays bounded (top-k per term, the usual
-impact-ordered approximation).
+impact-ordered approximation). That index carries the filter's columns (migration 0013), so
+the scan is index-only: no table page per posting.
 
 Vector: cosine distance on pgvector. A tenant below `exact_below` documents is scanned exactly
 (its rows through the (tenant, type) btree, ~0.7 us per row). From that size on a tenant has
