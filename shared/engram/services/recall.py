@@ -9,7 +9,9 @@
    stale index can never leak), boosted (priority, recency, relevance, verified, feedback,
    the stream's type boosts) and cut to the limit.
 4. Hits on derived units count for their turns (`recall_plan.as_turns`); a question that names
-   two things is also searched in parts, fused by RRF (`recall_plan.with_parts`).
+   two things is also searched in parts, fused by RRF (`recall_plan.with_parts`); of two
+   near-duplicate statements of one speaker the later ranks first (`domain/recency`, with the
+   statement units' stored vectors; pgvector only, read in the recall's transaction).
 5. Every recall gets a `query_id` (or the one the query brings); a `retrieved` feedback event
    per returned observation is published in the background, never on the response path.
 
