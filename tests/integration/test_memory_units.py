@@ -91,3 +91,26 @@ async def test_a_fact_buried_in_a_user_turn_is_recalled_by_its_unit(tenant: str,
     assert keys and all(k.startswith("turn:") for k in keys)
     assert UnitKind.statement.value not in " ".join(keys)
     await services.recall.drain()
+
+
+async def test_the_stored_vectors_of_statement_units_are_read_in_the_recall_transaction(
+    tenant: str, services: Any
+) -> None:
+    written = await ConversationIngest(services.uow).ingest(
+        tenant_id=tenant,
+        user_id="alice",
+        conversation_id="chat-1",
+        sessions=sessions(),
+        assistants=frozenset({"Assistant"}),
+    )
+    statements = [str(w.observation.id) for w in written if (w.observation.key or "").startswith("unit:statement:")]
+    await services.indexing.reindex(tenant)
+    missing = str(uuid.uuid4())
+    async with services.uow.tenant(tenant) as tx:
+        vectors = await services.index.within(tx).embeddings([*statements, missing])
+    assert set(vectors) == set(statements) and missing not in vectors
+    dims = services.index.dimensions
+    assert all(v.shape == (dims,) and float(v @ v) > 0 for v in vectors.values())
+    async with services.uow.tenant(f"{tenant}-other") as tx:  # another tenant reads none of them
+        assert await services.index.within(tx).embeddings(statements) == {}
+    await services.recall.drain()

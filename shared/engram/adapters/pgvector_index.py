@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+import numpy as np
 import structlog
 
 from engram.adapters.observation_rows import visibility_sql
@@ -418,3 +419,13 @@ class _InTransaction:
         self, visibility: Visibility, embedding: Vector, where: SearchFilter, limit: int, plan: SearchPlan
     ) -> list[Ranked]:
         return await self.index.vector_in(self.conn, visibility, embedding, where, limit, plan)
+
+    async def embeddings(self, ids: Sequence[str]) -> dict[str, Vector]:
+        rows = await self.conn.fetch(
+            "SELECT observation_id::text AS id, embedding::real[] AS e FROM search_documents"
+            " WHERE tenant_id = $1 AND dims = $2 AND observation_id = ANY($3::uuid[])",
+            self.tenant_id,
+            self.index.dimensions,
+            list(ids),
+        )
+        return {r["id"]: np.asarray(r["e"], dtype=np.float32) for r in rows}

@@ -172,6 +172,10 @@ class TenantSearch(Protocol):
         self, visibility: Visibility, embedding: Vector, where: SearchFilter, limit: int, plan: SearchPlan
     ) -> list[Ranked]: ...
 
+    async def embeddings(self, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors of these entries (absent: not indexed)."""
+        ...
+
 
 @runtime_checkable
 class SharedDatabaseIndex(SearchIndex, Protocol):

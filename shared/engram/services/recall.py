@@ -9,7 +9,9 @@
    stale index can never leak), boosted (priority, recency, relevance, verified, feedback,
    the stream's type boosts) and cut to the limit.
 4. Hits on derived units count for their turns (`recall_plan.as_turns`); a question that names
-   two things is also searched in parts, fused by RRF (`recall_plan.with_parts`).
+   two things is also searched in parts, fused by RRF (`recall_plan.with_parts`); of two
+   near-duplicate statements of one speaker the later ranks first (`domain/recency`, with the
+   statement units' stored vectors; pgvector only, read in the recall's transaction).
 5. Every recall gets a `query_id` (or the one the query brings); a `retrieved` feedback event
    per returned observation is published in the background, never on the response path.
 
@@ -68,7 +70,7 @@ from engram.services.recall_plan import (
     validate_query_text,
     with_parts,
 )
-from engram.services.recall_scoring import scored_hits
+from engram.services.recall_scoring import is_statement, scored_hits
 from engram.services.recall_versions import conflict_partners, hydrate_as_of, with_partners
 
 log = structlog.get_logger(__name__)
@@ -287,7 +289,9 @@ class RecallService:
                     plan.vector = ranked
         for plan in plans:
             plan.fuse()
-        return await self._hydrate(tx, plans)
+        found = await self._hydrate(tx, plans)
+        await statement_vectors(search, plans, found)
+        return found
 
     async def _search_separate(
         self,
@@ -417,3 +421,19 @@ async def _hide_rejected(tx: TenantTx, principal: Principal, plans: Sequence[Pla
     if hidden:
         for plan in plans:
             plan.visibility = dataclasses.replace(plan.visibility, hidden_ids=plan.visibility.hidden_ids | hidden)
+
+
+async def statement_vectors(search: TenantSearch, plans: Sequence[Plan], found: Mapping[str, Observation]) -> None:
+    """The stored vectors of the statement units among the hybrid plans' candidates, in one read
+    (`recall_scoring.later_statements_first` compares them); only where a plan has two."""
+    wanted = {
+        plan_index: ids
+        for plan_index, plan in enumerate(plans)
+        if plan.query.mode == "hybrid"
+        and len(ids := [f.id for f in plan.fused if (o := found.get(f.id)) is not None and is_statement(o)]) >= 2
+    }
+    if not wanted:
+        return
+    vectors = await search.embeddings(list(dict.fromkeys(i for ids in wanted.values() for i in ids)))
+    for plan_index, ids in wanted.items():
+        plans[plan_index].vectors = {i: vectors[i] for i in ids if i in vectors}

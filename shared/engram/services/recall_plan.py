@@ -21,7 +21,7 @@ from engram.domain.memory_units import collapse, turn_of, unit_ref
 from engram.domain.ranking import Fused, rrf_fuse
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.scopes import Visibility
-from engram.domain.search import Ranked, SearchFilter
+from engram.domain.search import Ranked, SearchFilter, Vector
 
 MAX_QUERY_CHARS = 2_000
 MAX_LIMIT = 100
@@ -60,6 +60,7 @@ class Plan:
     lexical: list[Ranked] = field(default_factory=list)
     vector: list[Ranked] = field(default_factory=list)
     fused: list[Fused] = field(default_factory=list)
+    vectors: dict[str, Vector] = field(default_factory=dict)  # of the statement units among `fused`
 
     def fuse(self) -> None:
         self.fused = rrf_fuse([r.id for r in self.lexical], [r.id for r in self.vector])[: self.pool]

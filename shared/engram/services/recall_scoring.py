@@ -1,12 +1,18 @@
 """Scoring one recall's candidates (pure): the language gate, session, date and tag support,
-the observation's boosts, and hits on derived units counted for their turns."""
+the observation's boosts, hits on derived units counted for their turns, and the newer of two
+near-duplicate statements first (`recency`)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
 from datetime import datetime
 
 from engram.domain.dates import mentioned_dates
+from engram.domain.facts import content_tokens
 from engram.domain.language import language_of
+from engram.domain.memory_units import UnitKind, turn_of, unit_ref
 from engram.domain.observation import Observation
 from engram.domain.ranking import (
     Fused,
@@ -21,6 +27,7 @@ from engram.domain.ranking import (
     tag_support,
 )
 from engram.domain.recall import SearchHit
+from engram.domain.recency import Said, newer_first
 from engram.services.recall_plan import Plan, as_turns
 
 
@@ -67,4 +74,32 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
                 stream_origin=query.stream_origin,
             )
         )
-    return as_turns(hits)[: query.limit]
+    turns = as_turns(hits)[: query.limit]
+    return later_statements_first(turns, hits, plan) if hybrid and plan.vectors else turns
+
+
+def is_statement(obs: Observation) -> bool:
+    ref = unit_ref(obs)
+    return ref is not None and ref.kind is UnitKind.statement
+
+
+def later_statements_first(turns: list[SearchHit], hits: Sequence[SearchHit], plan: Plan) -> list[SearchHit]:
+    """`recency.newer_first` on the turns, from the statement units among the candidates whose
+    vectors the plan read; a moved turn's `newer` boost is its new score over its old one."""
+    said: dict[Hashable, list[Said]] = defaultdict(list)
+    for h in hits:
+        obs = h.observation
+        vector = plan.vectors.get(str(obs.id))
+        if vector is not None and obs.tags and is_statement(obs):
+            said[turn_of(obs)].append(Said(obs.tags[0], observation_time(obs), content_tokens(obs.title), vector))
+    if not said:
+        return turns
+    by_turn = {turn_of(t.observation): t for t in turns}
+    ranked = newer_first([(turn_of(t.observation), t.score) for t in turns], said, content_tokens(plan.text))
+    out = []
+    for key, score in ranked:
+        hit = by_turn[key]
+        if score != hit.score and hit.score > 0:
+            hit = dataclasses.replace(hit, score=score, boosts={**hit.boosts, "newer": round(score / hit.score, 6)})
+        out.append(hit)
+    return out

@@ -1,0 +1,100 @@
+"""The newer of two near-duplicate statements first (`domain/recency`, `recall_scoring`)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from engram.domain.facts import content_tokens
+from engram.domain.observation import Observation, ObservationDraft, Provenance
+from engram.domain.recall import RecallQuery, SearchHit
+from engram.domain.recency import NEAR_DUPLICATE, Said, newer_first, supersedes
+from engram.domain.scopes import Visibility
+from engram.domain.search import SearchFilter
+from engram.services.recall_plan import Plan
+from engram.services.recall_scoring import later_statements_first
+
+MAY = datetime(2025, 5, 6, tzinfo=UTC)
+JUNE = MAY + timedelta(days=30)
+QUESTION = content_tokens("When do I do yoga?")
+
+
+def vec(*xs: float) -> Any:
+    return np.asarray(xs, dtype=np.float32)
+
+
+def said(text: str, at: datetime, v: Any, speaker: str = "user") -> Said:
+    return Said(speaker, at, content_tokens(text), v)
+
+
+OLD = said("Monday mornings are for yoga", MAY, vec(1.0, 0.1, 0.0))
+NEW = said("I moved my yoga to Wednesday mornings", JUNE, vec(1.0, 0.12, 0.02))
+
+
+def test_a_later_near_duplicate_of_the_same_speaker_sharing_a_question_word_supersedes() -> None:
+    assert supersedes(NEW, OLD, QUESTION)
+    assert not supersedes(OLD, NEW, QUESTION)  # said before it
+    assert not supersedes(said("I moved my yoga to Wednesday", JUNE, NEW.vector, "anna"), OLD, QUESTION)
+    assert not supersedes(NEW, OLD, content_tokens("What do I do on Mondays?"))  # no shared question word
+    far = said("I moved my yoga to Wednesday mornings", JUNE, vec(0.2, 1.0, 0.0))
+    assert float(far.vector @ OLD.vector) / float(np.linalg.norm(far.vector) * np.linalg.norm(OLD.vector)) < (
+        NEAR_DUPLICATE
+    )
+    assert not supersedes(far, OLD, QUESTION)  # not a near duplicate
+
+
+def test_newer_first_moves_the_later_statement_just_above_the_earlier() -> None:
+    ranked = [("a", 0.05), ("old", 0.04), ("b", 0.03), ("new", 0.02), ("c", 0.01)]
+    moved = newer_first(ranked, {"old": [OLD], "new": [NEW]}, QUESTION)
+    assert [k for k, _ in moved] == ["a", "new", "old", "b", "c"]
+    assert dict(moved)["new"] > 0.04 > dict(moved)["b"]  # just above the one it overtakes
+    assert newer_first(ranked, {"old": [NEW], "new": [OLD]}, QUESTION) == ranked  # already newer first
+    assert newer_first(ranked, {}, QUESTION) == ranked
+
+
+def stored(title: str, at: datetime, key: str, ref: str) -> Observation:
+    draft = ObservationDraft(
+        tenant_id="t",
+        user_id="u",
+        title=title,
+        key=key,
+        tags=["user"],
+        valid_from=at,
+        provenance=Provenance(source_event_id=ref),
+    )
+    data: dict[str, Any] = draft.model_dump()
+    data.pop("merged_from", None)
+    return Observation(
+        **data,
+        id=uuid.uuid4(),
+        content_hash="h",
+        relevance_count=0,
+        superseded_by=None,
+        created_at=at,
+        updated_at=at,
+    )
+
+
+def test_recall_puts_the_turn_of_the_later_statement_first_and_names_the_boost() -> None:
+    old = stored("user: Monday mornings are for yoga", MAY, "unit:statement:c:D1:1:0", "c#D1:1")
+    new = stored("user: I moved my yoga to Wednesday mornings", JUNE, "unit:statement:c:D5:1:1", "c#D5:1")
+    turn = stored("user: Monday mornings are for yoga. I never skip.", MAY, "turn:c:D1:1", "c#D1:1")
+    hits = [SearchHit(observation=o, score=s, lexical_rank=1, vector_rank=1) for o, s in ((old, 0.04), (new, 0.03))]
+    plan = Plan(
+        query=RecallQuery(text="When do I do yoga?", limit=10, mode="hybrid"),
+        text="When do I do yoga?",
+        vector_text="When do I do yoga?",
+        visibility=Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
+        where=SearchFilter(now=JUNE),
+        pool=20,
+        vectors={str(old.id): OLD.vector, str(new.id): NEW.vector},
+    )
+    turns = [SearchHit(observation=turn, score=0.04, lexical_rank=1, vector_rank=1), hits[1]]
+    first, second = later_statements_first(turns, hits, plan)
+    assert first.observation is new and second.observation is turn
+    assert first.boosts["newer"] == round(first.score / 0.03, 6) and first.score > 0.04
+    plan.vectors = {str(old.id): OLD.vector, str(new.id): vec(0.0, 0.0, 1.0)}  # not near duplicates
+    assert later_statements_first(turns, hits, plan) == turns
