@@ -7,7 +7,7 @@ API really accepts.
 
 The functions run as the processes `make run` starts (uvicorn), not in-process: the warnings
 are computed by schemathesis's own runner (`st run`), and a dropped connection only shows over
-real HTTP. Each run is bounded (`--max-time`), about two minutes for the three. Strings are
+real HTTP. Each run is bounded (`--max-time`), about two and a half minutes for the three. Strings are
 generated without U+0000: every field refuses it by the documented rule, which JSON Schema
 cannot state for all strings at once (the hygiene tests cover it).
 """
@@ -43,7 +43,9 @@ PERMISSIONS = [
     "read:AiEvent",
     "view:FE_DevTools",
 ]
-BUDGET = {"memory_api": 60, "chat_turn": 25, "telemetry_query": 20}
+# seconds per function: under CI load 60 s for memory-api's 18 operations ended the fuzzing phase
+# before the last ones had a valid case (only the coverage phase's 401 cases: "missing auth")
+BUDGET = {"memory_api": 90, "chat_turn": 30, "telemetry_query": 20}
 
 
 @pytest.fixture(scope="module")
