@@ -24,6 +24,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 
 from engram.adapters.nats_binding import from_nats
+from engram.domain import dead_letters as dlq
 from engram.domain.deliveries import Erased, classify, reason
 from engram.domain.errors import InvalidEvent, Poison
 from engram.domain.subjects import dead_letter_subject
@@ -246,15 +247,15 @@ class PullRunner:
     async def dead_letter(self, msg: Msg, event: CloudEvent | None, reason: str, *, poison: bool = True) -> None:
         headers = dict(msg.headers or {})
         meta = msg.metadata
-        headers.pop("Nats-Msg-Id", None)
+        headers.pop(dlq.MSG_ID, None)
         headers.update(
-            {
-                "Engram-Dlq-Reason": reason.replace("\r", " ").replace("\n", " "),
-                "Engram-Dlq-Consumer": self.spec.durable,
-                "Engram-Dlq-Subject": msg.subject,
-                "Engram-Dlq-Deliveries": str(meta.num_delivered),
-                "Engram-Dlq-Stream-Seq": str(meta.sequence.stream),
-                "Nats-Msg-Id": f"dlq:{self.spec.durable}:{meta.sequence.stream}",
+            {  # what `engram.domain.dead_letters.DeadLetter` reads back (engram dlq list|show|replay)
+                dlq.REASON: reason.replace("\r", " ").replace("\n", " "),
+                dlq.CONSUMER: self.spec.durable,
+                dlq.SUBJECT: msg.subject,
+                dlq.DELIVERIES: str(meta.num_delivered),
+                dlq.STREAM_SEQ: str(meta.sequence.stream),
+                dlq.MSG_ID: f"dlq:{self.spec.durable}:{meta.sequence.stream}",
             }
         )
         # the dead letter must be stored before the original is terminated
