@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.domain.errors import Forbidden, RecallUnavailable
+from engram.bootstrap import recall_service
 from engram.domain.observation import Observation
 from engram.domain.periods import parse_within
 from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
-from engram.domain.scopes import Permission
+from engram.domain.scopes import require_sensitive
 from engram.ports import Recall
 from engram.runtime.http import CurrentPrincipal, ServicesDep
 from engram.services.recall_plan import MAX_LIMIT, MAX_QUERY_CHARS, validate_query_text
@@ -29,17 +29,10 @@ router = APIRouter(prefix="/api/ai/memory", tags=["recall"])
 
 async def _recall(services: ServicesDep) -> Recall:
     """The recall service: 503 problem+json on a build without one, never an AttributeError."""
-    if services.recall is None:
-        raise RecallUnavailable("recall is not configured on this server (Services.recall is None)")
-    return services.recall
+    return recall_service(services)
 
 
 RecallDep = Annotated[Recall, Depends(_recall)]
-
-
-def _check_sensitive(principal: Any, sensitive: bool) -> None:
-    if sensitive and not principal.has(Permission.view_sensitive):
-        raise Forbidden("sensitive recall needs 'view:SensitiveAiMemory'")
 
 
 class SearchRequest(BaseModel):
@@ -98,7 +91,7 @@ async def recall(
 ) -> PlainTextResponse:
     """Plain text for an LLM's context: priority then recency, "(unverified)" marks, tags, a token budget."""
     text = validate_query_text(q, "query.q")
-    _check_sensitive(principal, sensitive)
+    require_sensitive(principal, sensitive, "sensitive recall")
     result = await recall.search(
         principal,
         RecallQuery(text=text, limit=limit, types=tuple(type or ()), want_sensitive=sensitive, as_of=as_of),
@@ -111,7 +104,7 @@ async def recall(
 async def search(body: SearchRequest, principal: CurrentPrincipal, recall: RecallDep) -> SearchResponse:
     """Scores with a per-hit explanation: lexical rank, vector rank, fused score, boosts."""
     text = validate_query_text(body.query, "body.query")
-    _check_sensitive(principal, body.sensitive)
+    require_sensitive(principal, body.sensitive, "sensitive recall")
     result = await recall.search(
         principal,
         RecallQuery(

@@ -25,6 +25,7 @@ from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
 from engram.adapters.unit_of_work import PgUnitOfWork
 from engram.archive_wiring import build_retention, telemetry_archive
+from engram.domain.errors import RecallUnavailable
 from engram.domain.llm import LlmConfig, PromptLibrary
 from engram.domain.routing import RoutingRules
 from engram.domain.rules import RuleSet
@@ -195,6 +196,13 @@ class Services:
             await close_bus()
         if self.db is not None:
             await self.db.close()
+
+
+def recall_service(services: Services) -> Recall:
+    """The services' recall; RecallUnavailable (503, an MCP tool error) on a build without one."""
+    if services.recall is None:
+        raise RecallUnavailable("recall is not configured on this server (Services.recall is None)")
+    return services.recall
 
 
 def load_rules(settings: Settings) -> RuleSet:

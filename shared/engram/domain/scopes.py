@@ -104,3 +104,10 @@ def require(principal: Principal, permission: Permission) -> None:
     """Forbidden unless the principal holds `permission`."""
     if not principal.has(permission):
         raise Forbidden(f"permission {permission.value!r} is required")
+
+
+def require_sensitive(principal: Principal, wanted: bool, what: str) -> None:
+    """Forbidden when `what` asks for sensitive observations the principal may not see (asking
+    is refused, not silently narrowed: the caller learns why nothing sensitive came back)."""
+    if wanted and not principal.has(Permission.view_sensitive):
+        raise Forbidden(f"{what} needs {Permission.view_sensitive.value!r}")

@@ -25,7 +25,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from engram.adapters.failures import failure_kind
-from engram.bootstrap import Services, get_services
+from engram.bootstrap import Services, get_services, recall_service
 from engram.domain.deliveries import reason
 from engram.domain.errors import Conflict, Forbidden, NotFound, RecallUnavailable, Unauthorized, Unprocessable
 from engram.domain.models import FeedbackKind
@@ -33,9 +33,8 @@ from engram.domain.observation import Key, Observation, Priority, Scope, Tag, Te
 from engram.domain.periods import parse_within
 from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, needs_mark, render_recall_text
-from engram.domain.scopes import Permission, Principal
+from engram.domain.scopes import Principal, require_sensitive
 from engram.domain.text import find_unstorable
-from engram.ports import Recall
 from engram.runtime import mcp_guide as guide
 from engram.runtime.guards import RETRY_AFTER_SECONDS
 from engram.services.feedback import FeedbackRequest
@@ -159,17 +158,6 @@ def _storable(**arguments: Any) -> None:
     found = find_unstorable(arguments, "")
     if found is not None:
         raise ToolError(f"invalid argument '{found[0]}': {found[1]}")
-
-
-def _recall(services: Services) -> Recall:
-    if services.recall is None:
-        raise RecallUnavailable("recall is not configured on this server")
-    return services.recall
-
-
-def _sensitive(principal: Principal, sensitive: bool) -> None:
-    if sensitive and not principal.has(Permission.view_sensitive):
-        raise Forbidden("sensitive memories need 'view:SensitiveAiMemory'")
 
 
 def _observation_id(value: str) -> uuid.UUID:
@@ -310,8 +298,8 @@ class Tools:
         with _answering():
             principal = await self.credentials(ctx)
             text = validate_query_text(query, "query")
-            _sensitive(principal, sensitive)
-            result = await _recall(await self.services()).search(
+            require_sensitive(principal, sensitive, "sensitive recall")
+            result = await recall_service(await self.services()).search(
                 principal,
                 RecallQuery(text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, as_of=as_of),
             )
@@ -334,11 +322,11 @@ class Tools:
         with _answering():
             principal = await self.credentials(ctx)
             text = validate_query_text(query, "query")
-            _sensitive(principal, sensitive)
+            require_sensitive(principal, sensitive, "sensitive recall")
             wanted = RecallQuery(
                 text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, mode=mode, as_of=as_of
             )
-            result = await _recall(await self.services()).search(principal, wanted)
+            result = await recall_service(await self.services()).search(principal, wanted)
         hits = [
             Hit(
                 observation=MemoryView.of(h.observation),

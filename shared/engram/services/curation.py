@@ -19,7 +19,7 @@ from engram.domain.events import (
     observation_changed,
 )
 from engram.domain.observation import Observation
-from engram.domain.scopes import Permission, Principal, Visibility, require
+from engram.domain.scopes import Permission, Principal, Visibility, require, require_sensitive
 from engram.ports import TenantTx, UnitOfWork
 
 SOURCE = "/engram/memory-api"
@@ -90,8 +90,7 @@ class CurationService:
     ) -> list[Observation]:
         """Visible observations still in force whose `expires_at` falls within `within` from now."""
         require(principal, Permission.read_observation)
-        if include_sensitive and not principal.has(Permission.view_sensitive):
-            raise Forbidden("listing sensitive observations needs 'view:SensitiveAiMemory'")
+        require_sensitive(principal, include_sensitive, "listing sensitive observations")
         now = datetime.now(UTC)
         visibility = Visibility.for_principal(principal, want_sensitive=include_sensitive)
         async with self.uow.tenant(principal.tenant_id) as tx:

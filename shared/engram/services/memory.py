@@ -28,7 +28,7 @@ from engram.domain.observation import (
     Written,
     default_confidence,
 )
-from engram.domain.scopes import Permission, Principal, Visibility, require
+from engram.domain.scopes import Permission, Principal, Visibility, require, require_sensitive
 from engram.ports import EventBus, UnitOfWork
 
 SOURCE = "/engram/memory-api"
@@ -149,8 +149,7 @@ class MemoryService:
         size: int = 50,
     ) -> Page:
         require(principal, Permission.read_observation)
-        if include_sensitive and not principal.has(Permission.view_sensitive):
-            raise Forbidden("listing sensitive observations needs 'view:SensitiveAiMemory'")
+        require_sensitive(principal, include_sensitive, "listing sensitive observations")
         visibility = Visibility.for_principal(principal, want_sensitive=include_sensitive)
         async with self.uow.tenant(principal.tenant_id) as tx:
             items, total = await tx.observations.list_visible(
