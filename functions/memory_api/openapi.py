@@ -57,12 +57,14 @@ _FEEDBACK_SHAPES = [
     },
 ]
 
+# a team observation names its teams (remember and mark alike)
+_TEAM_RULE = {
+    "if": {"properties": {"scope": {"const": "team"}}, "required": ["scope"]},
+    "then": {"properties": {"team_ids": {"minItems": 1}}, "required": ["team_ids"]},
+}
 # what ObservationDraft checks across fields (expires_at after valid_from is said in words)
 _REMEMBER_RULES = [
-    {
-        "if": {"properties": {"scope": {"const": "team"}}, "required": ["scope"]},
-        "then": {"properties": {"team_ids": {"minItems": 1}}, "required": ["team_ids"]},
-    },
+    _TEAM_RULE,
     {
         "if": {"properties": {"owner": {"const": "tenant"}}, "required": ["owner"]},
         "then": {"properties": {"scope": {"enum": ["team", "public"]}}, "required": ["scope"]},
@@ -108,10 +110,12 @@ def describe(schema: dict[str, Any]) -> None:
         schemas[model]["properties"]["type"]["enum"] = types
     schemas["FeedbackRequest"]["oneOf"] = _FEEDBACK_SHAPES
     schemas["RememberRequest"]["allOf"] = _REMEMBER_RULES
+    schemas["MarkRequest"]["allOf"] = [_TEAM_RULE]
     schemas["RememberRequest"]["properties"]["expires_at"]["description"] = "after valid_from when both are given"
-    schemas["RememberRequest"]["properties"]["scope"]["description"] = (
-        "'sensitive' needs view:SensitiveAiMemory; 'team' needs team_ids the caller belongs to (or manage)"
-    )
+    for model in ("RememberRequest", "MarkRequest"):
+        schemas[model]["properties"]["scope"]["description"] = (
+            "'sensitive' needs view:SensitiveAiMemory; 'team' needs team_ids the caller belongs to (or manage)"
+        )
     schemas["SearchRequest"]["properties"]["query"]["pattern"] = QUERY_PATTERN
     events = schema["paths"]["/api/ai/events"]["post"]
     events["requestBody"] = {

@@ -65,8 +65,15 @@ class TriggerSource(StrEnum):
 
 
 TypeName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, strip_whitespace=True)]
-Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s].*$")]
+# Blanks around a tag or key are stripped, so the patterns (which the OpenAPI documents carry)
+# ask for one character that is not a blank: `\s` plus U+0085, which stripping removes and
+# JSON Schema's (ECMAScript's) `\s` does not name. A key is one line: the pattern's `$`
+# admits a trailing line break in JSON Schema and Python regexes, the stripping removes it.
+NOT_BLANK = r"[^\s\u0085]"
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, strip_whitespace=True, pattern=NOT_BLANK)]
+Key = Annotated[
+    str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True, pattern=rf"^{NOT_BLANK}.*$")
+]
 TeamId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
