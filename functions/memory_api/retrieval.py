@@ -44,7 +44,10 @@ class SearchRequest(BaseModel):
     sensitive: bool = False
     mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
     type_boosts: dict[str, float] = Field(default_factory=dict, max_length=20)
-    as_of: datetime | None = Field(default=None, description="what was valid then (superseded versions included)")
+    as_of: datetime | None = Field(
+        default=None,
+        description="what was valid then (superseded versions included); a later time than now answers as now",
+    )
 
 
 class Explanation(BaseModel):
@@ -87,7 +90,10 @@ async def recall(
     type: Annotated[list[str] | None, Query(max_length=20)] = None,
     sensitive: bool = False,
     budget: Annotated[int, Query(ge=50, le=32_000, description="token budget")] = DEFAULT_TOKEN_BUDGET,
-    as_of: Annotated[datetime | None, Query(description="what was valid then, e.g. 2026-03-01T00:00:00Z")] = None,
+    as_of: Annotated[
+        datetime | None,
+        Query(description="what was valid then, e.g. 2026-03-01T00:00:00Z; a later time than now answers as now"),
+    ] = None,
 ) -> PlainTextResponse:
     """Plain text for an LLM's context: priority then recency, "(unverified)" marks, tags, a token budget."""
     text = validate_query_text(q, "query.q")

@@ -124,7 +124,10 @@ async def test_update_history_as_of_and_unmerge_over_http(
     )
     assert r.status_code == 200 and r.json()["hits"] == []  # nothing was recorded yet
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
-    r = await api.get("/api/ai/memory/recall", params={"q": "x", "as_of": future}, headers=auth(tenant))
+    r = await api.get("/api/ai/memory/recall", params={"q": "Müller GmbH sits", "as_of": future}, headers=auth(tenant))
+    assert r.status_code == 200 and "Hamburg" in r.text and "Stuttgart" not in r.text, r.text  # known up to now
+    naive = datetime.now().replace(tzinfo=None).isoformat()
+    r = await api.get("/api/ai/memory/recall", params={"q": "x", "as_of": naive}, headers=auth(tenant))
     assert r.status_code == 422 and r.json()["field"] == "as_of"
 
     r = await api.get(f"/api/ai/memory/{old.id}/history", headers=auth(tenant))
