@@ -10,7 +10,10 @@ default embedder's width (384) by a fixed random projection, so a million loads 
 a quiet machine while the index has the default width and real neighbourhoods (index latency
 depends on width and count, not on the model). Queries go through `RecallService.search`,
 including the query embedding with the default embedder (multilingual-e5-small), at
-concurrency 1 and 8; with `--tenants`, each query goes to a random tenant.
+concurrency 1 and 8; with `--tenants`, each query goes to a random tenant, then (after one
+warm-up pass) to a random one of 20 active tenants (10 small, 10 with a graph), and the kNN
+statement's planning and execution time are read from EXPLAIN ANALYZE with every graph index
+of the database in the catalogue.
 
 Baselines in the same run: the query embedding alone (the part of recall no index can speed
 up); the report gives recall p95 and the ratio to that baseline's p50. Per size also the kNN
@@ -36,7 +39,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -476,6 +479,18 @@ class _Explaining:
         return []
 
 
+async def _explained(
+    index: PgVectorIndex, tenant: str, statement: Callable[[_Explaining, SearchPlan], Awaitable[object]]
+) -> dict[str, Any]:
+    """EXPLAIN (ANALYZE, BUFFERS) of one of the adapter's statements, in a tenant transaction
+    prepared as recall prepares it."""
+    async with index.db.tenant(tenant) as conn:
+        plan = await index.prepare(conn, tenant, 20)
+        explaining = _Explaining(conn)
+        await statement(explaining, plan)
+    return explaining.plan
+
+
 async def buffers_per_query(index: PgVectorIndex, tenant: str, vectors: Sequence[Vector], exact: bool) -> float:
     """Shared buffers (8 kB pages) one kNN statement touches, the mean over `vectors`."""
     rng = random.Random(SEED)
@@ -483,11 +498,13 @@ async def buffers_per_query(index: PgVectorIndex, tenant: str, vectors: Sequence
     touched = []
     for vector in vectors:
         visibility = Visibility.for_principal(principal_for(tenant, rng))
-        async with index.db.tenant(tenant) as conn:
-            plan = await index.prepare(conn, tenant, 20)
-            explaining = _Explaining(conn)
-            await index.vector_in(explaining, visibility, vector, where, 20, SearchPlan(plan.docs, exact))
-        top = explaining.plan["Plan"]
+
+        async def knn(
+            conn: _Explaining, plan: SearchPlan, vector: Vector = vector, vis: Visibility = visibility
+        ) -> object:
+            return await index.vector_in(conn, vis, vector, where, 20, SearchPlan(plan.docs, exact))
+
+        top = (await _explained(index, tenant, knn))["Plan"]
         touched.append(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
     return round(float(statistics.mean(touched)), 1)
 
@@ -515,11 +532,11 @@ async def bm25_buffers(index: PgVectorIndex, tenant: str, texts: Sequence[str]) 
     touched, fetched = [], []
     for text in texts:
         visibility = Visibility.for_principal(principal_for(tenant, rng))
-        async with index.db.tenant(tenant) as conn:
-            plan = await index.prepare(conn, tenant, 20)
-            explaining = _Explaining(conn)
-            await index.lexical_in(explaining, visibility, text, where, 20, plan)
-        top = explaining.plan["Plan"]
+
+        async def bm25(conn: _Explaining, plan: SearchPlan, text: str = text, vis: Visibility = visibility) -> object:
+            return await index.lexical_in(conn, vis, text, where, 20, plan)
+
+        top = (await _explained(index, tenant, bm25))["Plan"]
         touched.append(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
         fetched.append(_heap_rows(top))
     return {
@@ -604,6 +621,70 @@ async def measure_many(
             figures[f"many.c1_{part}_tenants.queries"] = len(chosen)
     figures["many.ratio_p95_to_embed_p50"] = round(c1["p95"] / base["p50"], 2)
     console.print(f"{len(sizes)} tenants: c1 {c1}, c8 {c8}, embed {base}")
+    figures.update(await hot_set(recall, sizes, exact_below, texts))
+    figures.update(await planning(recall, embedder, sizes, exact_below, texts))
+    return figures
+
+
+def _some(sizes: dict[str, int], exact_below: int, per_kind: int) -> tuple[list[str], list[str]]:
+    """`per_kind` tenants under `exact_below` and as many with a graph, the same ones every run."""
+    small = [t for t in sorted(sizes) if sizes[t] < exact_below][:per_kind]
+    large = [t for t in sorted(sizes) if sizes[t] >= exact_below][:per_kind]
+    return small, large
+
+
+async def hot_set(recall: RecallService, sizes: dict[str, int], exact_below: int, texts: list[str]) -> dict[str, Any]:
+    """Recall over a working set of 20 active tenants once their pages are in memory (one pass
+    of the questions first): what a database of many mostly idle tenants gives its active ones."""
+    small, large = _some(sizes, exact_below, 10)
+    hot = small + large
+    await measure(recall, hot, texts, 1)  # warm-up pass
+    c1, _ = await measure(recall, hot, texts, 1)
+    c8, _ = await measure(recall, hot, texts, 8)
+    figures: dict[str, Any] = {"many.hot.tenants": len(hot), "many.hot.observations": sum(sizes[t] for t in hot)}
+    for name, values in (("c1", c1), ("c8", c8)):
+        for metric, value in values.items():
+            figures[f"many.hot.{name}.{metric}"] = value
+    console.print(f"hot set of {len(hot)} tenants: c1 {c1}, c8 {c8}")
+    return figures
+
+
+async def planning(
+    recall: RecallService, embedder: E5Embedder, sizes: dict[str, int], exact_below: int, texts: list[str]
+) -> dict[str, Any]:
+    """Planning and execution time of the kNN statement (EXPLAIN ANALYZE), small and graph
+    tenants, with every graph index of the database in the catalogue: the planner checks each
+    partial index's predicate, so planning grows with the number of graphs."""
+    index = recall.index
+    assert isinstance(index, PgVectorIndex)
+    async with index.db.system() as conn:
+        graphs = await conn.fetchval(
+            "SELECT count(*) FROM pg_indexes WHERE tablename = 'search_documents' AND indexdef ILIKE '%hnsw%'"
+        )
+    figures: dict[str, Any] = {"many.graph_indexes": int(graphs)}
+    rng = random.Random(SEED)
+    where = SearchFilter(now=datetime.now(UTC))
+    vectors = [await embedder.embed_query(t) for t in texts[:10]]
+    small, large = _some(sizes, exact_below, 5)
+    for part, tenants in (("exact", small), ("graph", large)):
+        plan_ms: list[float] = []
+        exec_ms: list[float] = []
+        for tenant in tenants:
+            for vector in vectors:
+                visibility = Visibility.for_principal(principal_for(tenant, rng))
+
+                async def knn(
+                    conn: _Explaining, plan: SearchPlan, v: Vector = vector, vis: Visibility = visibility
+                ) -> object:
+                    return await index.vector_in(conn, vis, v, where, 20, plan)
+
+                explained = await _explained(index, tenant, knn)
+                plan_ms.append(explained["Planning Time"])
+                exec_ms.append(explained["Execution Time"])
+        if plan_ms:
+            figures[f"many.knn_{part}.planning_ms"] = round(statistics.median(plan_ms), 2)
+            figures[f"many.knn_{part}.execution_ms"] = round(statistics.median(exec_ms), 2)
+    console.print(f"planning with {graphs} graphs: {figures}")
     return figures
 
 
@@ -660,6 +741,8 @@ def print_table(figures: dict[str, Any], sizes: Sequence[int]) -> None:
         ("time_to_searchable", "time to searchable"),
         ("c1_exact_tenants", "c1, tenants < exact_below"),
         ("c1_graph_tenants", "c1, tenants with a graph"),
+        ("hot.c1", "c1, 20 active tenants, warm"),
+        ("hot.c8", "c8, 20 active tenants, warm"),
     ]
     keys = [label(s) for s in sizes] + (["many"] if "many.tenants" in figures else [])
     for key in keys:
@@ -668,6 +751,11 @@ def print_table(figures: dict[str, Any], sizes: Sequence[int]) -> None:
                 values = (str(figures.get(f"{key}.{name}.{m}", "")) for m in ("p50", "p95", "p99", "qps"))
                 table.add_row(key, text, *values)
         table.add_row(key, "ratio c1 p95 / embedding p50", str(figures[f"{key}.ratio_p95_to_embed_p50"]), "", "", "")
+        for part in ("exact", "graph"):
+            if f"{key}.knn_{part}.planning_ms" in figures:
+                planned, ran = figures[f"{key}.knn_{part}.planning_ms"], figures[f"{key}.knn_{part}.execution_ms"]
+                graphs = figures[f"{key}.graph_indexes"]
+                table.add_row(key, f"kNN {part}: planning / execution, {graphs} graphs", str(planned), str(ran), "", "")
         table.add_section()
     Console().print(table)
 
