@@ -106,7 +106,9 @@ FROM (
     AND ((created_at >= $8 AND created_at < $9) OR (created_at >= $10 AND created_at < $11))
 ) AS u
 GROUP BY user_id
-ORDER BY cost_usd DESC, user_id
+-- rounded: a float sum depends on the order its rows arrive in, so equal costs could come back
+-- in either order from one call to the next (the dashboard and the API disagreed on a tie)
+ORDER BY round(sum(cost_usd)::numeric, 9) DESC, user_id
 LIMIT $12
 """
 
