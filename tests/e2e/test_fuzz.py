@@ -55,15 +55,26 @@ PERMISSIONS = [
 # operation is fuzzed whatever the load. The first group keeps every stateful link (create ->
 # get, verify, feedback, history, unmerge, delete); the queries link nowhere, so their group has
 # no stateful phase (schemathesis reports an error for a stateful phase without links).
+ALL_PHASES = "examples,coverage,fuzzing,stateful"
+# group: (function, operations' paths (None: all), seconds, phases)
 GROUPS = {
-    "memory_api:observations": ("memory_api", r"^/api/ai/memory(/\{observation_id\}(/.*)?|/feedback|/mark)?$", 60),
-    "memory_api:queries": ("memory_api", r"^/api/ai/(memory/(recall|search|expiring|export)|events)$", 35),
-    "memory_api:agent_keys": ("memory_api", r"^/api/ai/agent-keys", 20),
-    "chat_turn": ("chat_turn", None, 30),
-    "telemetry_query": ("telemetry_query", None, 20),
+    "memory_api:observations": (
+        "memory_api",
+        r"^/api/ai/memory(/\{observation_id\}(/.*)?|/feedback|/mark)?$",
+        60,
+        ALL_PHASES,
+    ),
+    "memory_api:queries": (
+        "memory_api",
+        r"^/api/ai/(memory/(recall|search|expiring|export)|events)$",
+        35,
+        "examples,coverage,fuzzing",
+    ),
+    "memory_api:agent_keys": ("memory_api", r"^/api/ai/agent-keys", 20, ALL_PHASES),
+    "chat_turn": ("chat_turn", None, 30, ALL_PHASES),
+    "telemetry_query": ("telemetry_query", None, 20, ALL_PHASES),
 }
-STATELESS = {"memory_api:queries"}
-FUNCTIONS = sorted({module for module, _, _ in GROUPS.values()})
+FUNCTIONS = sorted({module for module, *_ in GROUPS.values()})
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +124,7 @@ def functions(stack: dict[str, str], tmp_path_factory: Any) -> Iterator[dict[str
 def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(
     functions: dict[str, str], group: str, tmp_path: Path
 ) -> None:
-    module, paths, budget = GROUPS[group]
+    module, paths, budget, phases = GROUPS[group]
     selection = ["--include-path-regex", paths] if paths else []
     token = issue_jwt(JWT_SECRET, tenant_id=f"fuzz-{group.replace(':', '-')}", user_id="alice", permissions=PERMISSIONS)
     report = tmp_path / "report.json"
@@ -126,7 +137,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(
             "-H",
             f"Authorization: Bearer {token}",
             "--phases",
-            "examples,coverage,fuzzing" if group in STATELESS else "examples,coverage,fuzzing,stateful",
+            phases,
             "--checks",
             "not_a_server_error",
             "--max-examples",
