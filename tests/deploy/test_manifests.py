@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -374,3 +375,22 @@ def test_functions_connect_as_their_own_bus_user(rendered: dict[str, Docs]) -> N
             assert user in names, container["image"]
         ref = env["ENGRAM_NATS_SEED"]["valueFrom"]["secretKeyRef"]
         assert ref["name"].startswith("engram-nats-seeds") and ref["key"].endswith(user.upper().replace("-", "_"))
+
+
+@pytest.mark.parametrize("overlay", manifests.OVERLAYS)
+def test_postgres_reads_ahead_as_the_embedded_default(rendered: dict[str, Docs], overlay: str) -> None:
+    """The read-ahead measured in bench/RESULTS.md (cold tenants) reaches every deployed
+    PostgreSQL: the CloudNativePG Cluster's parameters (prod), the StatefulSet's flags (dev)."""
+    from engram.development.embedded import IO_SETTINGS
+
+    docs = rendered[overlay]
+    clusters = [d for d in docs if d.get("kind") == "Cluster" and d["apiVersion"].startswith("postgresql.cnpg.io")]
+    sets = [d for d in docs if d.get("kind") == "StatefulSet" and d["metadata"]["name"] == "postgres"]
+    assert clusters or sets, f"no PostgreSQL in {overlay}"
+    for cluster in clusters:
+        parameters = cluster["spec"]["postgresql"]["parameters"]
+        assert {k: parameters.get(k) for k in IO_SETTINGS} == IO_SETTINGS
+    for stateful in sets:
+        args = next(c for c in stateful["spec"]["template"]["spec"]["containers"] if c["name"] == "postgres")["args"]
+        flags = dict(v.split("=", 1) for k, v in itertools.pairwise(args) if k == "-c")
+        assert {k: flags.get(k) for k in IO_SETTINGS} == IO_SETTINGS

@@ -99,6 +99,14 @@ def _ensure_pg_user() -> None:
         prefix = prefix.parent
 
 
+# Read-ahead for PostgreSQL 18's read streams (bitmap heap scans, sequential scans, vacuum):
+# up to 64 reads in flight, carried out by 8 I/O worker processes, instead of 16 and 3. A small
+# tenant's exact kNN scan is a bitmap heap scan over ~1 page per 3-4 of its rows; on a cold
+# tenant its first question waited 1.55x longer with the defaults (bench/RESULTS.md,
+# `## recall_latency`, cold tenants). The Kubernetes manifests set the same.
+IO_SETTINGS: dict[str, str] = {"effective_io_concurrency": "64", "io_workers": "8"}
+
+
 @dataclass
 class EmbeddedPostgres:
     """A PostgreSQL 18 server with pgvector, in the foreground of a child process."""
@@ -189,6 +197,7 @@ class EmbeddedPostgres:
                 "full_page_writes=off",
                 "-c",
                 "max_wal_size=2GB",
+                *[arg for name, value in IO_SETTINGS.items() for arg in ("-c", f"{name}={value}")],
                 *[arg for name, value in self.settings.items() for arg in ("-c", f"{name}={value}")],
             ],
             stdout=log_file,
