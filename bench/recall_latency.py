@@ -13,7 +13,9 @@ including the query embedding with the default embedder (multilingual-e5-small),
 concurrency 1 and 8; with `--tenants`, each query goes to a random tenant, then (after one
 warm-up pass) to a random one of 20 active tenants (10 small, 10 with a graph), and the kNN
 statement's planning and execution time are read from EXPLAIN ANALYZE with every graph index
-of the database in the catalogue.
+of the database in the catalogue. `--cold N` (with `--tenants`, on the state's own PostgreSQL):
+the first question to each of N tenants after a restart with the page cache dropped, with
+PostgreSQL's default read-ahead settings and with Engram's (`bench.latency_cold`).
 
 Baselines in the same run: the query embedding alone (the part of recall no index can speed
 up); the report gives recall p95 and the ratio to that baseline's p50. Per size also the kNN
@@ -48,6 +50,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from bench.latency_cold import measure_cold
 from bench.latency_corpus import LONG, bulk_load, interleaved, single
 from bench.locomo import CollectingBus
 from engram.adapters.embedders import E5Embedder, StaticEmbedder
@@ -714,12 +717,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 return figures
             recall = RecallService(PgUnitOfWork(db, None), index, embedder, None)
             texts = queries(args.queries, random.Random(SEED))
-            for size in args.sizes:
+            for size in [] if args.cold_only else args.sizes:
                 figures.update(await measure_single(db, index, recall, embedder, size, texts, args.recall_only))
-            if many:
+            if many and not args.cold_only:
                 figures.update(await measure_many(recall, index, embedder, many, texts, figures["storage.graphs"]))
         finally:
             await db.close()
+        if args.cold and pg is not None and many:
+            pg.stop()
+            figures.update(
+                await measure_cold(pg, embedder, many, texts, args.cold, args.exact_below, principal_for, SEED)
+            )
     finally:
         if pg is not None:
             pg.stop()
@@ -759,6 +767,29 @@ def print_table(figures: dict[str, Any], sizes: Sequence[int]) -> None:
                 table.add_row(key, f"kNN {part}: planning / execution, {graphs} graphs", str(planned), str(ran), "", "")
         table.add_section()
     Console().print(table)
+    if "cold.tenants" in figures:
+        print_cold(figures)
+
+
+def print_cold(figures: dict[str, Any]) -> None:
+    dropped = "page cache dropped" if figures["cold.page_cache_dropped"] else "page cache NOT dropped (not root)"
+    table = Table(title=f"Cold tenants: first question after a restart, {dropped} (ms)")
+    for col in ("settings", "question", "p50", "p95", "max"):
+        table.add_column(col, justify="right")
+    for name in ("pg_default", "engram"):
+        for kind in ("first", "second"):
+            values = (str(figures[f"cold.{name}.{kind}.{m}"]) for m in ("p50", "p95", "max"))
+            table.add_row(name, kind, *values)
+    table.add_row("ratio", "first p50 engram / default", str(figures["cold.ratio_p50_engram_to_default"]), "", "")
+    Console().print(table)
+    phases = Table(title="Cold tenants: median ms per phase (phases overlap)")
+    names = ("embedding", "prepare", "bm25", "knn", "hydration")
+    for col in ("settings", "question", *names):
+        phases.add_column(col, justify="right")
+    for name in ("pg_default", "engram"):
+        for kind in ("first", "second"):
+            phases.add_row(name, kind, *(str(figures.get(f"cold.phase.{name}.{kind}.{p}.p50", "")) for p in names))
+    Console().print(phases)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -775,6 +806,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--recall-only", action="store_true", help="skip the kNN-alone and time-to-searchable measurements"
     )
+    parser.add_argument(
+        "--cold",
+        type=int,
+        default=0,
+        help="also N cold tenants of --tenants: restart, dropped page cache, first question (bench.latency_cold)",
+    )
+    parser.add_argument("--cold-only", action="store_true", help="with --cold: measure only the cold tenants")
     parser.add_argument("--exact-below", type=int, default=5_000, help="ENGRAM_PGVECTOR_EXACT_BELOW for the run")
     parser.add_argument("--shared-buffers", default="2GB", help="PostgreSQL shared_buffers for the run")
     parser.add_argument("--maintenance-work-mem", default="2GB", help="for the graph builds")
@@ -786,6 +824,8 @@ def main(argv: list[str] | None = None) -> int:
     figures = asyncio.run(run(args))
     if args.json:
         print(json.dumps(figures, sort_keys=True))
+    elif args.cold_only:
+        print_cold(figures)
     elif not args.load_only:
         print_table(figures, args.sizes)
     return 0

@@ -1,0 +1,70 @@
+"""bench.latency_cold on a small database of its own: every setting measured, cold and warm."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from bench import latency_cold
+from bench.recall_latency import SEED, load, principal_for, queries
+from engram.adapters.embedders import E5Embedder
+from engram.adapters.migrations import migrate
+from engram.adapters.pgvector_index import PgVectorIndex
+from engram.adapters.postgres import Database
+from engram.development.embedded import IO_SETTINGS, EmbeddedPostgres
+
+
+async def test_embedded_postgres_reads_ahead_with_engram_settings(tmp_path: Path) -> None:
+    pg = EmbeddedPostgres(tmp_path / "pg").start()
+    try:
+        db = await Database.connect(pg.url, max_size=1)
+        try:
+            async with db.pool.acquire() as conn:
+                shown = {name: await conn.fetchval(f"SHOW {name}") for name in IO_SETTINGS}
+        finally:
+            await db.close()
+    finally:
+        pg.stop()
+    assert shown == IO_SETTINGS
+    assert IO_SETTINGS == {"effective_io_concurrency": "64", "io_workers": "8"}
+
+
+async def test_cold_tenants_are_measured_under_both_settings(tmp_path: Path) -> None:
+    pg = EmbeddedPostgres(tmp_path / "pg").start()
+    sizes = {"cold-a": 120, "cold-b": 80, "cold-c": 60}
+    try:
+        await migrate(pg.url)
+        db = await Database.connect(pg.url, max_size=4)
+        try:
+            embedder = E5Embedder()
+            index = PgVectorIndex(db, embedder.dimensions, exact_below=100)
+            assert await load(db, index, sizes, interleave=True) > 0
+        finally:
+            await db.close()
+    finally:
+        pg.stop()
+    texts = queries(10, random.Random(SEED))
+    figures = await latency_cold.measure_cold(
+        pg, embedder, sizes, texts, 2, 100, principal_for, SEED, drop_caches=False
+    )
+    assert pg.proc is None  # stopped on return
+    assert pg.settings == {}  # the caller's settings are restored
+    assert figures["cold.tenants"] == 2
+    assert figures["cold.page_cache_dropped"] is False
+    for name in latency_cold.SETTINGS:
+        for kind in ("first", "second"):
+            p50, p95, top = (figures[f"cold.{name}.{kind}.{m}"] for m in ("p50", "p95", "max"))
+            assert 0 < p50 <= p95 <= top
+    for phase in ("embedding", "prepare", "bm25", "knn", "hydration"):
+        assert figures[f"cold.phase.engram.first.{phase}.p50"] > 0, phase
+    assert getattr(latency_cold.RecallService._hydrate, "__wrapped__", None) is None  # timers removed
+    ratio = figures["cold.engram.first.p50"] / figures["cold.pg_default.first.p50"]
+    assert figures["cold.ratio_p50_engram_to_default"] == pytest.approx(ratio, abs=0.01)
+
+
+def test_summary_takes_the_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 21)]
+    assert latency_cold._summary(values) == {"p50": 10.5, "p95": 19.0, "max": 20.0}
+    assert latency_cold._summary([3.0]) == {"p50": 3.0, "p95": 3.0, "max": 3.0}
