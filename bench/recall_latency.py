@@ -697,6 +697,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from engram.development.embedded import EmbeddedPostgres
 
     settings = {"shared_buffers": args.shared_buffers, "maintenance_work_mem": args.maintenance_work_mem}
+    settings.update(dict(item.split("=", 1) for item in args.pg_setting))
     pg = None if args.database_url else EmbeddedPostgres(args.state_dir / "postgres", settings=settings).start()
     url = args.database_url if pg is None else pg.url
     figures: dict[str, Any] = {}
@@ -816,6 +817,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exact-below", type=int, default=5_000, help="ENGRAM_PGVECTOR_EXACT_BELOW for the run")
     parser.add_argument("--shared-buffers", default="2GB", help="PostgreSQL shared_buffers for the run")
     parser.add_argument("--maintenance-work-mem", default="2GB", help="for the graph builds")
+    parser.add_argument(
+        "--pg-setting", action="append", default=[], metavar="NAME=VALUE", help="another PostgreSQL setting (repeatable)"
+    )
     args = parser.parse_args(argv)
     from engram.runtime.logs import configure_logging
 

@@ -12,7 +12,10 @@ impact-ordered approximation). That index carries the filter's columns (migratio
 the scan is index-only: no table page per posting.
 
 Vector: cosine distance on pgvector. A tenant below `exact_below` documents is scanned exactly
-(its rows through the (tenant, type) btree, ~0.7 us per row). From that size on a tenant has
+(a bitmap heap scan of its rows through the (tenant, type) btree: ~0.7 us per row in memory;
+on cold pages one 8 kB page per 3-4 rows, read ahead by PostgreSQL 18's read stream with the
+`effective_io_concurrency`/`io_workers` of `development.embedded.IO_SETTINGS`; a covering
+index with the vectors is no smaller than the heap). From that size on a tenant has
 an HNSW graph of its own: a partial index on half-precision copies of its vectors (`WHERE
 tenant_id = ... AND dims = ...`, see `graph_name`), searched with pgvector's iterative scan so
 the visibility filter runs inside the index scan without losing results. One graph shared by
