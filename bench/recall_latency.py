@@ -818,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-buffers", default="2GB", help="PostgreSQL shared_buffers for the run")
     parser.add_argument("--maintenance-work-mem", default="2GB", help="for the graph builds")
     parser.add_argument(
-        "--pg-setting", action="append", default=[], metavar="NAME=VALUE", help="another PostgreSQL setting (repeatable)"
+        "--pg-setting", action="append", default=[], metavar="NAME=VALUE", help="extra PostgreSQL setting, repeatable"
     )
     args = parser.parse_args(argv)
     from engram.runtime.logs import configure_logging
