@@ -178,6 +178,17 @@ async def test_default_embedder_recalls_across_languages(services: Any, tenant: 
     assert german.hits[0].observation.id == observations[3].id
     english = await recall.search(principal, RecallQuery("When is the server rebooted?", limit=1, mode="vector"))
     assert english.hits[0].observation.id == observations[2].id
-    hybrid = await recall.search(principal, RecallQuery("Mittagessen mit dem Team", limit=3))
-    assert hybrid.hits[0].observation.id == observations[1].id
+    # German question, English memory: BM25 finds "Team" first, but across languages the
+    # fusion keeps only the kNN part (the cross-language gate), so hybrid must rank the lunch
+    # at least as high as kNN alone does. Whether kNN puts it first or second is the model's
+    # margin: e5-small q4 ranks the German server sentence first on some CPUs (AMD EPYC).
+    question = "Mittagessen mit dem Team"
+    hybrid = await recall.search(principal, RecallQuery(question, limit=3))
+    vector = await recall.search(principal, RecallQuery(question, limit=3, mode="vector"))
+    ranked = [h.observation.id for h in hybrid.hits]
+    by_knn = [h.observation.id for h in vector.hits]
+    lunch = observations[1].id
+    assert lunch in ranked[:2] and lunch in by_knn[:2]
+    assert ranked.index(lunch) <= by_knn.index(lunch)
+    assert "cross_language" in hybrid.hits[ranked.index(lunch)].boosts
     assert uuid.UUID(str(hybrid.query_id))
