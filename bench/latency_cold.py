@@ -134,13 +134,12 @@ async def measure_cold(
                     asker = random.Random(seed + i)
                     await recall.search(principal_for(WARMUP_TENANT, asker), RecallQuery(text=texts[0], limit=10))
                     first, second = texts[(2 * i + 1) % len(texts)], texts[(2 * i + 2) % len(texts)]
-                    for into, text in ((cold, first), (warm, second)):
+                    for kind, into, text in (("first", cold, first), ("second", warm, second)):
                         spent: dict[str, float] = {}
                         with phase_timers(spent):
                             t0 = time.perf_counter()
                             await recall.search(principal_for(tenant, asker), RecallQuery(text=text, limit=10))
                             into[name].append((time.perf_counter() - t0) * 1000)
-                        kind = "first" if into is cold else "second"
                         for phase, ms in spent.items():
                             phases.setdefault(f"{name}.{kind}.{phase}", []).append(ms)
                 finally:

@@ -50,7 +50,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from bench.latency_cold import measure_cold
+from bench.latency_cold import PHASES, SETTINGS, measure_cold
 from bench.latency_corpus import LONG, bulk_load, interleaved, single
 from bench.locomo import CollectingBus
 from engram.adapters.embedders import E5Embedder, StaticEmbedder
@@ -777,17 +777,17 @@ def print_cold(figures: dict[str, Any]) -> None:
     table = Table(title=f"Cold tenants: first question after a restart, {dropped} (ms)")
     for col in ("settings", "question", "p50", "p95", "max"):
         table.add_column(col, justify="right")
-    for name in ("pg_default", "engram"):
+    for name in SETTINGS:
         for kind in ("first", "second"):
             values = (str(figures[f"cold.{name}.{kind}.{m}"]) for m in ("p50", "p95", "max"))
             table.add_row(name, kind, *values)
     table.add_row("ratio", "first p50 engram / default", str(figures["cold.ratio_p50_engram_to_default"]), "", "")
     Console().print(table)
     phases = Table(title="Cold tenants: median ms per phase (phases overlap)")
-    names = ("embedding", "prepare", "bm25", "knn", "hydration")
+    names = tuple(PHASES.values())
     for col in ("settings", "question", *names):
         phases.add_column(col, justify="right")
-    for name in ("pg_default", "engram"):
+    for name in SETTINGS:
         for kind in ("first", "second"):
             phases.add_row(name, kind, *(str(figures.get(f"cold.phase.{name}.{kind}.{p}.p50", "")) for p in names))
     Console().print(phases)

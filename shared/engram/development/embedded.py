@@ -197,8 +197,8 @@ class EmbeddedPostgres:
                 "full_page_writes=off",
                 "-c",
                 "max_wal_size=2GB",
-                *[arg for name, value in IO_SETTINGS.items() for arg in ("-c", f"{name}={value}")],
-                *[arg for name, value in self.settings.items() for arg in ("-c", f"{name}={value}")],
+                # the caller's settings (benchmarks) win over the read-ahead defaults
+                *[arg for name, value in {**IO_SETTINGS, **self.settings}.items() for arg in ("-c", f"{name}={value}")],
             ],
             stdout=log_file,
             stderr=subprocess.STDOUT,
