@@ -64,7 +64,7 @@ SELECT o.id, o.tenant_id, o.user_id, o.team_ids, o.scope, o.type, o.valid_from, 
                        FROM unnest(to_tsvector(b.language::regconfig, b.title)) t), 0)
            + {BODY_WEIGHT} * coalesce((SELECT sum(cardinality(t.positions))
                                        FROM unnest(to_tsvector(b.language::regconfig, b.body)) t), 0))::integer,
-       b.language, $1::integer, b.embedding::vector
+       b.language, $1::integer, b.embedding::halfvec
 FROM bench_stage b JOIN observations o ON o.id = b.id
 """
 

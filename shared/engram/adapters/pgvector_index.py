@@ -11,12 +11,13 @@ most `postings_per_term` in larger ones, so the cost stays bounded (top-k per te
 impact-ordered approximation). That index carries the filter's columns (migration 0013), so
 the scan is index-only: no table page per posting.
 
-Vector: cosine distance on pgvector. A tenant below `exact_below` documents is scanned exactly
-(a bitmap heap scan of its rows through the (tenant, type) btree: ~0.7 us per row in memory;
-on cold pages one 8 kB page per 3-4 rows, read ahead by PostgreSQL 18's read stream with the
-`effective_io_concurrency`/`io_workers` of `development.embedded.IO_SETTINGS`; a covering
-index with the vectors is no smaller than the heap). From that size on a tenant has
-an HNSW graph of its own: a partial index on half-precision copies of its vectors (`WHERE
+Vector: cosine distance on pgvector, over half-precision vectors (`halfvec`, migration 0014:
+half the bytes of `vector`, the same ranking for unit vectors). A tenant below `exact_below`
+documents is scanned exactly (a bitmap heap scan of its rows through the (tenant, type) btree;
+on cold pages one 8 kB page per 8 rows at 384 dims, read ahead by PostgreSQL 18's read stream
+with the `effective_io_concurrency`/`io_workers` of `development.embedded.IO_SETTINGS`; a
+covering index with the vectors is no smaller than the heap). From that size on a tenant has
+an HNSW graph of its own: a partial index on its vectors (`WHERE
 tenant_id = ... AND dims = ...`, see `graph_name`), searched with pgvector's iterative scan so
 the visibility filter runs inside the index scan without losing results. One graph shared by
 all tenants (before migration 0012) made every tenant that is a small share of it slow: the
@@ -52,6 +53,7 @@ log = structlog.get_logger(__name__)
 BODY_WEIGHT = 0.5
 SEARCH_CONFIGS = ("english", "german")
 GRAPH_RETRY_SECONDS = 60.0
+HALF_MAX = 65504.0  # the largest float16: search_documents stores halfvec (migration 0014)
 GRAPH_LOCK_TIMEOUT = "10s"
 GRAPH_BUILD_SECONDS = 6 * 3600.0  # the client's wait for a build (asyncpg's None means the pool's 60 s)
 
@@ -81,7 +83,7 @@ SELECT d.id, $1, d.user_id, ARRAY(SELECT jsonb_array_elements_text(d.team_ids)),
                        FROM unnest(to_tsvector(d.language::regconfig, d.title)) t), 0)
            + {BODY_WEIGHT} * coalesce((SELECT sum(cardinality(t.positions))
                                        FROM unnest(to_tsvector(d.language::regconfig, d.body)) t), 0))::integer,
-       d.language, d.dims, d.embedding::vector
+       d.language, d.dims, d.embedding::halfvec
 FROM jsonb_to_recordset($2::jsonb) AS d(id uuid, user_id text, team_ids jsonb, scope text, type text,
      valid_from timestamptz, expires_at timestamptz, revision timestamptz, language text, title text, body text,
      dims integer, embedding text)
@@ -179,6 +181,8 @@ class PgVectorIndex:
                 raise ValueError(f"document {doc.id} belongs to tenant {doc.tenant_id!r}, not {tenant_id!r}")
             if doc.embedding.shape != (self.dimensions,):
                 raise ValueError(f"embedding of {doc.id} has shape {doc.embedding.shape}, index has {self.dimensions}")
+            if not np.all(np.abs(doc.embedding) <= HALF_MAX):
+                raise ValueError(f"embedding of {doc.id} has a component that is not finite or beyond +-{HALF_MAX:g}")
         latest: dict[str, IndexDocument] = {}
         for doc in documents:
             if doc.id not in latest or latest[doc.id].revision <= doc.revision:
@@ -379,7 +383,7 @@ class PgVectorIndex:
         k = f"${len(params)}"
         if plan.exact:
             sql = f"""
-            SELECT s.observation_id::text AS id, s.type, (s.embedding <=> $2::real[]::vector) AS distance
+            SELECT s.observation_id::text AS id, s.type, (s.embedding <=> $2::real[]::halfvec) AS distance
             FROM search_documents s
             WHERE s.tenant_id = $1 AND s.dims = {d} AND {vis} AND {flt}
             ORDER BY distance, id LIMIT {k}
