@@ -784,7 +784,7 @@ def print_cold(figures: dict[str, Any]) -> None:
     table.add_row("ratio", "first p50 engram / default", str(figures["cold.ratio_p50_engram_to_default"]), "", "")
     Console().print(table)
     phases = Table(title="Cold tenants: median ms per phase (phases overlap)")
-    names = tuple(PHASES.values())
+    names = (*PHASES.values(), "knn_exact", "knn_graph")  # the kNN of exact and graph tenants apart
     for col in ("settings", "question", *names):
         phases.add_column(col, justify="right")
     for name in SETTINGS:

@@ -59,6 +59,10 @@ async def test_cold_tenants_are_measured_under_both_settings(tmp_path: Path) -> 
             assert 0 < p50 <= p95 <= top
     for phase in ("embedding", "prepare", "bm25", "knn", "hydration"):
         assert figures[f"cold.phase.engram.first.{phase}.p50"] > 0, phase
+    # the kNN phase split by how the tenant is searched: exactly (under 100 rows here) or by graph
+    small = figures["cold.small_tenants"]
+    assert ("cold.phase.engram.first.knn_exact.p50" in figures) == (small > 0)
+    assert ("cold.phase.engram.first.knn_graph.p50" in figures) == (small < figures["cold.tenants"])
     assert getattr(latency_cold.RecallService._hydrate, "__wrapped__", None) is None  # timers removed
     ratio = figures["cold.engram.first.p50"] / figures["cold.pg_default.first.p50"]
     assert figures["cold.ratio_p50_engram_to_default"] == pytest.approx(ratio, abs=0.01)
