@@ -84,6 +84,10 @@ class CollectingBus:
     async def publish_many(self, events: Sequence[CloudEvent]) -> list[Published]:
         return [await self.publish(e) for e in events]
 
+    async def erase_user(self, tenant_id: str, user_id: str) -> dict[str, int]:
+        """Nothing is stored on a bus: the events are handed to the indexer in the same run."""
+        return {}
+
     async def publish_raw(self, subject: str, headers: dict[str, str], body: bytes, *, event_id: str) -> Published:
         self.events.append(from_nats(headers, body))  # the worker's own decoding path
         return Published(event_id=event_id, subject=subject, duplicate=False, seq=len(self.events))
