@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
+import numpy as np
 import structlog
 from cloudevents.http import CloudEvent
 
@@ -110,6 +111,14 @@ class Indexer:
         if not missing:
             return
         unique = list(dict.fromkeys(t for _, _, t in missing))
+
+        def fail(text: str, reason: str) -> None:
+            for tenant, h, t in missing:
+                if t == text:
+                    for obs_id, obs in work[tenant].live.items():
+                        if text_hash(model, passage_text(obs)) == h:
+                            work[tenant].failed[obs_id] = reason
+
         try:
             vectors = await self.embedder.embed_passages(unique)
             by_text = dict(zip(unique, vectors, strict=True))
@@ -119,11 +128,11 @@ class Indexer:
                 try:
                     by_text[text] = (await self.embedder.embed_passages([text]))[0]
                 except EmbeddingRejected as exc:
-                    for tenant, h, t in missing:
-                        if t == text:
-                            for obs_id, obs in work[tenant].live.items():
-                                if text_hash(model, passage_text(obs)) == h:
-                                    work[tenant].failed[obs_id] = str(exc)
+                    fail(text, str(exc))
+        for text, vector in list(by_text.items()):
+            if not np.all(np.isfinite(vector)):  # no index can store it: dead-lettered, not retried
+                del by_text[text]
+                fail(text, f"the embedder ({model}) returned a vector with a component that is not a finite number")
         fresh: dict[str, dict[str, Vector]] = defaultdict(dict)
         for tenant, h, t in missing:
             if t in by_text:

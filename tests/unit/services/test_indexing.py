@@ -124,6 +124,27 @@ async def test_a_text_the_embedder_rejects_fails_alone(
     assert len(uow.data(tenant).embeddings) == 2  # what was refused is not cached
 
 
+async def test_a_vector_that_is_not_finite_is_dead_lettered_at_once(
+    indexer: Indexer, index: FakeSearchIndex, embedder: FakeEmbedder, uow: InMemoryUnitOfWork, tenant: str
+) -> None:
+    plain = embedder.vector
+
+    def broken(text: str) -> Any:
+        v = plain(text)
+        if "broken" in text:
+            v = v.copy()
+            v[5] = float("nan")
+        return v
+
+    embedder.vector = broken  # type: ignore[method-assign]
+    ok, bad = await write(uow, tenant, "fine", "broken model output")
+    outcomes = await deliver(indexer, changed(ok), changed(bad))
+    assert outcomes[0] is None
+    assert isinstance(outcomes[1], InvalidEvent) and "not a finite number" in str(outcomes[1])
+    assert await index.indexed_ids(tenant) == {str(ok.id)}
+    assert len(uow.data(tenant).embeddings) == 1  # the broken vector is not cached either
+
+
 async def test_an_embedder_outage_retries_the_whole_batch(
     indexer: Indexer, index: FakeSearchIndex, embedder: FakeEmbedder, uow: InMemoryUnitOfWork, tenant: str
 ) -> None:
