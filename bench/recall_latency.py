@@ -821,6 +821,11 @@ def main(argv: list[str] | None = None) -> int:
         "--pg-setting", action="append", default=[], metavar="NAME=VALUE", help="extra PostgreSQL setting, repeatable"
     )
     args = parser.parse_args(argv)
+    if args.cold and (args.database_url or not args.tenants):
+        # it restarts the state's own PostgreSQL and asks the --tenants of 1k-10k
+        parser.error("--cold needs --tenants N and the state's embedded PostgreSQL (not --database-url)")
+    if args.cold_only and not args.cold:
+        parser.error("--cold-only needs --cold N")
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")

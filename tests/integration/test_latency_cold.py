@@ -14,6 +14,7 @@ from engram.adapters.migrations import migrate
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
 from engram.development.embedded import IO_SETTINGS, EmbeddedPostgres
+from engram.services.recall import RecallService
 
 
 async def test_embedded_postgres_reads_ahead_with_engram_settings(tmp_path: Path) -> None:
@@ -63,7 +64,7 @@ async def test_cold_tenants_are_measured_under_both_settings(tmp_path: Path) -> 
     small = figures["cold.small_tenants"]
     assert ("cold.phase.engram.first.knn_exact.p50" in figures) == (small > 0)
     assert ("cold.phase.engram.first.knn_graph.p50" in figures) == (small < figures["cold.tenants"])
-    assert getattr(latency_cold.RecallService._hydrate, "__wrapped__", None) is None  # timers removed
+    assert getattr(RecallService._hydrate, "__wrapped__", None) is None  # timers removed
     ratio = figures["cold.engram.first.p50"] / figures["cold.pg_default.first.p50"]
     assert figures["cold.ratio_p50_engram_to_default"] == pytest.approx(ratio, abs=0.01)
 
@@ -72,3 +73,22 @@ def test_summary_takes_the_nearest_rank() -> None:
     values = [float(v) for v in range(1, 21)]
     assert latency_cold._summary(values) == {"p50": 10.5, "p95": 19.0, "max": 20.0}
     assert latency_cold._summary([3.0]) == {"p50": 3.0, "p95": 3.0, "max": 3.0}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--cold", "3"],  # no --tenants: no small tenants to ask
+        ["--cold", "3", "--tenants", "5", "--database-url", "postgresql://elsewhere/db"],  # cannot restart it
+        ["--cold-only", "--tenants", "5"],  # nothing left to measure
+    ],
+)
+def test_cold_arguments_that_would_measure_nothing_are_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import recall_latency
+
+    with pytest.raises(SystemExit) as exited:
+        recall_latency.main(["--sizes", "", *argv])
+    assert exited.value.code == 2
+    assert "--cold" in capsys.readouterr().err
