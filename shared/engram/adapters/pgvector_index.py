@@ -43,7 +43,7 @@ import structlog
 from engram.adapters.observation_rows import visibility_sql
 from engram.adapters.postgres import Connection, Database, vector_literal
 from engram.adapters.unit_of_work import connection_of
-from engram.domain.ranking import BM25_B, BM25_K1
+from engram.domain.ranking import BM25_B, BM25_K1, query_words
 from engram.domain.scopes import Visibility
 from engram.domain.search import IndexDocument, Ranked, SearchFilter, SearchPlan, Vector
 from engram.ports import TenantSearch, TenantTx
@@ -325,8 +325,8 @@ class PgVectorIndex:
         params: list[Any] = [visibility.tenant_id, text]
         vis = visibility_sql(visibility, params, "s", id_column="observation_id")
         flt = filter_clause(where, params, "s")
-        params.extend([self.exact_below, self.postings_per_term, limit])
-        exact, m, k = f"${len(params) - 2}", f"${len(params) - 1}", f"${len(params)}"
+        params.extend([self.exact_below, self.postings_per_term, limit, query_words(text)])
+        exact, m, k, words = (f"${len(params) - i}" for i in (3, 2, 1, 0))
         if plan is None:
             docs = "coalesce((SELECT doc_count FROM search_stats WHERE tenant_id = $1), 0)::float8"
         else:
@@ -342,8 +342,22 @@ class PgVectorIndex:
           SELECT q.term, ln(1 + ((SELECT docs FROM n) - ts.doc_freq + 0.5) / (ts.doc_freq::float8 + 0.5)) AS idf
           FROM q JOIN search_term_stats ts ON ts.tenant_id = $1 AND ts.term = q.term
           WHERE ts.doc_freq > 0
+        ),
+        -- the query's weight: each word's idf (its rarest stem; a word no memory has counts as
+        -- df 0), stop words of either language left out (`ranking.lexical_weight`)
+        qw AS (
+          SELECT to_tsvector('english', w) AS en, to_tsvector('german', w) AS de FROM unnest({words}::text[]) w
+        ),
+        qm AS MATERIALIZED (
+          SELECT coalesce(sum(ln(1 + ((SELECT docs FROM n) - df + 0.5) / (df + 0.5))), 0)::float8 AS mass
+          FROM (
+            SELECT coalesce((SELECT min(ts.doc_freq) FROM search_term_stats ts WHERE ts.tenant_id = $1
+              AND ts.term = ANY(tsvector_to_array(qw.en) || tsvector_to_array(qw.de)) AND ts.doc_freq > 0), 0) AS df
+            FROM qw WHERE qw.en <> ''::tsvector AND qw.de <> ''::tsvector
+          ) x
         )
-        SELECT p.observation_id::text AS id, min(p.type) AS type, sum(qi.idf * p.impact)::float8 AS score
+        SELECT p.observation_id::text AS id, min(p.type) AS type, sum(qi.idf * p.impact)::float8 AS score,
+          (SELECT mass FROM qm) AS mass
         FROM qi CROSS JOIN LATERAL (
           SELECT s.observation_id, s.impact, s.type FROM search_terms s
           WHERE s.tenant_id = $1 AND s.term = qi.term AND {vis} AND {flt}
@@ -355,7 +369,7 @@ class PgVectorIndex:
         LIMIT {k}
         """
         rows = await conn.fetch(sql, *params)
-        return [Ranked(r["id"], r["score"], r["type"]) for r in rows]
+        return [Ranked(r["id"], r["score"], r["type"], r["score"] / r["mass"] if r["mass"] else None) for r in rows]
 
     async def vector(self, visibility: Visibility, embedding: Vector, where: SearchFilter, limit: int) -> list[Ranked]:
         async with self.db.tenant(visibility.tenant_id) as conn:

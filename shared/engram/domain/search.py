@@ -100,6 +100,8 @@ class Ranked:
     id: str
     score: float
     type: str | None = None  # the observation type, when the index returns it (shared candidate lists)
+    # BM25 lists: the score over the query's weight (`ranking.lexical_weight`), None if unknown
+    coverage: float | None = None
 
 
 @dataclass(frozen=True)

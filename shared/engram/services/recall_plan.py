@@ -18,7 +18,7 @@ from typing import Literal
 from engram.domain.decomposition import decompose, fuse_parts
 from engram.domain.errors import Unprocessable
 from engram.domain.memory_units import collapse, turn_of, unit_ref
-from engram.domain.ranking import Fused, rrf_fuse
+from engram.domain.ranking import Fused, lexical_weight, rrf_fuse
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.scopes import Visibility
 from engram.domain.search import Ranked, SearchFilter, Vector
@@ -63,7 +63,12 @@ class Plan:
     vectors: dict[str, Vector] = field(default_factory=dict)  # of the statement units among `fused`
 
     def fuse(self) -> None:
-        self.fused = rrf_fuse([r.id for r in self.lexical], [r.id for r in self.vector])[: self.pool]
+        """RRF of the two lists, the BM25 list weighed by how much of the query its best match
+        covers (`ranking.lexical_weight`; a list without coverage weighs fully)."""
+        weight = lexical_weight(self.lexical[0].coverage) if self.lexical and self.vector else 1.0
+        self.fused = rrf_fuse([r.id for r in self.lexical], [r.id for r in self.vector], lexical_weight=weight)[
+            : self.pool
+        ]
 
     @property
     def wants_lexical(self) -> bool:
