@@ -17,6 +17,7 @@ from engram.adapters.migrations import MIGRATIONS_DIR
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.domain.scopes import Visibility
 from engram.domain.search import IndexDocument, SearchFilter
+from tests.integration.search_rows import insert_notes
 
 DIMS = 64
 WORDS = "billing invoice server deploy rollback budget meeting travel hotel printer network backup".split()
@@ -125,14 +126,7 @@ async def index_used(conn: Any, tenant: str) -> set[str]:
 @pytest.fixture
 async def postings(db: Any, tenant: str) -> Any:
     ids = [uuid.uuid4() for _ in range(400)]
-    async with db.system() as conn:
-        await conn.execute(
-            "INSERT INTO observations (id, tenant_id, user_id, type, title, content_hash, source, scope,"
-            " trigger_source) SELECT id, $1, 'alice', 'note', 'n', md5(id::text), 'user', 'public', 'manual'"
-            " FROM unnest($2::uuid[]) AS id",
-            tenant,
-            ids,
-        )
+    await insert_notes(db, tenant, ids)
     await PgVectorIndex(db, DIMS).upsert(tenant, documents(tenant, ids))
     yield frozenset(str(i) for i in ids[:7])
     async with db.system() as conn:

@@ -16,6 +16,7 @@ from engram.adapters.migrations import MIGRATIONS_DIR
 from engram.adapters.pgvector_index import PgVectorIndex, graph_name
 from engram.domain.scopes import Visibility
 from engram.domain.search import IndexDocument, SearchFilter
+from tests.integration.search_rows import insert_notes, note_document
 
 DIMS = 64
 COUNT = 150
@@ -33,21 +34,7 @@ def unit_vectors(count: int, seed: int) -> np.ndarray:
 
 
 def document(tenant: str, oid: uuid.UUID, embedding: np.ndarray) -> IndexDocument:
-    return IndexDocument(
-        observation_id=oid,
-        tenant_id=tenant,
-        user_id="alice",
-        team_ids=[],
-        scope="public",
-        type="note",
-        valid_from=None,
-        expires_at=None,
-        revision=NOW,
-        title="note",
-        body="a note",
-        language="english",
-        embedding=embedding,
-    )
+    return note_document(tenant, oid, embedding, NOW)
 
 
 @pytest.fixture
@@ -55,14 +42,7 @@ async def stored(db: Any, tenant: str) -> Any:
     """COUNT unit vectors of the tenant, indexed through the adapter, and its own graph."""
     ids = [uuid.uuid4() for _ in range(COUNT)]
     vectors = unit_vectors(COUNT, 14)
-    async with db.system() as conn:
-        await conn.execute(
-            "INSERT INTO observations (id, tenant_id, user_id, type, title, content_hash, source, scope,"
-            " trigger_source) SELECT id, $1, 'alice', 'note', 'n', md5(id::text), 'user', 'public', 'manual'"
-            " FROM unnest($2::uuid[]) AS id",
-            tenant,
-            ids,
-        )
+    await insert_notes(db, tenant, ids)
     index = PgVectorIndex(db, DIMS, exact_below=50)  # the upsert builds the tenant's graph
     await index.upsert(tenant, [document(tenant, oid, v) for oid, v in zip(ids, vectors, strict=True)])
     yield dict(zip((str(i) for i in ids), vectors, strict=True))

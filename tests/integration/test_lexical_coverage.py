@@ -14,7 +14,8 @@ import pytest
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.domain.ranking import bm25_idf, lexical_weight
 from engram.domain.scopes import Visibility
-from engram.domain.search import IndexDocument, SearchFilter
+from engram.domain.search import SearchFilter
+from tests.integration.search_rows import insert_notes, note_document
 
 DIMS = 64
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
@@ -31,32 +32,9 @@ TEXTS = [
 @pytest.fixture
 async def corpus(db: Any, tenant: str) -> Any:
     ids = [uuid.uuid4() for _ in TEXTS]
-    async with db.system() as conn:
-        await conn.execute(
-            "INSERT INTO observations (id, tenant_id, user_id, type, title, content_hash, source, scope,"
-            " trigger_source) SELECT id, $1, 'alice', 'note', 'n', md5(id::text), 'user', 'public', 'manual'"
-            " FROM unnest($2::uuid[]) AS id",
-            tenant,
-            ids,
-        )
-    docs = [
-        IndexDocument(
-            observation_id=oid,
-            tenant_id=tenant,
-            user_id="alice",
-            team_ids=[],
-            scope="public",
-            type="note",
-            valid_from=None,
-            expires_at=None,
-            revision=NOW,
-            title=text,
-            body="",
-            language="english",
-            embedding=np.ones(DIMS, dtype=np.float32) / np.sqrt(DIMS),
-        )
-        for oid, text in zip(ids, TEXTS, strict=True)
-    ]
+    await insert_notes(db, tenant, ids)
+    embedding = np.ones(DIMS, dtype=np.float32) / np.sqrt(DIMS)
+    docs = [note_document(tenant, oid, embedding, NOW, title=t, body="") for oid, t in zip(ids, TEXTS, strict=True)]
     await PgVectorIndex(db, DIMS).upsert(tenant, docs)
     yield [str(i) for i in ids]
     async with db.system() as conn:
