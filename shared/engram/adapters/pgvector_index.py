@@ -55,6 +55,7 @@ SEARCH_CONFIGS = ("english", "german")
 GRAPH_RETRY_SECONDS = 60.0
 HALF_MAX = 65504.0  # the largest float16: search_documents stores halfvec (migration 0014)
 GRAPH_LOCK_TIMEOUT = "10s"
+BM25_IDF_SQL = "ln(1 + ((SELECT docs FROM n) - {df} + 0.5) / ({df}::float8 + 0.5))"  # `ranking.bm25_idf`
 GRAPH_BUILD_SECONDS = 6 * 3600.0  # the client's wait for a build (asyncpg's None means the pool's 60 s)
 
 
@@ -333,28 +334,25 @@ class PgVectorIndex:
             params.append(plan.docs)
             docs = f"${len(params)}::float8"
         configs = " UNION ".join(f"SELECT lexeme FROM unnest(to_tsvector('{c}', $2::text))" for c in SEARCH_CONFIGS)
+        stems = " || ".join(f"tsvector_to_array(to_tsvector('{c}', w))" for c in SEARCH_CONFIGS)
+        stop = " OR ".join(f"to_tsvector('{c}', w) = ''::tsvector" for c in SEARCH_CONFIGS)
+
         # document frequencies come from `search_term_stats` (kept exact by triggers on the
         # postings), not from counting each query term's postings
         sql = f"""
         WITH q AS (SELECT DISTINCT lexeme AS term FROM ({configs}) x),
         n AS (SELECT {docs} AS docs),
         qi AS MATERIALIZED (
-          SELECT q.term, ln(1 + ((SELECT docs FROM n) - ts.doc_freq + 0.5) / (ts.doc_freq::float8 + 0.5)) AS idf
+          SELECT q.term, {BM25_IDF_SQL.format(df="ts.doc_freq")} AS idf
           FROM q JOIN search_term_stats ts ON ts.tenant_id = $1 AND ts.term = q.term
           WHERE ts.doc_freq > 0
         ),
-        -- the query's weight: each word's idf (its rarest stem; a word no memory has counts as
-        -- df 0), stop words of either language left out (`ranking.lexical_weight`)
-        qw AS (
-          SELECT to_tsvector('english', w) AS en, to_tsvector('german', w) AS de FROM unnest({words}::text[]) w
-        ),
+        -- the query's weight (`ranking.lexical_weight`): its words' idf, at df 0 if no memory has them
+        qw AS (SELECT {stems} AS stems FROM unnest({words}::text[]) w WHERE NOT ({stop})),
         qm AS MATERIALIZED (
-          SELECT coalesce(sum(ln(1 + ((SELECT docs FROM n) - df + 0.5) / (df + 0.5))), 0)::float8 AS mass
-          FROM (
+          SELECT coalesce(sum({BM25_IDF_SQL.format(df="df")}), 0)::float8 AS mass FROM (
             SELECT coalesce((SELECT min(ts.doc_freq) FROM search_term_stats ts WHERE ts.tenant_id = $1
-              AND ts.term = ANY(tsvector_to_array(qw.en) || tsvector_to_array(qw.de)) AND ts.doc_freq > 0), 0) AS df
-            FROM qw WHERE qw.en <> ''::tsvector AND qw.de <> ''::tsvector
-          ) x
+              AND ts.term = ANY(qw.stems) AND ts.doc_freq > 0), 0) AS df FROM qw) x
         )
         SELECT p.observation_id::text AS id, min(p.type) AS type, sum(qi.idf * p.impact)::float8 AS score,
           (SELECT mass FROM qm) AS mass
