@@ -15,20 +15,27 @@ cover it).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from engram.adapters.postgres import Database
+from engram.adapters.proposal_store import PgProposalStore
 from engram.development.embedded import free_port
+from engram.domain.observation import ObservationDraft
+from engram.domain.proposals import NewProposal, ProposalReason
 from engram.services.auth import issue_jwt
 from tests.conftest import JWT_SECRET
 
@@ -75,6 +82,69 @@ GROUPS = {
     "telemetry_query": ("telemetry_query", None, 20, ALL_PHASES),
 }
 FUNCTIONS = sorted({module for module, *_ in GROUPS.values()})
+USER = "alice"
+DECIDE = "/api/ai/chats/{chat_id}/proposals/{proposal_id}"
+
+
+def tenant_of(group: str) -> str:
+    return f"fuzz-{group.replace(':', '-')}"
+
+
+async def _seed_proposal(database_url: str, tenant: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """A chat of the fuzzing user with one pending proposal: (chat id, proposal id)."""
+    chat_id, proposal = uuid.uuid4(), uuid.uuid4()
+    db = await Database.connect(database_url, max_size=1)
+    try:
+        async with db.tenant(tenant) as conn:
+            await conn.execute(
+                "INSERT INTO chats (id, tenant_id, user_id, kind, title) VALUES ($1, $2, $3, 'ai', 'fuzz')",
+                chat_id,
+                tenant,
+                USER,
+            )
+            draft = ObservationDraft(tenant_id=tenant, user_id=USER, title="The fuzzer's budget is 40k", confidence=0.3)
+            added = await PgProposalStore(conn, tenant).add(
+                [
+                    NewProposal(
+                        id=proposal,
+                        chat_id=chat_id,
+                        user_id=USER,
+                        message_id=None,
+                        reason=ProposalReason.low_confidence,
+                        draft=draft,
+                        expires_at=datetime.now(UTC) + timedelta(days=1),
+                    )
+                ]
+            )
+            assert added == 1
+    finally:
+        await db.close()
+    return chat_id, proposal
+
+
+async def _proposal_status(database_url: str, tenant: str) -> list[str]:
+    db = await Database.connect(database_url, max_size=1)
+    try:
+        async with db.tenant(tenant) as conn:
+            return [r["status"] for r in await conn.fetch("SELECT status FROM memory_proposals")]
+    finally:
+        await db.close()
+
+
+def operation_config(group: str, stack: dict[str, str], directory: Path) -> list[str]:
+    """`st --config-file` for the group: the proposal decision is fuzzed on a real pending
+    proposal of the fuzzing user. With random ids every valid case is a 404, schemathesis never
+    sees the operation served, and a scenario that happens to be mostly refusals (401) then warns
+    "missing auth" (it did, once in a while, depending on how far the time-boxed run got)."""
+    if GROUPS[group][0] != "chat_turn":
+        return []
+    chat_id, proposal = asyncio.run(_seed_proposal(stack["database_url"], tenant_of(group)))
+    config = directory / "schemathesis.toml"
+    config.write_text(
+        f'[[operations]]\ninclude-path = "{DECIDE}"\n'
+        f'parameters = {{ "path.chat_id" = "{chat_id}", "path.proposal_id" = "{proposal}" }}\n'
+    )
+    return ["--config-file", str(config)]
 
 
 @pytest.fixture(scope="module")
@@ -122,15 +192,17 @@ def functions(stack: dict[str, str], tmp_path_factory: Any) -> Iterator[dict[str
 
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(
-    functions: dict[str, str], group: str, tmp_path: Path
+    functions: dict[str, str], stack: dict[str, str], group: str, tmp_path: Path
 ) -> None:
     module, paths, budget, phases = GROUPS[group]
     selection = ["--include-path-regex", paths] if paths else []
-    token = issue_jwt(JWT_SECRET, tenant_id=f"fuzz-{group.replace(':', '-')}", user_id="alice", permissions=PERMISSIONS)
+    token = issue_jwt(JWT_SECRET, tenant_id=tenant_of(group), user_id=USER, permissions=PERMISSIONS)
+    config = operation_config(group, stack, tmp_path)
     report = tmp_path / "report.json"
     run = subprocess.run(
         [
             str(Path(sys.executable).parent / "st"),
+            *config,
             "run",
             f"{functions[module]}/openapi.json",
             *selection,
@@ -174,3 +246,5 @@ def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(
     assert result["warnings"]["missing_auth"] == [], summary
     assert result["test_cases"]["generated"] > 100, summary
     assert run.returncode == 0, summary
+    if config:  # the seeded proposal was decided: the fuzzer did reach it
+        assert asyncio.run(_proposal_status(stack["database_url"], tenant_of(group))) in (["approved"], ["rejected"])
