@@ -22,11 +22,15 @@ from engram.domain.ranking import (
     padded_words,
     rrf_fuse,
     session_support,
+    support_session,
     tag_support,
 )
-from engram.domain.recall import SearchHit
+from engram.domain.recall import RecallQuery, SearchHit
 from engram.domain.recall_text import UNVERIFIED, estimate_tokens, render_recall_text
-from engram.services.recall_plan import validate_query_text
+from engram.domain.scopes import Visibility
+from engram.domain.search import SearchFilter
+from engram.services.recall_plan import Plan, validate_query_text
+from engram.services.recall_scoring import scored_hits
 from functions.memory_api.retrieval import parse_within
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -200,6 +204,40 @@ def test_session_support_lifts_candidates_of_strong_sessions() -> None:
     assert support["c"] == pytest.approx(1 + SESSION_WEIGHT * 0.04 / 0.05)
     assert support["d"] == 1.0  # no session, no support
     assert session_support([]) == {} and session_support([("x", 0.0, "s")]) == {"x": 1.0}
+
+
+def test_a_low_priority_memory_neither_lends_nor_takes_session_support() -> None:
+    budget, job = uuid.uuid4(), uuid.uuid4()
+    assert support_session(obs(provenance={"session_id": budget})) == budget
+    assert support_session(obs(priority="low", provenance={"session_id": budget})) is None
+    # a question on the budget session's topic: its two assistant answers top both lists, its
+    # user turn comes next; the user's fact was said in another session
+    found = {
+        "answer-1": obs(priority="low", provenance={"session_id": budget}),
+        "answer-2": obs(priority="low", provenance={"session_id": budget}),
+        "request": obs(provenance={"session_id": budget}),
+        "fact": obs(provenance={"session_id": job}),
+    }
+    plan = Plan(
+        RecallQuery(text="Which company pays my salary?", limit=10, mode="hybrid"),
+        "Which company pays my salary?",
+        "Which company pays my salary?",
+        Visibility(tenant_id="t", user_id="alice", teams=frozenset(), include_sensitive=False),
+        SearchFilter(now=NOW),
+        pool=20,
+    )
+    plan.lexical = []
+    plan.fused = rrf_fuse(["answer-1", "answer-2"], ["answer-1", "answer-2", "fact", "request"])
+    hits = {h.observation.id: h for h in scored_hits(plan, found, NOW)}
+    by_name = {name: hits[o.id] for name, o in found.items()}
+    assert "session" not in by_name["answer-1"].boosts and "session" not in by_name["answer-2"].boosts
+    # the request's session holds only its own score now, not its answers': the fact's is stronger
+    assert by_name["fact"].boosts["session"] == pytest.approx(1 + SESSION_WEIGHT)
+    assert by_name["request"].boosts["session"] == pytest.approx(1 + SESSION_WEIGHT * 63 / 64)
+    # counted as before, the answers' scores made the budget session the strongest by far
+    before = session_support([(f.id, f.rrf, found[f.id].provenance.session_id) for f in plan.fused])
+    assert before["answer-1"] == before["request"] == pytest.approx(1 + SESSION_WEIGHT)
+    assert before["fact"] < 1 + SESSION_WEIGHT / 2
 
 
 def test_tag_support_when_the_query_says_a_tag_as_whole_words() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -112,6 +113,16 @@ def memory_language(obs: Observation) -> Language | None:
     by tenants would be a timing signal)."""
     n = MEMORY_LANGUAGE_CHARS
     return language_of(f"{obs.title[:n]}\n{obs.narrative[:n]}"[:n])
+
+
+def support_session(obs: Observation) -> uuid.UUID | None:
+    """The session an observation lends support to and takes it from (`session_support`): its
+    own, unless it is low priority. An assistant's turn is low priority (`conversation.
+    turn_units`): its prose repeats the topic's words in every session on the topic, so it
+    lifted those sessions, itself with them, above the one sentence in another session where
+    the user said the fact asked for (assistant_chats hybrid recall@10 0.852 -> 0.884, LoCoMo,
+    which has no assistant, unchanged; bench/RESULTS.md)."""
+    return None if obs.priority is Priority.low else obs.provenance.session_id
 
 
 def session_support(candidates: Sequence[tuple[str, float, object | None]]) -> dict[str, float]:

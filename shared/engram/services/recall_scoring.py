@@ -24,6 +24,7 @@ from engram.domain.ranking import (
     observation_time,
     padded_words,
     session_support,
+    support_session,
     tag_support,
 )
 from engram.domain.recall import SearchHit
@@ -50,7 +51,7 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
         for f, obs in visible
         if language and f.lexical_rank
     }
-    fused = [(f.id, f.rrf * gate.get(f.id, 1.0), obs.provenance.session_id) for f, obs in visible]
+    fused = [(f.id, f.rrf * gate.get(f.id, 1.0), support_session(obs)) for f, obs in visible]
     support = session_support(fused) if hybrid else {}
     dates = mentioned_dates(plan.text) if hybrid else ()
     query_words = padded_words(plan.text) if hybrid else ""
