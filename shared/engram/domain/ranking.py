@@ -79,10 +79,18 @@ def lexical_weight(coverage: float | None, full: float = LEXICAL_FULL_COVERAGE) 
     return min(1.0, max(0.0, coverage / full))
 
 
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> list[str]:
+    """The words of `text`, case-folded, in order (runs of letters, digits and underscores)."""
+    return _WORD.findall(text.casefold())
+
+
 def query_words(text: str) -> list[str]:
     """The distinct words of a query, case-folded, in order (what `lexical_weight`'s query
     weight sums over; each is stemmed by the index)."""
-    return list(dict.fromkeys(re.findall(r"\w+", text.casefold())))
+    return list(dict.fromkeys(words(text)))
 
 
 def cross_language_factor(
@@ -154,7 +162,7 @@ def date_support(when: datetime, dates: Sequence[date]) -> float:
 
 def padded_words(text: str) -> str:
     """`text` case-folded, as words separated by single spaces, with a space at both ends."""
-    return " " + " ".join(re.findall(r"\w+", text.casefold())) + " "
+    return " " + " ".join(words(text)) + " "
 
 
 def tag_support(tags: Sequence[str], query_words: str) -> float:
