@@ -1,4 +1,4 @@
-"""User-assistant chat retrieval: `python -m bench.assistant_chats [--seed N] [--json]`.
+"""User-assistant chat retrieval: `python -m bench.assistant_chats [--seed N] [--sessions N] [--json]`.
 
 Why: LoCoMo measures two friends chatting; an assistant's memory has to find the one sentence
 in which the user said something about themselves, between assistant answers of hundreds of
@@ -26,7 +26,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import locomo
-from bench.chatgen import CATEGORIES, generate
+from bench.chatgen import CATEGORIES, SESSIONS, generate
 from engram.services.recall_plan import CANDIDATES
 
 
@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.assistant_chats", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=21, help="the generator's seed (same seed, same data)")
     parser.add_argument("--conversations", type=int, default=10, help="conversations per language")
+    parser.add_argument(
+        "--sessions", type=int, default=SESSIONS, help="sessions per conversation (about eight turns each)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object with the figures last")
     parser.add_argument("--embedder", default="e5", choices=["e5", "use", "static"])
     parser.add_argument("--window", type=int, default=2, help="neighbouring turns on each side in a unit")
@@ -68,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")
-    args.samples = generate(args.seed, args.conversations)
+    if args.sessions < 2:
+        parser.error("--sessions: a conversation needs at least two sessions")
+    args.samples = generate(args.seed, args.conversations, sessions=args.sessions)
     if args.dump:
         args.dump.write_text(json.dumps(args.samples, indent=1, ensure_ascii=False), encoding="utf-8")
     args.categories = CATEGORIES
@@ -78,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = asyncio.run(locomo.run(args))
         rows = [json.loads(line) for line in args.ranked_out.read_text(encoding="utf-8").splitlines()]
     figures["seed"] = args.seed
+    figures["sessions"] = args.sessions
     for mode, share in stale_first(args.samples, rows).items():
         figures[f"{locomo.REPORTED.get(mode, mode)}.stale_first"] = share
     locomo.print_table(figures, CATEGORIES, title="Assistant chats, turn retrieval")

@@ -121,29 +121,40 @@ def fill(template: str, slots: dict[str, str]) -> str:
     return text[:1].upper() + text[1:]
 
 
-def generate(seed: int = 21, conversations: int = 10, languages: Sequence[str] = LANGUAGES) -> list[dict[str, Any]]:
-    """`conversations` samples per language, all drawn from one `random.Random(seed)`."""
+SESSIONS = 8
+
+
+def generate(
+    seed: int = 21, conversations: int = 10, languages: Sequence[str] = LANGUAGES, sessions: int = SESSIONS
+) -> list[dict[str, Any]]:
+    """`conversations` samples per language, all drawn from one `random.Random(seed)`, of
+    `sessions` sessions each (about eight turns per session). More sessions make a longer
+    history with the same eight facts: the facts are stated in the first five eighths of it,
+    and the sessions between are requests on the topics, with the user mentioning the facts'
+    topics without the facts."""
+    if sessions < 2:
+        raise ValueError("a conversation needs at least two sessions (a fact and its change)")
     rng = random.Random(seed)
     samples = []
     for language in languages:
         for n in range(conversations):
-            samples.append(_conversation(rng, pack(language), f"chat-{language}-{n + 1}"))
+            samples.append(_conversation(rng, pack(language), f"chat-{language}-{n + 1}", sessions))
     return samples
 
 
-def _conversation(rng: random.Random, p: Pack, sample_id: str) -> dict[str, Any]:
+def _conversation(rng: random.Random, p: Pack, sample_id: str, sessions: int) -> dict[str, Any]:
     kinds = list(p.facts)
     updatable = [k for k in kinds if k.update]
     changing = rng.sample(updatable, 3)
     rest = rng.sample([k for k in kinds if k not in changing], 5)
     facts = [_Fact(k, dict(rng.choice(k.values))) for k in [*changing, *rest]]
     rng.shuffle(facts)
-    sessions = 8
-    # each fact is stated in one of the first five sessions; each change in a later session than
-    # the one before
+    # each fact is stated in one of the first five eighths of the sessions (five of eight); each
+    # change in a later session than the one before
+    stated = max(1, min(sessions - 1, sessions * 5 // 8))
     plan: dict[int, list[tuple[_Fact, str]]] = {s: [] for s in range(1, sessions + 1)}
     for fact in facts:
-        first = rng.randint(1, 5)
+        first = rng.randint(1, stated)
         plan[first].append((fact, "say"))
         if fact.kind in changing:
             plan[rng.randint(first + 1, sessions)].append((fact, "update"))

@@ -96,3 +96,20 @@ def test_stale_first_counts_a_superseded_statement_ranked_above_the_current_one(
         {"id": "s:2", "gold": ["D3:1"], "ranked": {"hybrid": ["D1:1"], "vector": []}},
     ]
     assert stale_first(samples, rows) == {"hybrid": 0.5, "vector": 0.0}
+
+
+def test_a_longer_history_has_more_sessions_and_the_same_kind_of_questions(samples: list[dict[str, Any]]) -> None:
+    assert json.dumps(generate(seed=7, conversations=3, sessions=8)) == json.dumps(samples)  # the default
+    for sample in generate(seed=7, conversations=2, sessions=24):
+        conv = sample["conversation"]
+        assert sum(1 for k in conv if k.startswith("session_") and not k.endswith("_date_time")) == 24
+        assert len(turns_of(sample)) >= 24 * 6
+        categories = set()
+        for qa in sample["qa"]:
+            categories.add(CATEGORIES[qa["category"]].split()[0])
+            if not CATEGORIES[qa["category"]].startswith("multi-hop"):
+                said = [*qa.get("stale_evidence", []), *qa["evidence"]]  # in the order said
+                assert int(said[0][1:].split(":")[0]) <= 24 * 5 // 8  # stated in the first five eighths
+        assert categories == {"single-hop", "updated", "multi-hop"}
+    with pytest.raises(ValueError, match="two sessions"):
+        generate(seed=7, conversations=1, sessions=1)
