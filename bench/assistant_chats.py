@@ -65,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranked-out", type=Path, default=None, help="each question's ranked turn ids, JSON Lines")
     parser.add_argument("--dump", type=Path, default=None, help="write the generated data (LoCoMo layout) here")
     locomo.add_unit_arguments(parser)
+    locomo.add_assistant_argument(parser, "speaker_b")
     args = parser.parse_args(argv)
     args.units = locomo.parse_units(args.units)
-    args.assistant_side = "speaker_b"  # the assistant's turns are not split into statements
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")

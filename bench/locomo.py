@@ -9,6 +9,10 @@ session date (`valid_from`) and its `dia_id` as provenance, so a hit names exact
 For every question of categories 1-4: recall@1, recall@5, recall@10 and nDCG@10 over turns,
 for BM25 only, vector only and hybrid, plus PostgreSQL's `ts_rank_cd` over the same units as
 the "plain ts_rank" reference, and hybrid query latency (including the query embedding).
+`--assistant` says whose turns are an assistant's (low priority, not split into statements):
+`auto` (the default) takes a speaker named like one or one whose turns run far longer than the
+other's (`conversation.likely_assistants`), so a user-assistant chat export in this format is
+stored as the assistant benches store theirs; LoCoMo's people have none.
 `--ranked-out FILE` writes one JSON line per question (`id` "<sample>:<qa index>", `category`,
 `gold` turn ids, `ranked`: the turn ids per mode), so rankings can be compared offline.
 
@@ -43,7 +47,7 @@ from engram.adapters.nats_binding import from_nats
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
 from engram.adapters.unit_of_work import PgUnitOfWork
-from engram.domain.conversation import ConversationSession, Turn, turn_id_of
+from engram.domain.conversation import ConversationSession, Turn, likely_assistants, turn_id_of
 from engram.domain.memory_units import UnitKind, unit_ref
 from engram.domain.observation import Written
 from engram.domain.recall import RecallQuery
@@ -250,6 +254,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     started = time.perf_counter()
     ingest_seconds = 0.0
     questions = 0
+    with_assistant = 0
     ranked_out = args.ranked_out.open("w", encoding="utf-8") if args.ranked_out else None
     try:
         for sample in samples:
@@ -264,7 +269,8 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
             async with db.tenant(tenant) as conn:  # a fresh store per run; the embedding cache stays
                 await conn.execute("DELETE FROM observations")
                 await conn.execute("DELETE FROM search_stats")
-            assistant = sample["conversation"].get(args.assistant_side or "", None)
+            assistants = assistants_of(sample, sessions, args.assistant)
+            with_assistant += bool(assistants)
             written = await ingest.ingest(
                 tenant_id=tenant,
                 user_id="reader",
@@ -272,12 +278,15 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 sessions=sessions,
                 window=args.window,
                 kinds=args.units,
-                assistants=frozenset({assistant} if assistant else ()),
+                assistants=assistants,
             )
             work.add(embedder.model, written)
             await index_events(indexer, bus.take())
             ingest_seconds += time.perf_counter() - t0
-            console.print(f"{sid}: {len(known)} turns stored and indexed in {time.perf_counter() - t0:.1f} s")
+            console.print(
+                f"{sid}: {len(known)} turns stored and indexed in {time.perf_counter() - t0:.1f} s"
+                + (f" (assistant: {', '.join(sorted(assistants))})" if assistants else "")
+            )
             for number, qa in enumerate(sample["qa"]):
                 category = int(qa.get("category", 0))
                 gold = gold_ids(qa.get("evidence", []), known)
@@ -295,7 +304,18 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
             ranked_out.close()
     figures = report(scores, embedder.model, questions, ingest_seconds, time.perf_counter() - started, args)
     figures.update(work.figures())
+    figures["conversations_with_assistant"] = with_assistant
     return figures
+
+
+def assistants_of(sample: dict[str, Any], sessions: Sequence[ConversationSession], choice: str) -> frozenset[str]:
+    """The assistant speakers of a sample: `choice` "auto" asks `likely_assistants`, "none" takes
+    none, "speaker_a" / "speaker_b" that side of the conversation, anything else a speaker's name."""
+    if choice == "none":
+        return frozenset()
+    if choice == "auto":
+        return likely_assistants(sessions)
+    return frozenset({str(sample["conversation"].get(choice, choice))})
 
 
 async def ask(
@@ -372,6 +392,15 @@ def add_unit_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_assistant_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--assistant",
+        default=default,
+        help="whose turns are an assistant's: auto (named like one, or far longer turns than the other"
+        " speaker's; LoCoMo's people have none), none, speaker_a, speaker_b or a speaker's name",
+    )
+
+
 def parse_units(text: str) -> frozenset[UnitKind]:
     names = [n.strip() for n in text.split(",") if n.strip() and n.strip() != "none"]
     return frozenset(UnitKind(n) for n in names)
@@ -398,10 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         help="write each question's ranked turn ids per mode as JSON Lines (id, category, gold, ranked)",
     )
     add_unit_arguments(parser)
+    add_assistant_argument(parser, "auto")
     args = parser.parse_args(argv)
     args.categories = CATEGORIES
     args.units = parse_units(args.units)
-    args.assistant_side = None  # LoCoMo: two people, no assistant
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")

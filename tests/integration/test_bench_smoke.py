@@ -40,10 +40,11 @@ async def test_assistant_chats_report_every_category_and_rankings(services: Any,
         ranked_out=ranked,
         categories=CATEGORIES,
         units=locomo.parse_units("statement,session,entity"),
-        assistant_side="speaker_b",
+        assistant="auto",  # found by itself: the assistant's turns are named so and run long
     )
     figures = await locomo.evaluate(services.db, samples, args)
     assert figures["questions"] == sum(len(s["qa"]) for s in samples)
+    assert figures["conversations_with_assistant"] == len(samples)
     # the derived units' embedding work, against the turn units' in the same run
     assert figures["embedded.statement.texts"] > 0 and figures["embedded.session.texts"] == 16  # 8 sessions each
     assert 1.0 < figures["embedded.ratio_to_turn_units"] < 1.5

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from engram.domain.conversation import ConversationSession, Turn, derived_units, turn_id_of, turn_units
+from engram.domain.conversation import (
+    ConversationSession,
+    Turn,
+    derived_units,
+    likely_assistants,
+    turn_id_of,
+    turn_units,
+)
 from engram.domain.memory_units import (
     SUPPORT_WEIGHT,
     UnitKind,
@@ -188,3 +195,25 @@ def test_an_assistants_turn_units_are_low_priority() -> None:
     assert {d.tags[0]: d.priority.value for d in drafts} == {"user": "normal", "assistant": "low"}
     plain = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=chat())
     assert {d.priority.value for d in plain} == {"normal"}
+
+
+def conversation(*turns: tuple[str, str]) -> list[ConversationSession]:
+    return [ConversationSession("s1", DAY, [Turn(f"D1:{i}", who, text) for i, (who, text) in enumerate(turns, 1)])]
+
+
+def test_the_assistant_of_an_imported_chat_is_found_by_name_or_by_its_long_turns() -> None:
+    short = "I moved to Porto last week, can you plan my meals?"
+    # named like one (whatever the length), as long as someone else speaks too
+    assert likely_assistants(conversation(("user", short), ("ChatGPT", "Sure."))) == {"ChatGPT"}
+    assert likely_assistants(conversation(("Nutzer", short), ("KI", "Gern."), ("Nutzer", short))) == {"KI"}
+    assert likely_assistants(conversation(("Assistant", short))) == frozenset()  # nobody else speaks
+    # unnamed: the speaker whose turns run long, against short ones
+    assert likely_assistants(conversation(("Jon", short), ("Helper", PROSE), ("Jon", "Thanks!"))) == {"Helper"}
+    # people chatting have none: similar lengths, or long turns only three times not reached
+    chat = conversation(("Caroline", short), ("Melanie", short + " " + short), ("Caroline", short))
+    assert likely_assistants(chat) == frozenset()
+    medium = " ".join(["word"] * 70)
+    assert likely_assistants(conversation(("A", " ".join(["word"] * 30)), ("B", medium))) == frozenset()
+    three = conversation(("A", short), ("B", PROSE), ("C", short))
+    assert likely_assistants(three) == frozenset()  # three people, nobody named like an assistant
+    assert likely_assistants([]) == frozenset()

@@ -12,6 +12,7 @@ conversations through this. `derived_units` adds the units beyond the single tur
 
 from __future__ import annotations
 
+import statistics
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,12 @@ UNIT_TYPE = "context"
 # what `ConversationIngest` derives unless told otherwise: the statements. Session and entity
 # units are built on request (`kinds`); measured, they did not add recall (bench/RESULTS.md)
 DERIVED_KINDS = frozenset({UnitKind.statement})
+# `likely_assistants`: names an assistant goes by in exported chats, and how long its turns are
+ASSISTANT_NAMES = frozenset(
+    {"assistant", "assistent", "assistentin", "ai", "ai assistant", "ki", "bot", "chatbot", "chatgpt", "gpt", "claude"}
+)
+ASSISTANT_MEDIAN_WORDS = 60
+ASSISTANT_LENGTH_RATIO = 3.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,30 @@ class ConversationSession:
     session_id: str
     started_at: datetime
     turns: Sequence[Turn]
+
+
+def likely_assistants(sessions: Sequence[ConversationSession]) -> frozenset[str]:
+    """The speakers of a conversation that are an assistant, for a caller that cannot say (an
+    imported chat export): those named like one ("assistant", "ChatGPT", "KI"), as long as
+    someone else speaks too; else, between exactly two speakers, the one whose turns run long
+    (a median of at least 60 words, and at least three times the other's median). People
+    chatting (LoCoMo dev: medians of 20-28 words each) have none. An assistant's turns are then low
+    priority and not split into statements (`turn_units`, `memory_units.statement_units`)."""
+    words: dict[str, list[int]] = {}
+    for session in sessions:
+        for turn in session.turns:
+            words.setdefault(turn.speaker, []).append(len(turn.spoken().split()))
+    named = frozenset(s for s in words if " ".join(s.casefold().split()) in ASSISTANT_NAMES)
+    if named and len(named) < len(words):
+        return named
+    if len(words) != 2:
+        return frozenset()
+    (long, long_words), (_, short_words) = sorted(
+        ((speaker, statistics.median(n)) for speaker, n in words.items()), key=lambda sw: -sw[1]
+    )
+    if long_words >= ASSISTANT_MEDIAN_WORDS and long_words >= ASSISTANT_LENGTH_RATIO * max(1.0, short_words):
+        return frozenset({long})
+    return frozenset()
 
 
 def unit_key(conversation_id: str, turn_id: str) -> str:
