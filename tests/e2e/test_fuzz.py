@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,8 @@ from typing import Any
 import httpx
 import pytest
 
-from engram.adapters.postgres import Database
+from engram.adapters.chats import PgChatStore
+from engram.adapters.postgres import Connection, Database
 from engram.adapters.proposal_store import PgProposalStore
 from engram.development.embedded import free_port
 from engram.domain.observation import ObservationDraft
@@ -90,45 +91,43 @@ def tenant_of(group: str) -> str:
     return f"fuzz-{group.replace(':', '-')}"
 
 
-async def _seed_proposal(database_url: str, tenant: str) -> tuple[uuid.UUID, uuid.UUID]:
-    """A chat of the fuzzing user with one pending proposal: (chat id, proposal id)."""
-    chat_id, proposal = uuid.uuid4(), uuid.uuid4()
+@contextlib.asynccontextmanager
+async def _tenant(database_url: str, tenant: str) -> AsyncIterator[Connection]:
+    """A transaction of `tenant` on its own short-lived pool (the test runs outside any loop)."""
     db = await Database.connect(database_url, max_size=1)
     try:
         async with db.tenant(tenant) as conn:
-            await conn.execute(
-                "INSERT INTO chats (id, tenant_id, user_id, kind, title) VALUES ($1, $2, $3, 'ai', 'fuzz')",
-                chat_id,
-                tenant,
-                USER,
-            )
-            draft = ObservationDraft(tenant_id=tenant, user_id=USER, title="The fuzzer's budget is 40k", confidence=0.3)
-            added = await PgProposalStore(conn, tenant).add(
-                [
-                    NewProposal(
-                        id=proposal,
-                        chat_id=chat_id,
-                        user_id=USER,
-                        message_id=None,
-                        reason=ProposalReason.low_confidence,
-                        draft=draft,
-                        expires_at=datetime.now(UTC) + timedelta(days=1),
-                    )
-                ]
-            )
-            assert added == 1
+            yield conn
     finally:
         await db.close()
+
+
+async def _seed_proposal(database_url: str, tenant: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """A chat of the fuzzing user with one pending proposal: (chat id, proposal id)."""
+    chat_id, proposal = uuid.uuid4(), uuid.uuid4()
+    async with _tenant(database_url, tenant) as conn:
+        assert await PgChatStore(conn, tenant).create_chat(chat_id, USER, "fuzz") is not None
+        draft = ObservationDraft(tenant_id=tenant, user_id=USER, title="The fuzzer's budget is 40k", confidence=0.3)
+        added = await PgProposalStore(conn, tenant).add(
+            [
+                NewProposal(
+                    id=proposal,
+                    chat_id=chat_id,
+                    user_id=USER,
+                    message_id=None,
+                    reason=ProposalReason.low_confidence,
+                    draft=draft,
+                    expires_at=datetime.now(UTC) + timedelta(days=1),
+                )
+            ]
+        )
+        assert added == 1
     return chat_id, proposal
 
 
 async def _proposal_status(database_url: str, tenant: str) -> list[str]:
-    db = await Database.connect(database_url, max_size=1)
-    try:
-        async with db.tenant(tenant) as conn:
-            return [r["status"] for r in await conn.fetch("SELECT status FROM memory_proposals")]
-    finally:
-        await db.close()
+    async with _tenant(database_url, tenant) as conn:
+        return [r["status"] for r in await conn.fetch("SELECT status FROM memory_proposals")]
 
 
 def operation_config(group: str, stack: dict[str, str], directory: Path) -> list[str]:

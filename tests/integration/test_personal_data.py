@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from engram.adapters.chats import PgChatStore
 from engram.domain.events import FEEDBACK_RECORDED, OBSERVATION_DELETED, FeedbackRecorded, new_event
 from engram.services.auth import create_agent_key
 from functions.record_feedback.main import WORKER as FEEDBACK_WORKER
@@ -66,12 +67,7 @@ async def conversation(db: Any, tenant: str, user: str) -> dict[str, str]:
     """A chat of the user with two messages, its session with a summary, and two telemetry events."""
     chat, session = uuid.uuid4(), uuid.uuid4()
     async with db.tenant(tenant) as conn:
-        await conn.execute(
-            "INSERT INTO chats (id, tenant_id, user_id, kind, title) VALUES ($1, $2, $3, 'ai', 'Tea')",
-            chat,
-            tenant,
-            user,
-        )
+        assert await PgChatStore(conn, tenant).create_chat(chat, user, "Tea") is not None
         await conn.execute(
             "INSERT INTO sessions (id, tenant_id, user_id, chat_id, user_prompt) VALUES ($1, $2, $3, $4, 'tea?')",
             session,
