@@ -71,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")
-    if args.sessions < 2:
-        parser.error("--sessions: a conversation needs at least two sessions")
-    args.samples = generate(args.seed, args.conversations, sessions=args.sessions)
+    try:
+        args.samples = generate(args.seed, args.conversations, sessions=args.sessions)
+    except ValueError as exc:  # too few sessions
+        parser.error(f"--sessions: {exc}")
     if args.dump:
         args.dump.write_text(json.dumps(args.samples, indent=1, ensure_ascii=False), encoding="utf-8")
     args.categories = CATEGORIES

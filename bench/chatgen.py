@@ -151,7 +151,7 @@ def _conversation(rng: random.Random, p: Pack, sample_id: str, sessions: int) ->
     rng.shuffle(facts)
     # each fact is stated in one of the first five eighths of the sessions (five of eight); each
     # change in a later session than the one before
-    stated = max(1, min(sessions - 1, sessions * 5 // 8))
+    stated = min(sessions - 1, sessions * 5 // 8)  # at least 1: `generate` asks for two sessions
     plan: dict[int, list[tuple[_Fact, str]]] = {s: [] for s in range(1, sessions + 1)}
     for fact in facts:
         first = rng.randint(1, stated)
