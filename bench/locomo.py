@@ -13,6 +13,9 @@ the "plain ts_rank" reference, and hybrid query latency (including the query emb
 `auto` (the default) takes a speaker named like one or one whose turns run far longer than the
 other's (`conversation.likely_assistants`), so a user-assistant chat export in this format is
 stored as the assistant benches store theirs; LoCoMo's people have none.
+`--as-messages [sentences|interjected]` first sends every turn as one message per sentence
+(`bench.chat_messages`), the shape of a messenger's log, with the evidence remapped to the
+message holding the fact; `interjected` also has the other person react inside long turns.
 `--ranked-out FILE` writes one JSON line per question (`id` "<sample>:<qa index>", `category`,
 `gold` turn ids, `ranked`: the turn ids per mode), so rankings can be compared offline.
 
@@ -42,6 +45,8 @@ from cloudevents.http import CloudEvent
 from rich.console import Console
 from rich.table import Table
 
+from bench.chat_messages import MODES as MESSAGE_MODES
+from bench.chat_messages import as_messages
 from engram.adapters.embedders import build_embedder
 from engram.adapters.nats_binding import from_nats
 from engram.adapters.pgvector_index import PgVectorIndex
@@ -145,16 +150,21 @@ def gold_ids(evidence: Sequence[Any], known: set[str]) -> set[str]:
 
 
 def metrics(ranked: Sequence[str], gold: set[str]) -> dict[str, float]:
-    """recall@1/5/10 over the turns covered by the first k units; binary nDCG@10 on new gold turns."""
+    """recall@1/5/10 over the turns covered by the first k units; binary nDCG@10 on new gold turns.
+
+    An entry of `ranked` is one hit's turn id, or a burst's message ids space-separated
+    (`conversation.bursts`): a hit covers all of them, so each gold message it covers is found at
+    its rank (nDCG capped at 1 when one hit holds several gold messages)."""
     seen: list[str] = list(dict.fromkeys(ranked))
-    out = {f"recall@{k}": len(gold & set(seen[:k])) / len(gold) for k in (1, 5, 10)}
-    dcg, covered = 0.0, set()
-    for i, turn in enumerate(seen[:10], 1):
-        if turn in gold and turn not in covered:
-            dcg += 1 / math.log2(i + 1)
-            covered.add(turn)
+    covered_by = [set(entry.split()) for entry in seen]
+    out = {f"recall@{k}": len(gold & set[str]().union(*covered_by[:k])) / len(gold) for k in (1, 5, 10)}
+    dcg, covered = 0.0, set[str]()
+    for i, turns in enumerate(covered_by[:10], 1):
+        new = (turns & gold) - covered
+        dcg += len(new) / math.log2(i + 1)
+        covered |= new
     idcg = sum(1 / math.log2(i + 1) for i in range(1, min(len(gold), 10) + 1))
-    out["ndcg@10"] = dcg / idcg
+    out["ndcg@10"] = min(1.0, dcg / idcg)
     return out
 
 
@@ -426,6 +436,15 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="write each question's ranked turn ids per mode as JSON Lines (id, category, gold, ranked)",
     )
+    parser.add_argument(
+        "--as-messages",
+        nargs="?",
+        const="sentences",
+        default=None,
+        choices=MESSAGE_MODES,
+        help="send every turn as one chat message per sentence first (bench.chat_messages: chat-log-shaped"
+        " data); 'interjected' also has the other person react inside long turns",
+    )
     add_unit_arguments(parser)
     add_assistant_argument(parser, "auto")
     args = parser.parse_args(argv)
@@ -435,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_logging("WARNING")
     args.samples = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    if args.as_messages:
+        args.samples = as_messages(args.samples, args.as_messages)
     args.state_dir = Path(args.state).resolve()
     figures = asyncio.run(run(args))
     if args.json:
