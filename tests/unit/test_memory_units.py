@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 
 from engram.domain.conversation import (
+    BURST_CHARS,
+    BURST_MESSAGES,
     ConversationSession,
     Turn,
+    bursts,
     derived_units,
     likely_assistants,
     turn_id_of,
@@ -217,3 +220,68 @@ def test_the_assistant_of_an_imported_chat_is_found_by_name_or_by_its_long_turns
     three = conversation(("A", short), ("B", PROSE), ("C", short))
     assert likely_assistants(three) == frozenset()  # three people, nobody named like an assistant
     assert likely_assistants([]) == frozenset()
+
+
+def messenger_chat() -> list[ConversationSession]:
+    """A chat app's log: the user sends a thought as several short messages."""
+    turns = [
+        Turn("m1", "User", "guess what"),
+        Turn("m2", "User", "I got the job at Siemens!! My friend Lena helped me with the interview."),
+        Turn("m3", "User", ""),  # an empty message (a deleted one, a sticker without text)
+        Turn("m4", "User", "I start in May, my manager is Jonas."),
+        Turn("m5", "Assistant", "Congratulations! " + PROSE),
+        Turn("m6", "User", "btw Lena says hi"),
+    ]
+    return [ConversationSession("s1", DAY, turns)]
+
+
+def test_one_speakers_consecutive_messages_are_one_unit_citing_them_all() -> None:
+    drafts = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=messenger_chat())
+    assert [d.key for d in drafts] == ["turn:c:m1", "turn:c:m5", "turn:c:m6"]  # keyed by the first message
+    burst = drafts[0]
+    assert burst.title == (
+        "User: guess what I got the job at Siemens!! My friend Lena helped me with the interview."
+        " I start in May, my manager is Jonas."
+    )
+    assert burst.provenance.source_event_id == "c#m1 m2 m4"
+    ref = unit_ref(stored(burst))
+    assert ref is not None and ref.kind is UnitKind.turn and ref.turns == ("m1", "m2", "m4") and ref.single
+    assert turn_of(stored(burst)) == ("c", "m1")
+    # turns that alternate between speakers (LoCoMo) are units of their own, as before
+    plain = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=chat())
+    assert [turn_id_of(d.provenance.source_event_id) for d in plain] == ["D1:1", "D1:2", "D1:3", "D1:4", "D2:1", "D2:2"]
+
+
+def test_a_bursts_statements_and_names_map_back_to_its_unit() -> None:
+    sessions = messenger_chat()
+    everything = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=sessions) + derived_units(
+        tenant_id="t",
+        user_id="u",
+        conversation_id="c",
+        sessions=sessions,
+        kinds=frozenset(UnitKind),
+        assistants=frozenset({"Assistant"}),
+    )
+    by_key = {d.key: stored(d) for d in everything}
+    statements = [k for k in by_key if k and k.startswith("unit:statement:")]
+    assert statements == [f"unit:statement:c:m1:{n}" for n in range(3)]  # the burst's sentences
+    jonas = by_key["unit:statement:c:m1:2"]
+    assert jonas.title == "User: I start in May, my manager is Jonas." and turn_of(jonas) == ("c", "m1")
+    lena = by_key["unit:entity:c:Lena"]
+    ref = unit_ref(lena)
+    assert ref is not None and ref.turns == ("m1", "m2", "m4", "m6")
+    burst, last = by_key["turn:c:m1"], by_key["turn:c:m6"]
+    merged = as_turns([hit(jonas, 0.05), hit(burst, 0.02), hit(lena, 0.04), hit(last, 0.01)])
+    # the statement's turn is the burst (its unit stands for it); the name supports the burst once
+    # although it names three of its messages, and the last message too
+    assert [h.observation.key for h in merged] == ["turn:c:m1", "turn:c:m6"]
+    assert merged[0].score == pytest.approx(0.05 + SUPPORT_WEIGHT * 0.04)
+    assert merged[1].score == pytest.approx(0.01 + SUPPORT_WEIGHT * 0.04)
+
+
+def test_a_burst_ends_at_its_size_limit() -> None:
+    long = [Turn(f"m{n}", "User", "word " * 60) for n in range(4)]  # 300 characters each
+    shorts = [Turn(f"s{n}", "User", "ok") for n in range(BURST_MESSAGES + 1)]
+    assert [t.turn_id for t in bursts(long)] == ["m0", "m1", "m2", "m3"]
+    assert [len(t.turn_id.split()) for t in bursts(shorts)] == [BURST_MESSAGES, 1]
+    assert all(len(t.spoken()) <= BURST_CHARS for t in bursts([*long, *shorts]))

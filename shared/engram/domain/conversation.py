@@ -32,6 +32,9 @@ from engram.domain.observation import ObservationDraft, Priority, Provenance, Sc
 
 TITLE_MAX = 500
 NEIGHBOUR_CHARS = 400
+# `bursts`: one speaker's consecutive messages are one unit, up to this many characters or messages
+BURST_CHARS = 500
+BURST_MESSAGES = 20
 UNIT_TYPE = "context"
 # what `ConversationIngest` derives unless told otherwise: the statements. Session and entity
 # units are built on request (`kinds`); measured, they did not add recall (bench/RESULTS.md)
@@ -65,6 +68,45 @@ class ConversationSession:
     session_id: str
     started_at: datetime
     turns: Sequence[Turn]
+
+
+def bursts(turns: Sequence[Turn]) -> list[Turn]:
+    """A session's turns with each run of one speaker's consecutive messages joined into one turn
+    (up to `BURST_CHARS` characters and `BURST_MESSAGES` messages), whose `turn_id` is the
+    messages' ids, space-separated (turn ids hold no whitespace).
+
+    People on a messenger send a thought as a burst of short messages ("guess what", "I got the
+    job!!", "starting in May"); one message alone is too little to embed or match, and the burst
+    is what a written dialogue (LoCoMo) has as one turn. A unit then stands for its messages: a
+    hit cites them all (`provenance.source_event_id` "conversation#id1 id2 ..."). Turns that
+    alternate between speakers (every LoCoMo dev session) are returned as they are."""
+    out: list[Turn] = []
+    run: list[Turn] = []
+    chars = 0
+
+    def close() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            text = " ".join(t.spoken() for t in run)
+            out.append(Turn(turn_id=" ".join(t.turn_id for t in run), speaker=run[0].speaker, text=text))
+
+    for turn in turns:
+        if not turn.spoken():
+            continue
+        size = len(turn.spoken())
+        if run and (turn.speaker != run[0].speaker or chars + 1 + size > BURST_CHARS or len(run) >= BURST_MESSAGES):
+            close()
+            run, chars = [], 0
+        run.append(turn)
+        chars += size + (1 if len(run) > 1 else 0)
+    close()
+    return out
+
+
+def first_turn(turn_id: str) -> str:
+    """The first message id of a (burst) turn's ids."""
+    return turn_id.split(maxsplit=1)[0] if turn_id.strip() else turn_id
 
 
 def likely_assistants(sessions: Sequence[ConversationSession]) -> frozenset[str]:
@@ -147,12 +189,14 @@ def turn_units(
     source: Source = Source.user,
     assistants: frozenset[str] = frozenset(),
 ) -> list[ObservationDraft]:
-    """One draft per turn: the turn with its speaker and date, plus `window` turns either side.
-    An assistant's turn (a speaker in `assistants`) is low priority: its prose shares many
-    words with any question on its topic, while the memory asked for is what the people said."""
+    """One draft per turn (a burst of one speaker's messages is one turn, `bursts`): the turn with
+    its speaker and date, plus `window` turns either side. An assistant's turn (a speaker in
+    `assistants`) is low priority: its prose shares many words with any question on its topic,
+    while the memory asked for is what the people said. The key names the turn's first message,
+    so a burst that grows on re-import updates its unit in place."""
     drafts: list[ObservationDraft] = []
     for session in sessions:
-        turns = list(session.turns)
+        turns = bursts(session.turns)
         day = f"{session.started_at.day} {session.started_at:%B %Y}"
         for i, turn in enumerate(turns):
             if not turn.spoken():
@@ -172,7 +216,7 @@ def turn_units(
                     narrative=f"On {day}, {turn.speaker} said: {turn.spoken()}"[:20_000],
                     discovery_tokens=context[:100],
                     tags=[turn.speaker[:64]],
-                    key=unit_key(conversation_id, turn.turn_id),
+                    key=unit_key(conversation_id, first_turn(turn.turn_id)),
                     priority=Priority.low if turn.speaker in assistants else Priority.normal,
                     source=source,
                     verified=False,
@@ -208,8 +252,7 @@ def derived_units(
     speech = [
         Speech(t.turn_id, t.speaker, t.spoken(), s.session_id, f"{s.started_at.day} {s.started_at:%B %Y}")
         for s in sessions
-        for t in s.turns
-        if t.spoken()
+        for t in bursts(s.turns)
     ]
     units: list[DerivedUnit] = []
     if UnitKind.statement in kinds:

@@ -55,7 +55,7 @@ class UnitRef:
 
     kind: UnitKind
     conversation_id: str
-    turns: tuple[str, ...]
+    turns: tuple[str, ...]  # a turn or statement unit: its turn's message ids, the first one standing for it
 
     @property
     def single(self) -> bool:
@@ -66,7 +66,7 @@ class UnitRef:
 class Speech:
     """One turn as the unit builders see it: who said what, in which session, on which day."""
 
-    turn_id: str
+    turn_id: str  # a burst of messages (`conversation.bursts`): their ids, space-separated
     speaker: str
     text: str
     session_key: str  # the conversation's own session id
@@ -96,8 +96,8 @@ def unit_ref(obs: Observation) -> UnitRef | None:
     if "#" not in ref:
         return None
     conversation, turns = ref.rsplit("#", 1)
-    if key.startswith("turn:"):
-        return UnitRef(UnitKind.turn, conversation, (turns,))
+    if key.startswith("turn:"):  # a burst's unit names all its messages
+        return UnitRef(UnitKind.turn, conversation, tuple(turns.split()) or (turns,))
     if not key.startswith("unit:"):
         return None
     kind = key.split(":", 2)[1]
@@ -148,9 +148,9 @@ def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> lis
             units.append(
                 DerivedUnit(
                     UnitKind.statement,
-                    f"{turn.turn_id}:{n}",
+                    f"{turn.turn_id.split()[0]}:{n}",
                     f"{turn.speaker}: {_clip(sentence, 480)}",
-                    (turn.turn_id,),
+                    tuple(turn.turn_id.split()),
                     turn.session_key,
                     turn.speaker,
                 )
@@ -207,7 +207,7 @@ def entity_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[D
     for name, turns in sorted(entity_groups(speech, assistants).items()):
         said = [f"{t.speaker}: {s}" for t in turns for s in (sentences(t.text) or [t.text]) if name in s]
         text = _clip(" | ".join(" ".join(s.split()) for s in said), ENTITY_CHARS)
-        ids = tuple(dict.fromkeys(t.turn_id for t in turns))
+        ids = tuple(dict.fromkeys(i for t in turns for i in t.turn_id.split()))
         units.append(DerivedUnit(UnitKind.entity, name, f"About {name}: {text}", ids, turns[-1].session_key))
     return units
 
@@ -227,11 +227,13 @@ def collapse(candidates: Sequence[tuple[T, float, UnitRef | None]]) -> list[tupl
     best: dict[tuple[str, str], tuple[T, float]] = {}
     out: list[tuple[T, float, dict[str, float]]] = []
     multi: list[tuple[T, float, UnitRef]] = []
+    alias: dict[tuple[str, str], tuple[str, str]] = {}  # a burst's message -> its turn's key
     for item, score, ref in candidates:
         if ref is None:
             out.append((item, score, {}))
         elif ref.single:
             key = (ref.conversation_id, ref.turns[0])
+            alias.update(((ref.conversation_id, t), key) for t in ref.turns)
             held = best.get(key)
             if held is None:
                 best[key] = (item, score)
@@ -242,7 +244,9 @@ def collapse(candidates: Sequence[tuple[T, float, UnitRef | None]]) -> list[tupl
             multi.append((item, score, ref))
     support: dict[tuple[str, str], float] = {}
     for item, score, ref in multi:
-        named = [(ref.conversation_id, t) for t in ref.turns if (ref.conversation_id, t) in best]
+        named = list(
+            dict.fromkeys(alias[(ref.conversation_id, t)] for t in ref.turns if (ref.conversation_id, t) in alias)
+        )
         if not named:
             out.append((item, score, {}))
         for key in named:
