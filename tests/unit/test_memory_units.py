@@ -279,6 +279,29 @@ def test_a_bursts_statements_and_names_map_back_to_its_unit() -> None:
     assert merged[1].score == pytest.approx(0.01 + SUPPORT_WEIGHT * 0.04)
 
 
+def test_the_other_persons_reaction_inside_a_burst_is_folded_in_where_it_was_said() -> None:
+    turns = [
+        Turn("m1", "Ana", "guess what"),
+        Turn("m2", "Ben", "what?"),
+        Turn("m3", "Ana", "I got the job at Siemens!!"),
+        Turn("m4", "Ben", "oh wow"),
+        Turn("m5", "Ana", "ok"),  # then a reaction again: Ben's run ends, Ana's begins
+        Turn("m6", "Ben", "so proud"),
+        Turn("m7", "Ana", "thanks!! starting in May"),
+        Turn("m8", "Ben", "haha", image_caption="a cake"),  # a photo is more than a reaction
+        Turn("m9", "Ben", "Where do we celebrate?"),
+    ]
+    got = [(t.turn_id, t.speaker, t.text) for t in bursts(turns)]
+    assert got == [
+        ("m1 m2 m3", "Ana", "guess what [Ben: what?] I got the job at Siemens!!"),
+        ("m4", "Ben", "oh wow"),
+        ("m5 m6 m7", "Ana", "ok [Ben: so proud] thanks!! starting in May"),
+        ("m8 m9", "Ben", "haha [shares a photo: a cake] Where do we celebrate?"),
+    ]
+    units = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=[ConversationSession("s", DAY, turns)])
+    assert units[0].provenance.source_event_id == "c#m1 m2 m3" and units[0].title.startswith("Ana: guess what [Ben:")
+
+
 def test_a_burst_ends_at_its_size_limit() -> None:
     long = [Turn(f"m{n}", "User", "word " * 60) for n in range(4)]  # 300 characters each
     shorts = [Turn(f"s{n}", "User", "ok") for n in range(BURST_MESSAGES + 1)]
