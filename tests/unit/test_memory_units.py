@@ -23,13 +23,15 @@ from engram.domain.memory_units import (
     SUPPORT_WEIGHT,
     UnitKind,
     collapse,
+    embedded_by_title,
     names_in,
     source_ref,
     turn_of,
     unit_ref,
 )
-from engram.domain.observation import Observation, ObservationDraft
+from engram.domain.observation import Observation, ObservationDraft, Priority
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
+from engram.domain.search import passage_text
 from engram.services.recall_plan import as_turns, merge_parts, with_parts
 
 DAY = datetime(2025, 1, 6, 9, 30, tzinfo=UTC)
@@ -300,6 +302,23 @@ def test_the_other_persons_reaction_inside_a_burst_is_folded_in_where_it_was_sai
     ]
     units = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=[ConversationSession("s", DAY, turns)])
     assert units[0].provenance.source_event_id == "c#m1 m2 m3" and units[0].title.startswith("Ana: guess what [Ben:")
+
+
+def test_an_assistants_answer_is_embedded_by_its_opening_and_kept_whole() -> None:
+    drafts = turn_units(
+        tenant_id="t", user_id="u", conversation_id="chat-1", sessions=chat(), assistants=frozenset({"Assistant"})
+    )
+    by_key = {d.key: stored(d) for d in drafts}
+    answer, request = by_key["turn:chat-1:D1:2"], by_key["turn:chat-1:D1:1"]
+    assert embedded_by_title(answer) and not embedded_by_title(request)
+    assert passage_text(answer) == f"{answer.title}\nassistant" and len(answer.title) <= 500
+    assert PROSE in answer.narrative  # stored, shown and read by BM25 in full
+    assert request.narrative in passage_text(request)  # a person's turn: title, narrative and tag
+    # low priority alone is not enough: a digest (no conversation unit) is embedded whole
+    digest = stored(
+        ObservationDraft(tenant_id="t", user_id="u", title="Digest: meals", narrative="- a\n- b", priority=Priority.low)
+    )
+    assert not embedded_by_title(digest) and "- a" in passage_text(digest)
 
 
 def test_a_burst_ends_at_its_size_limit() -> None:

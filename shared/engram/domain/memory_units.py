@@ -29,7 +29,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from engram.domain.chat_extraction import salient, sentences
-from engram.domain.observation import Observation
+from engram.domain.observation import Observation, Priority
 
 STATEMENT_MIN_CHARS = 20
 SESSION_STATEMENTS = 6  # salient statements in a session unit
@@ -107,6 +107,20 @@ def unit_ref(obs: Observation) -> UnitRef | None:
     if unit_kind is UnitKind.session:
         return UnitRef(unit_kind, conversation, ())
     return UnitRef(unit_kind, conversation, tuple(turns.split()))
+
+
+def embedded_by_title(obs: Observation) -> bool:
+    """Whether indexing embeds only the observation's title (and tags): an assistant's turn unit
+    (a turn unit of low priority, `conversation.turn_units`). Its title is the answer's opening
+    (up to 500 characters); the whole answer stays its narrative, stored, shown and read by BM25.
+    An assistant's answer runs to thousands of characters and was ~90 % of the embedding work of
+    a user-assistant chat (0.44 s of CPU per answer against 0.04 s per user turn), while the
+    memories asked for are what the user said; embedded by its opening, assistant_chats kept its
+    recall (bench/RESULTS.md, part 7)."""
+    if obs.priority is not Priority.low:
+        return False
+    ref = unit_ref(obs)
+    return ref is not None and ref.kind is UnitKind.turn
 
 
 def turn_of(obs: Observation) -> Hashable:

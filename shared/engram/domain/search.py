@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engram.domain.language import detect_language, search_config
+from engram.domain.memory_units import embedded_by_title
 from engram.domain.observation import Observation
 
 if TYPE_CHECKING:
@@ -61,8 +62,11 @@ def passage_text(obs: Observation) -> str:
     Discovery tokens are keywords and context for lexical search only: embedding them would
     pull the vector away from what the observation itself says (for a conversation turn, its
     neighbouring turns are found by BM25 while the vector stays on the turn; the two lists then
-    complement each other instead of repeating each other).
+    complement each other instead of repeating each other). An assistant's turn unit is embedded
+    by its title, the answer's opening (`memory_units.embedded_by_title`).
     """
+    if embedded_by_title(obs):  # an assistant's answer: its opening (`memory_units.embedded_by_title`)
+        return "\n".join(p for p in (obs.title, *obs.tags) if p)
     parts = [obs.title, obs.narrative, *obs.facts, *obs.concepts, *obs.tags]
     return "\n".join(p for p in parts if p)
 
