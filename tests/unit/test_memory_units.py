@@ -327,3 +327,13 @@ def test_a_burst_ends_at_its_size_limit() -> None:
     assert [t.turn_id for t in bursts(long)] == ["m0", "m1", "m2", "m3"]
     assert [len(t.turn_id.split()) for t in bursts(shorts)] == [BURST_MESSAGES, 1]
     assert all(len(t.spoken()) <= BURST_CHARS for t in bursts([*long, *shorts]))
+    # chat message ids are often UUIDs: a burst cites as many as fit its provenance
+    ids = [Turn(str(uuid.uuid4()), "User", "ok") for _ in range(BURST_MESSAGES)]
+    joined = bursts(ids)
+    assert [len(t.turn_id.split()) for t in joined] == [10, 10]
+    session = ConversationSession("s", DAY, ids)
+    refs = [
+        d.provenance.source_event_id or ""
+        for d in turn_units(tenant_id="t", user_id="u", conversation_id="c" * 100, sessions=[session])
+    ]
+    assert len(refs) == 2 and all(len(r) <= 512 for r in refs)

@@ -35,6 +35,7 @@ NEIGHBOUR_CHARS = 400
 # `bursts`: one speaker's consecutive messages are one unit, up to this many characters or messages
 BURST_CHARS = 500
 BURST_MESSAGES = 20
+BURST_ID_CHARS = 400  # its message ids, space-separated, fit `source_event_id` (512) beside the conversation id
 REACTION_WORDS = 2  # the other person's message this short does not end a burst (`bursts`)
 UNIT_TYPE = "context"
 # what `ConversationIngest` derives unless told otherwise: the statements. Session and entity
@@ -73,8 +74,8 @@ class ConversationSession:
 
 def bursts(turns: Sequence[Turn]) -> list[Turn]:
     """A session's turns with each run of one speaker's consecutive messages joined into one turn
-    (up to `BURST_CHARS` characters and `BURST_MESSAGES` messages), whose `turn_id` is the
-    messages' ids, space-separated (turn ids hold no whitespace).
+    (up to `BURST_CHARS` characters, `BURST_MESSAGES` messages and `BURST_ID_CHARS` characters of
+    ids), whose `turn_id` is the messages' ids, space-separated (turn ids hold no whitespace).
 
     People on a messenger send a thought as a burst of short messages ("guess what", "I got the
     job!!", "starting in May"); one message alone is too little to embed or match, and the burst
@@ -98,19 +99,20 @@ def bursts(turns: Sequence[Turn]) -> list[Turn]:
             text = " ".join(t.spoken() for t in run)
             out.append(Turn(turn_id=" ".join(t.turn_id for t in run), speaker=run[0].speaker, text=text))
 
-    def fits(text: str) -> bool:
-        return chars + 1 + len(text) <= BURST_CHARS and len(run) < BURST_MESSAGES
+    def fits(turn: Turn, text: str) -> bool:
+        ids = sum(len(t.turn_id) + 1 for t in run) + len(turn.turn_id)
+        return chars + 1 + len(text) <= BURST_CHARS and len(run) < BURST_MESSAGES and ids <= BURST_ID_CHARS
 
     for i, turn in enumerate(spoken):
         text = turn.spoken()
         if run and turn.speaker != run[0].speaker and _reaction(turn):
             after = spoken[i + 1] if i + 1 < len(spoken) else None
             folded = f"[{turn.speaker}: {text}]"
-            if after is not None and after.speaker == run[0].speaker and not _reaction(after) and fits(folded):
+            if after is not None and after.speaker == run[0].speaker and not _reaction(after) and fits(turn, folded):
                 run.append(Turn(turn.turn_id, run[0].speaker, folded))
                 chars += 1 + len(folded)
                 continue
-        if run and (turn.speaker != run[0].speaker or not fits(text)):
+        if run and (turn.speaker != run[0].speaker or not fits(turn, text)):
             close()
             run, chars = [], 0
         run.append(turn)
