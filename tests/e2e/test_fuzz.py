@@ -139,9 +139,14 @@ def operation_config(group: str, stack: dict[str, str], directory: Path) -> list
         return []
     chat_id, proposal = asyncio.run(_seed_proposal(stack["database_url"], tenant_of(group)))
     config = directory / "schemathesis.toml"
+    # schemathesis' "missing auth" heuristic is off for this operation: it judges by the order in
+    # which scenarios finish (a scenario of refusals before the first served one warns), which
+    # the time box decides (red in 1 of 5 clean-clone runs after the pinning); the test asserts
+    # instead that the seeded proposal was decided, which only an authenticated request can do
     config.write_text(
         f'[[operations]]\ninclude-path = "{DECIDE}"\n'
         f'parameters = {{ "path.chat_id" = "{chat_id}", "path.proposal_id" = "{proposal}" }}\n'
+        "warnings = false\n"
     )
     return ["--config-file", str(config)]
 
