@@ -27,9 +27,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from engram.domain.ranking import words
+
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
 _ID = re.compile(r"^D:?(\d+):0*(\d+)$")
-_WORD = re.compile(r"\w+")
 # words too common in questions and answers to say which message holds the fact
 _COMMON = frozenset(
     "a an and are as at be by did do does for from had has have he her his how i in is it its me my "
@@ -45,7 +46,14 @@ def messages_of(text: str) -> list[str]:
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.casefold()) if w not in _COMMON}
+    return {w for w in words(text) if w not in _COMMON}
+
+
+def evidence_refs(evidence: Sequence[Any]) -> list[str]:
+    """The turn ids a LoCoMo evidence list names ("D1:3", "D1:3; D2:4", "D:1:03"), as "D1:3", in
+    order; tokens that are no turn id are left out (`bench.locomo.gold_ids` reads them so too)."""
+    refs = [_canonical(token.strip()) for item in evidence for token in re.split(r"[;,\s]+", str(item))]
+    return [r for r in refs if r is not None]
 
 
 def _pointed(pieces: Sequence[tuple[str, str]], clue: set[str]) -> list[str]:
@@ -78,7 +86,7 @@ def as_messages(samples: Sequence[dict[str, Any]], mode: str = "sentences") -> l
             messages: list[dict[str, Any]] = []
             for turn in conv[key]:
                 texts = messages_of(str(turn.get("text", "")))
-                mine = pieces.setdefault(_canonical(str(turn["dia_id"])), [])
+                mine = pieces.setdefault(_canonical(str(turn["dia_id"])) or str(turn["dia_id"]), [])
                 for i, text in enumerate(texts):
                     message: dict[str, Any] = {
                         "speaker": turn["speaker"],
@@ -100,16 +108,14 @@ def as_messages(samples: Sequence[dict[str, Any]], mode: str = "sentences") -> l
         for qa in sample.get("qa", []):
             clue = _words(f"{qa.get('question', '')} {qa.get('answer', '')}")
             evidence: list[str] = []
-            for item in qa.get("evidence", []):
-                for token in re.split(r"[;,\s]+", str(item)):
-                    old = _canonical(token.strip())
-                    if old in pieces:
-                        evidence.extend(m for m in _pointed(pieces[old], clue) if m not in evidence)
+            for old in evidence_refs(qa.get("evidence", [])):
+                if old in pieces:
+                    evidence.extend(m for m in _pointed(pieces[old], clue) if m not in evidence)
             qa["evidence"] = evidence
         out.append(sample)
     return out
 
 
-def _canonical(dia_id: str) -> str:
+def _canonical(dia_id: str) -> str | None:
     m = _ID.match(dia_id)
-    return f"D{int(m.group(1))}:{int(m.group(2))}" if m else dia_id
+    return f"D{int(m.group(1))}:{int(m.group(2))}" if m else None

@@ -46,7 +46,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.chat_messages import MODES as MESSAGE_MODES
-from bench.chat_messages import as_messages
+from bench.chat_messages import as_messages, evidence_refs
 from engram.adapters.embedders import build_embedder
 from engram.adapters.nats_binding import from_nats
 from engram.adapters.pgvector_index import PgVectorIndex
@@ -75,7 +75,6 @@ MODES: tuple[Literal["lexical", "vector", "hybrid", "ts_rank"], ...] = (
 )
 REPORTED = {"lexical": "bm25"}  # the figures' name of a mode
 METRICS = ("recall@1", "recall@5", "recall@10", "ndcg@10")
-_ID = re.compile(r"^D:?(\d+):0*(\d+)$")
 
 console = Console(stderr=True)
 
@@ -138,15 +137,7 @@ def sessions_of(sample: dict[str, Any]) -> list[ConversationSession]:
 
 
 def gold_ids(evidence: Sequence[Any], known: set[str]) -> set[str]:
-    found = set()
-    for item in evidence:
-        for token in re.split(r"[;,\s]+", str(item)):
-            m = _ID.match(token.strip())
-            if m:
-                ref = f"D{int(m.group(1))}:{int(m.group(2))}"
-                if ref in known:
-                    found.add(ref)
-    return found
+    return {ref for ref in evidence_refs(evidence) if ref in known}
 
 
 def metrics(ranked: Sequence[str], gold: set[str]) -> dict[str, float]:
