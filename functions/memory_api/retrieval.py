@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engram.bootstrap import recall_service
 from engram.domain.observation import Observation
-from engram.domain.periods import parse_within
+from engram.domain.periods import WITHIN_PATTERN, parse_within
 from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
 from engram.domain.scopes import require_sensitive
@@ -147,7 +147,7 @@ async def search(body: SearchRequest, principal: CurrentPrincipal, recall: Recal
 async def expiring(
     principal: CurrentPrincipal,
     services: ServicesDep,
-    within: Annotated[str, Query(max_length=16)] = "7d",
+    within: Annotated[str, Query(max_length=16, pattern=WITHIN_PATTERN)] = "7d",
     sensitive: bool = False,
 ) -> ExpiringResponse:
     """Observations still in force whose `expires_at` falls within the window (R-11.2)."""

@@ -8,6 +8,7 @@ the models refuse with 422.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -16,7 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import BaseModel, ValidationError
 
 from engram.domain.authorization import WriteRequest, authorize_write
+from engram.domain.errors import Unprocessable
 from engram.domain.observation import NOT_BLANK
+from engram.domain.periods import parse_within
 from engram.domain.scopes import Permission, Principal
 from engram.services.memory import MarkRequest, RememberRequest
 from functions.memory_api.main import app
@@ -65,3 +68,28 @@ def test_a_tag_of_blanks_is_refused_and_the_document_says_so() -> None:
     schemas = app.openapi()["components"]["schemas"]
     assert schemas["MarkRequest"]["properties"]["tags"]["items"]["pattern"] == NOT_BLANK
     assert schemas["MarkRequest"]["allOf"][0]["then"]["required"] == ["team_ids"]
+
+
+def test_every_documented_expiry_window_is_read() -> None:
+    """A CI run warned "schema validation mismatch" for GET /api/ai/memory/expiring: the document said
+    `within` is any string of up to 16 characters, and parse_within refused most of them with 422."""
+    refused: list[str] = []
+    strategy = schemathesis.openapi.from_dict(app.openapi())["/api/ai/memory/expiring"]["GET"].as_strategy()
+
+    @settings(max_examples=300, suppress_health_check=list(HealthCheck), deadline=None, database=None)
+    @given(strategy)
+    def check(case: Any) -> None:
+        within = (case.query or {}).get("within")
+        if within is None:
+            return
+        try:
+            parse_within(str(within))
+        except Unprocessable:
+            refused.append(repr(within))
+
+    check()
+    assert refused == []
+    assert parse_within(" 2w ") == timedelta(weeks=2)
+    for bad in ("soon", "7", "7 d", "123456d", "7y", ""):
+        with pytest.raises(Unprocessable):
+            parse_within(bad)

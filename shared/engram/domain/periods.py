@@ -134,13 +134,16 @@ def split_days(window: Window) -> DaySplit:
     return DaySplit((first_day, last_day), ((h0, first_day), (last_day, h1)), hourly.edges)
 
 
-_WITHIN = re.compile(r"^(\d{1,5})([smhdw])$")
+WITHIN_PATTERN = r"^\s*([0-9]{1,5})([smhdw])\s*$"
+"""A window as the API documents it (OpenAPI `pattern`) and `parse_within` reads it: one rule, so the schema
+never admits a value the parser refuses."""
+_WITHIN = re.compile(WITHIN_PATTERN)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 def parse_within(value: str, field: str = "query.within") -> timedelta:
     """A window such as '7d' (a number and a unit s, m, h, d or w) as a timedelta."""
-    match = _WITHIN.match(value.strip())
+    match = _WITHIN.match(value)
     if not match:
         raise Unprocessable(field, "use a number and a unit s, m, h, d or w, e.g. '7d'")
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
