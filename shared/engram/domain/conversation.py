@@ -24,6 +24,7 @@ from engram.domain.memory_units import (
     UnitKind,
     derived_key,
     entity_units,
+    first_turn,
     session_unit,
     source_ref,
     statement_units,
@@ -123,11 +124,6 @@ def bursts(turns: Sequence[Turn]) -> list[Turn]:
 
 def _reaction(turn: Turn) -> bool:
     return not turn.image_caption and len(turn.text.split()) <= REACTION_WORDS
-
-
-def first_turn(turn_id: str) -> str:
-    """The first message id of a (burst) turn's ids."""
-    return turn_id.split(maxsplit=1)[0] if turn_id.strip() else turn_id
 
 
 def likely_assistants(sessions: Sequence[ConversationSession]) -> frozenset[str]:

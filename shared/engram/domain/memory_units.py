@@ -73,6 +73,11 @@ class Speech:
     day: str  # "8 May 2023"
 
 
+def first_turn(turn_id: str) -> str:
+    """The first message id of a (burst) turn's ids: the key a burst is stored and cited by."""
+    return turn_id.split(maxsplit=1)[0] if turn_id.strip() else turn_id
+
+
 def derived_key(kind: UnitKind, conversation_id: str, local: str) -> str:
     return f"unit:{kind.value}:{conversation_id}:{local}"[:200]
 
@@ -162,7 +167,7 @@ def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> lis
             units.append(
                 DerivedUnit(
                     UnitKind.statement,
-                    f"{turn.turn_id.split()[0]}:{n}",
+                    f"{first_turn(turn.turn_id)}:{n}",
                     f"{turn.speaker}: {_clip(sentence, 480)}",
                     tuple(turn.turn_id.split()),
                     turn.session_key,
