@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from engram.domain.consolidation import ConsolidationRecord
+from engram.domain.memory_units import is_unit_key
 from engram.domain.observation import Observation, Priority
 from tests.fakes.data import ConstraintViolation, TxState
 
@@ -30,6 +31,7 @@ class InMemoryConsolidationStore:
             and o.type == obs.type
             and sorted(o.team_ids) == sorted(obs.team_ids)
             and o.is_current
+            and not is_unit_key(o.key)
             and o.id != obs.id
         ]
         mine.sort(key=lambda o: o.created_at, reverse=True)
@@ -145,12 +147,16 @@ class InMemoryConsolidationStore:
         found = [
             o
             for o in self.rows.values()
-            if o.priority is Priority.low and o.is_current and o.created_at < before and "digest" not in o.tags
+            if o.priority is Priority.low
+            and o.is_current
+            and not is_unit_key(o.key)
+            and o.created_at < before
+            and "digest" not in o.tags
         ]
         found.sort(key=lambda o: (o.created_at, o.id.int))
         return found[:limit]
 
     async def changed_since(self, since: datetime, limit: int) -> list[Observation]:
-        found = [o for o in self.rows.values() if o.is_current and o.updated_at >= since]
+        found = [o for o in self.rows.values() if o.is_current and not is_unit_key(o.key) and o.updated_at >= since]
         found.sort(key=lambda o: (o.updated_at, o.id.int))
         return found[:limit]

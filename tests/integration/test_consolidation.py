@@ -266,7 +266,17 @@ async def test_the_sweep_on_postgres_digests_old_low_priority_memories(services:
         *(draft(tenant, f"Lunch idea {i}: lentil soup", priority=Priority.low, tags=["lunch"]) for i in range(3)),
         draft(tenant, "Lunch idea: important", tags=["lunch"]),  # normal priority: stays
     )
-    for note in notes:
+    answers = await write(  # an assistant's turn units: low priority too, but records of what was said
+        db,
+        tenant,
+        *(
+            draft(
+                tenant, f"Answer {i}: a lentil soup recipe", priority=Priority.low, tags=["lunch"], key=f"turn:c:a{i}"
+            )
+            for i in range(3)
+        ),
+    )
+    for note in [*notes, *answers]:
         await backdate(db, note, 45)
     scan = PgConsolidationScan(db)
     now = datetime.now(UTC)
@@ -278,4 +288,5 @@ async def test_the_sweep_on_postgres_digests_old_low_priority_memories(services:
     [digest] = [o for o in stored.values() if "digest" in o.tags]
     assert set(digest.merged_from) == {n.id for n in notes[:3]} and digest.is_current
     assert all(stored[n.id].superseded_by == digest.id for n in notes[:3]) and stored[notes[3].id].is_current
+    assert all(stored[a.id].is_current for a in answers)
     assert (await sweep.run(tenants=[tenant])).digested == 0

@@ -17,9 +17,14 @@ import asyncpg
 from engram.adapters.observation_rows import to_observation
 from engram.adapters.postgres import Connection, Database
 from engram.domain.consolidation import ConsolidationRecord
+from engram.domain.memory_units import UNIT_KEY_PREFIXES
 from engram.domain.observation import Observation
 
 _CURRENT = "superseded_by IS NULL AND valid_to IS NULL"
+# memory units are neither consolidated nor digested (`memory_units.is_unit_key`)
+_NOT_UNIT = "NOT (coalesce(key, '') LIKE ANY (ARRAY[{}]))".format(
+    ", ".join(f"'{prefix}%'" for prefix in UNIT_KEY_PREFIXES)
+)
 _BUMP = "updated_at = greatest(clock_timestamp(), updated_at + interval '1 microsecond')"
 
 # the observations connected to one: what superseded it and what it superseded, the sources it
@@ -76,7 +81,7 @@ class PgConsolidationStore:
     async def candidates(self, obs: Observation, *, recent: int, related: int) -> list[Observation]:
         params: list[Any] = [obs.user_id or "", obs.scope.value, obs.type, sorted(obs.team_ids), obs.id]
         mine = (
-            f"owner_key = $1 AND scope = $2 AND type = $3 AND {_CURRENT} AND id <> $5"
+            f"owner_key = $1 AND scope = $2 AND type = $3 AND {_CURRENT} AND {_NOT_UNIT} AND id <> $5"
             " AND ARRAY(SELECT unnest(team_ids) ORDER BY 1) = $4::text[]"
         )
         params.extend([list(obs.facts), related, recent])
@@ -193,7 +198,7 @@ class PgConsolidationStore:
 
     async def low_priority(self, before: datetime, limit: int) -> list[Observation]:
         rows = await self.conn.fetch(
-            f"SELECT * FROM observations WHERE priority = 'low' AND {_CURRENT} AND created_at < $1"
+            f"SELECT * FROM observations WHERE priority = 'low' AND {_CURRENT} AND {_NOT_UNIT} AND created_at < $1"
             " AND NOT ('digest' = ANY(tags)) ORDER BY created_at, id LIMIT $2",
             before,
             limit,
@@ -202,7 +207,8 @@ class PgConsolidationStore:
 
     async def changed_since(self, since: datetime, limit: int) -> list[Observation]:
         rows = await self.conn.fetch(
-            f"SELECT * FROM observations WHERE {_CURRENT} AND updated_at >= $1 ORDER BY updated_at, id LIMIT $2",
+            f"SELECT * FROM observations WHERE {_CURRENT} AND {_NOT_UNIT} AND updated_at >= $1"
+            " ORDER BY updated_at, id LIMIT $2",
             since,
             limit,
         )

@@ -16,7 +16,10 @@ For each new or changed observation (`observation.created/updated`, or the night
    are linked, every decision is recorded with its reason, and the changes go out through the
    outbox (the index follows). A redelivered event finds its claim and does nothing.
 
-Pairs a person separated (an undone consolidation) are never consolidated again.
+Pairs a person separated (an undone consolidation) are never consolidated again. Memory units
+(turns of a conversation and what is derived from them, `memory_units.is_unit_key`) are neither
+consolidated nor candidates: they record what was said when, and recall ranks the newer
+statement first itself (`recall_scoring.later_statements_first`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from engram.domain.events import (
     parse_data,
 )
 from engram.domain.facts import Reading
+from engram.domain.memory_units import is_unit_key
 from engram.domain.models import FeedbackCounts
 from engram.domain.observation import Change, Observation, ObservationDraft, Scope, WriteOutcome
 from engram.domain.scopes import Visibility
@@ -148,6 +152,8 @@ class Consolidator:
             now = self.now()
             if obs is None or not obs.is_live(now):
                 return Outcome([], "not current")
+            if is_unit_key(obs.key):  # a record of what was said, not a statement of the current fact
+                return Outcome([], "memory unit")
             key = inbox_key(obs.id, obs.updated_at)
             if await tx.inbox.seen([key]):
                 return Outcome([], "done before")
@@ -219,6 +225,7 @@ class Consolidator:
             c
             for c in by_id.values()
             if c.id != obs.id
+            and not is_unit_key(c.key)
             and audience(c) == audience(obs)
             and c.is_live(now)
             and not any({obs.id, c.id} <= apart for apart in separated)

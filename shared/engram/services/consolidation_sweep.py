@@ -7,7 +7,9 @@
 2. low-priority observations older than `digest_days` are grouped by audience and topic (their
    first tag or concept, else their type), and each group of at least `min_group` becomes one
    digest observation that supersedes them (an LLM writes it when one is configured, one call
-   per group; offline it lists the sources' titles; the sources keep their full text).
+   per group; offline it lists the sources' titles; the sources keep their full text). Memory
+   units (an assistant's low-priority turns among them) are not digested (the store leaves
+   them out of both scans).
 
 A tenant that fails is reported and the others go on; the run's exit code says so.
 """

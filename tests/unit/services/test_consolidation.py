@@ -279,6 +279,33 @@ async def test_the_sweep_catches_what_the_worker_missed_and_digests_old_low_prio
     assert sum(again.decisions.values()) == 0
 
 
+async def test_memory_units_are_neither_consolidated_nor_candidates_nor_digested(
+    uow: InMemoryUnitOfWork, consolidator: Consolidator, tenant: str
+) -> None:
+    """Turn units record what was said when: two turns saying the same are both kept, a fact
+    stated again elsewhere is not merged into them, and an assistant's old answers stay."""
+
+    def unit(turn: str, title: str, **kw: Any) -> ObservationDraft:
+        return draft(tenant, title, type="context", key=f"turn:chat-1:{turn}", facts=["customer_id=1"], **kw)
+
+    first, again = await store(
+        uow, tenant, unit("m1", "Müller moved to Hamburg"), unit("m2", "Müller moved to Hamburg")
+    )
+    answers = await store(
+        uow,
+        tenant,
+        *(unit(f"a{i}", f"Answer {i}: here is a plan", priority=Priority.low, tags=["Assistant"]) for i in range(4)),
+    )
+    for a in answers:
+        age(uow, a, 45)
+    [fact] = await store(uow, tenant, draft(tenant, "Müller moved to Hamburg", type="context", facts=["customer_id=1"]))
+    assert (await consolidator.consolidate(tenant, again.id, trigger="event")).skipped == "memory unit"
+    assert (await consolidator.consolidate(tenant, fact.id, trigger="event")).steps == []
+    report = await ConsolidationSweep(consolidator, None, digest_days=30).run(tenants=[tenant])
+    assert sum(report.decisions.values()) == 0 and report.digested == 0
+    assert {o.id for o in current(uow, tenant)} == {first.id, again.id, fact.id, *(a.id for a in answers)}
+
+
 # ---- the LLM path (a fake provider; the real SDK is tested against the scripted server) -------------
 
 
