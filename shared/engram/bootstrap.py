@@ -335,7 +335,12 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
         agent_keys=AgentKeys(uow),
         memory=MemoryService(uow, bus, types),
         ingest=EventIngest(bus),
-        extraction=Extraction(uow, load_rules(settings), types, chat_extractor=ChatExtractor(uow, gateway, types)),
+        extraction=Extraction(
+            uow,
+            load_rules(settings),
+            types,
+            chat_extractor=ChatExtractor(uow, gateway, types, chat_units=settings.engram_chat_units),
+        ),
         feedback=FeedbackService(uow, bus),
         feedback_recorder=FeedbackRecorder(uow),
         telemetry_query=TelemetryQuery(uow),

@@ -14,8 +14,10 @@ from engram.domain.conversation import (
     ConversationSession,
     Turn,
     bursts,
+    chat_units,
     derived_units,
     likely_assistants,
+    session_uuid,
     turn_id_of,
     turn_units,
 )
@@ -28,8 +30,9 @@ from engram.domain.memory_units import (
     source_ref,
     turn_of,
     unit_ref,
+    unit_refs,
 )
-from engram.domain.observation import Observation, ObservationDraft, Priority
+from engram.domain.observation import Observation, ObservationDraft, Priority, Provenance
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.search import passage_text
 from engram.services.recall_plan import as_turns, merge_parts, with_parts
@@ -337,3 +340,71 @@ def test_a_burst_ends_at_its_size_limit() -> None:
         for d in turn_units(tenant_id="t", user_id="u", conversation_id="c" * 100, sessions=[session])
     ]
     assert len(refs) == 2 and all(len(r) <= 512 for r in refs)
+
+
+def test_a_chat_sessions_messages_become_units_citing_them() -> None:
+    chat, session = uuid.uuid4(), uuid.uuid4()
+    m1, m2, m3, m4 = (uuid.uuid4() for _ in range(4))
+    at = datetime(2026, 5, 8, 9, 30, tzinfo=UTC)
+    drafts = chat_units(
+        tenant_id="t",
+        user_id="alice",
+        chat_id=chat,
+        session_id=session,
+        started_at=at,
+        messages=[
+            (uuid.uuid4(), "system", "You are a helpful assistant."),
+            (m1, "user", "I got the job at Siemens!"),
+            (m2, "user", "I start in May and will move to Munich for it."),
+            (m3, "assistant", "Congratulations! " + "Here is how to plan the move. " * 20),
+            (m4, "user", "   "),
+        ],
+    )
+    turns = [d for d in drafts if d.key and d.key.startswith("turn:")]
+    assert [d.key for d in turns] == [f"turn:{chat}:{m1}", f"turn:{chat}:{m3}"]  # one burst, one answer
+    burst, answer = turns
+    assert burst.provenance.source_event_id == f"{chat}#{m1} {m2}" and burst.provenance.chat_message_id == m1
+    assert "User said: I got the job at Siemens! I start in May" in burst.narrative and burst.valid_from == at
+    assert answer.priority is Priority.low and burst.priority is Priority.normal
+    assert {d.provenance.session_id for d in drafts} == {session}  # the chat's own session, not a derived id
+    assert {(d.user_id, d.scope.value) for d in drafts} == {("alice", "private")}
+    statements = [d for d in drafts if d.key and d.key.startswith("unit:statement:")]
+    assert len(statements) == 2 and all(d.provenance.chat_message_id == m1 for d in statements)
+    assert not any("helpful assistant" in d.narrative for d in drafts)
+    assert chat_units(tenant_id="t", user_id="a", chat_id=chat, session_id=session, started_at=at, messages=[]) == []
+    assert (
+        session_uuid("conv-26", "session_1") == session_uuid("conv-26", "session_1") != session_uuid("c", "session_1")
+    )
+
+
+def test_what_extraction_kept_of_a_message_takes_its_turns_place_once() -> None:
+    chat_id, session = uuid.uuid4(), uuid.uuid4()
+    m1, m2, m3 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    drafts = chat_units(
+        tenant_id="t",
+        user_id="u",
+        chat_id=chat_id,
+        session_id=session,
+        started_at=DAY,
+        messages=[(m1, "user", "I moved to Hamburg."), (m2, "assistant", "Welcome to Hamburg!")],
+    )
+    by_key = {d.key: stored(d) for d in drafts}
+    mine = by_key[f"turn:{chat_id}:{m1}"]
+
+    def extracted(message: uuid.UUID) -> Observation:
+        return stored(
+            ObservationDraft(
+                tenant_id="t",
+                user_id="u",
+                title="The user moved to Hamburg",
+                provenance=Provenance(session_id=session, chat_message_id=message, source_event_id="evt-1"),
+            )
+        )
+
+    fact, elsewhere = extracted(m1), extracted(m3)
+    merged = as_turns([hit(fact, 0.05), hit(mine, 0.03), hit(elsewhere, 0.02)])
+    # the turn unit stands for its turn at the extracted fact's score; a fact of a message no
+    # candidate unit holds stays a hit of its own
+    assert [h.observation.id for h in merged] == [mine.id, elsewhere.id]
+    assert merged[0].score == pytest.approx(0.05)
+    assert unit_refs([elsewhere]) == [None]

@@ -47,6 +47,7 @@ ASSISTANT_NAMES = frozenset(
     {"assistant", "assistent", "assistentin", "ai", "ai assistant", "ki", "bot", "chatbot", "chatgpt", "gpt", "claude"}
 )
 ASSISTANT_MEDIAN_WORDS = 60
+CHAT_SPEAKERS = {"user": "User", "assistant": "Assistant"}  # `chat_units`: a chat message's role as its speaker
 ASSISTANT_LENGTH_RATIO = 3.0
 
 
@@ -161,7 +162,15 @@ def provenance_ref(conversation_id: str, turn_id: str) -> str:
 
 def session_uuid(conversation_id: str, session_id: str) -> uuid.UUID:
     """A stable id for a conversation's session: the turn units of one session share it, which
-    recall's session support (topic locality) reads from `provenance.session_id`."""
+    recall's session support (topic locality) reads from `provenance.session_id`. A session id
+    that is a UUID already (a chat session, `chat_units`) is kept, so units cite the real session."""
+    try:
+        return uuid.UUID(session_id) if len(session_id) == 36 else _derived_session(conversation_id, session_id)
+    except ValueError:
+        return _derived_session(conversation_id, session_id)
+
+
+def _derived_session(conversation_id: str, session_id: str) -> uuid.UUID:
     return uuid.uuid5(uuid.NAMESPACE_URL, f"engram:conversation:{conversation_id}:session:{session_id}")
 
 
@@ -308,3 +317,51 @@ def derived_units(
             )
         )
     return drafts
+
+
+def chat_units(
+    *,
+    tenant_id: str,
+    user_id: str,
+    chat_id: uuid.UUID,
+    session_id: uuid.UUID,
+    started_at: datetime,
+    messages: Sequence[tuple[uuid.UUID, str, str]],
+    kinds: frozenset[UnitKind] = DERIVED_KINDS,
+) -> list[ObservationDraft]:
+    """A chat session's messages (id, role, content; in order) as memory units: the user's turns
+    (a run of messages is one burst) with their context, the assistant's answers as low-priority
+    turn units embedded by their opening, and the user's statements. They are the chat's user's
+    (private), dated by the session, keyed by message id (a second run updates them in place)
+    and cite their messages: `<chat id>#<message ids>` and the first message as
+    `chat_message_id`. Messages of other roles (system, tool) are not memory."""
+    turns = [
+        Turn(str(message), CHAT_SPEAKERS[role], content)
+        for message, role, content in messages
+        if role in CHAT_SPEAKERS and content.strip()
+    ]
+    if not turns:
+        return []
+    sessions = [ConversationSession(str(session_id), started_at, turns)]
+    assistants = frozenset({CHAT_SPEAKERS["assistant"]})
+    conversation = str(chat_id)
+    drafts = turn_units(
+        tenant_id=tenant_id, user_id=user_id, conversation_id=conversation, sessions=sessions, assistants=assistants
+    ) + derived_units(
+        tenant_id=tenant_id,
+        user_id=user_id,
+        conversation_id=conversation,
+        sessions=sessions,
+        kinds=kinds,
+        assistants=assistants,
+    )
+    return [_citing_message(d) for d in drafts]
+
+
+def _citing_message(draft: ObservationDraft) -> ObservationDraft:
+    ref = turn_id_of(draft.provenance.source_event_id) or ""
+    try:
+        first = uuid.UUID(first_turn(ref))
+    except ValueError:  # a session unit names no message
+        return draft
+    return draft.model_copy(update={"provenance": draft.provenance.model_copy(update={"chat_message_id": first})})

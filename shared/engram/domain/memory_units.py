@@ -243,6 +243,27 @@ def entity_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[D
 T = TypeVar("T")
 
 
+def unit_refs(observations: Sequence[Observation]) -> list[UnitRef | None]:
+    """`unit_ref` of each observation; and an observation extracted from a chat message (no unit
+    itself: its `chat_message_id`) whose message a turn unit among them holds maps to that turn
+    like a statement, so a turn found both as said and as extracted takes one place in the list,
+    its turn unit standing for it (`collapse`)."""
+    refs = [unit_ref(o) for o in observations]
+    holder: dict[str, tuple[str, str]] = {}
+    for ref in refs:
+        if ref is not None and ref.kind is UnitKind.turn and ref.turns:
+            for turn in ref.turns:
+                holder.setdefault(turn, (ref.conversation_id, ref.turns[0]))
+    out: list[UnitRef | None] = []
+    for obs, ref in zip(observations, refs, strict=True):
+        message = obs.provenance.chat_message_id
+        if ref is None and message is not None and str(message) in holder:
+            conversation, first = holder[str(message)]
+            ref = UnitRef(UnitKind.statement, conversation, (first,))
+        out.append(ref)
+    return out
+
+
 def collapse(candidates: Sequence[tuple[T, float, UnitRef | None]]) -> list[tuple[T, float, dict[str, float]]]:
     """A ranked list of units as a ranked list of turns (see the module docstring).
 

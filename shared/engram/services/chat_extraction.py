@@ -12,7 +12,11 @@
   approves or rejects it (`engram.services.proposals`).
 - `io.engram.session.ended.v1`: the session gets a Summary (LLM through `record_summary`, or
   offline), stored in `summaries` and also as a keyed `context` observation, so summaries are
-  recalled like observations.
+  recalled like observations. Its messages become memory units too (`conversation.chat_units`,
+  unless `ENGRAM_CHAT_UNITS=false`): each user turn with its context, each answer as a
+  low-priority unit, the user's statements; private to the chat's user, keyed by message. What
+  extraction keeps is what it judged worth keeping; the units are what was said, so a fact the
+  extractor passed over is still found (bench/RESULTS.md, "the chat path").
 
 LLM calls run at background priority, so extraction never delays a chat turn, and outside any
 database transaction: a connection is held for the short reads and writes around them only.
@@ -43,6 +47,7 @@ from engram.domain.chat_extraction import (
     summary_draft,
     to_drafts,
 )
+from engram.domain.conversation import chat_units
 from engram.domain.deliveries import Delivery, EventMeta
 from engram.domain.errors import InvalidEvent
 from engram.domain.events import ChatTurnCompleted, SessionEnded
@@ -60,6 +65,7 @@ from engram.services.gateway import LlmGateway
 log = structlog.get_logger(__name__)
 
 EXTRACTION_TOOL = "record_observations"
+UNIT_MESSAGES = 1_000  # a session's messages read at its end (units; the summary reads the last 40)
 SUMMARY_TOOL = "record_summary"
 
 M = TypeVar("M", bound=BaseModel)
@@ -120,10 +126,13 @@ def _problems(exc: ValidationError | InvalidExtraction) -> str:
 
 
 class ChatExtractor:
-    def __init__(self, uow: UnitOfWork, gateway: LlmGateway, observation_types: frozenset[str]) -> None:
+    def __init__(
+        self, uow: UnitOfWork, gateway: LlmGateway, observation_types: frozenset[str], *, chat_units: bool = True
+    ) -> None:
         self.uow = uow
         self.gateway = gateway
         self.observation_types = observation_types
+        self.chat_units = chat_units
 
     async def __call__(self, delivery: Delivery[ChatEvent]) -> Extracted:
         data = delivery.data
@@ -256,6 +265,14 @@ class ChatExtractor:
             message_id=data.assistant_message_id,
         )
 
+    def _typed(self, drafts: list[ObservationDraft]) -> list[ObservationDraft]:
+        """Summaries and units are `context`; a tenant without that type gets `note`."""
+        fallback = "note" if "note" in self.observation_types else None
+        return [
+            d.model_copy(update={"type": fallback}) if d.type not in self.observation_types and fallback else d
+            for d in drafts
+        ]
+
     async def _known(self, tx: TenantTx, user_id: str) -> str:
         known = await tx.observations.known(user_id, 30)
         return "\n".join(f"- [{k.type}] {k.title}" + (f" (key: {k.key})" if k.key else "") for k in known)
@@ -272,7 +289,7 @@ class ChatExtractor:
                 raise InvalidEvent(f"session {data.session_id} does not exist in tenant {tenant}")
             if session.status is SessionStatus.active:
                 await tx.chats.end_session(session.id)
-            messages = await tx.chats.session_messages(session.id)
+            messages = await tx.chats.session_messages(session.id, limit=UNIT_MESSAGES)
         turns = [Turn(m.role, m.content) for m in messages if m.role in ("user", "assistant")]
         if not turns and session.user_prompt:
             turns = [Turn("user", session.user_prompt)]
@@ -294,10 +311,20 @@ class ChatExtractor:
         drafts: list[ObservationDraft] = []
         if user:
             origin = Origin(tenant, user, session.id, None, meta.id)
-            draft = summary_draft(summary, origin, session.id, model_name)
-            if draft.type not in self.observation_types:
-                draft = draft.model_copy(update={"type": "note" if "note" in self.observation_types else draft.type})
-            drafts = permitted(extractor_for(tenant, user, may_store_sensitive=False), [draft])
+            [draft] = self._typed([summary_draft(summary, origin, session.id, model_name)])
+            drafts = [draft]
+            if self.chat_units:
+                drafts += self._typed(
+                    chat_units(
+                        tenant_id=tenant,
+                        user_id=user,
+                        chat_id=session.chat_id or data.chat_id or session.id,
+                        session_id=session.id,
+                        started_at=session.created_at,
+                        messages=[(m.id, m.role, m.content) for m in messages],
+                    )
+                )
+            drafts = permitted(extractor_for(tenant, user, may_store_sensitive=False), drafts)
         return Extracted(
             drafts,
             model=model_name,

@@ -17,7 +17,7 @@ from typing import Literal
 
 from engram.domain.decomposition import decompose, fuse_parts
 from engram.domain.errors import Unprocessable
-from engram.domain.memory_units import collapse, turn_of, unit_ref
+from engram.domain.memory_units import collapse, turn_of, unit_refs
 from engram.domain.ranking import Fused, lexical_weight, rrf_fuse
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.scopes import Visibility
@@ -167,7 +167,8 @@ def merge_parts(
 def as_turns(hits: Sequence[SearchHit]) -> list[SearchHit]:
     """Hits on units as hits on turns (`memory_units.collapse`), best first."""
     turns: list[SearchHit] = []
-    for hit, score, added in collapse([(h, h.score, unit_ref(h.observation)) for h in hits]):
+    refs = unit_refs([h.observation for h in hits])
+    for hit, score, added in collapse([(h, h.score, ref) for h, ref in zip(hits, refs, strict=True)]):
         if score == hit.score or hit.score <= 0:
             turns.append(hit)
             continue

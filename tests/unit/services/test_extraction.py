@@ -20,6 +20,7 @@ from engram.domain.events import (
     SessionEnded,
     new_event,
 )
+from engram.domain.memory_units import is_unit_key
 from engram.ports import NewMessage
 from engram.services.chat_extraction import ChatExtractor
 from engram.services.extraction import Extraction
@@ -235,5 +236,46 @@ async def test_an_ended_session_gets_an_offline_summary_and_a_recallable_observa
     summary = data.summaries[session_id]
     assert summary.generated_by_model == "offline" and summary.request.startswith("Wann läuft der Wartungsvertrag")
     assert data.sessions[session_id].status == "completed"  # ended by the summary when still active
-    (obs,) = data.observations.values()
+    (obs,) = [o for o in data.observations.values() if not is_unit_key(o.key)]
     assert obs.type == "context" and obs.key == f"session-summary:{session_id}" and obs.user_id == "alice"
+
+
+async def test_an_ended_sessions_messages_become_the_users_memory_units(
+    uow: InMemoryUnitOfWork, settings: Any, tenant: str
+) -> None:
+    """What the user said is memory even when no extraction rule or model picked it: the session's
+    turns as units (the answer low priority), private to the chat's user, citing their messages."""
+    said = "My music teacher says I'm improving. I'd like to grow vegetables on my balcony, how?"
+    chat_id, session_id, answer = await chat_turn(uow, tenant, said)
+    event = new_event(
+        SESSION_ENDED,
+        SessionEnded(session_id=session_id, chat_id=chat_id),
+        tenant_id=tenant,
+        source="/engram/chat-turn",
+        user_id="alice",
+    )
+    types = settings.engram_observation_types
+    gateway = build_gateway(settings)
+    rules = load_rules(settings)
+    extraction = Extraction(uow, rules, types, chat_extractor=ChatExtractor(uow, gateway, types))
+    assert await deliver(extraction, event) == [None]
+    assert await deliver(extraction, event) == [None]  # redelivered: nothing written twice
+    data = uow.data(tenant)
+    units = [o for o in data.observations.values() if is_unit_key(o.key)]
+    turns = {o.provenance.chat_message_id: o for o in units if o.key and o.key.startswith("turn:")}
+    user_msg = next(m.id for m in data.messages.values() if m.role == "user")
+    assert set(turns) == {user_msg, answer}
+    mine, reply = turns[user_msg], turns[answer]
+    assert "music teacher" in mine.narrative and mine.priority == "normal" and reply.priority == "low"
+    assert {(o.user_id, o.scope, o.trigger_source) for o in units} == {("alice", "private", "chat")}
+    assert mine.provenance.session_id == session_id and mine.provenance.source_event_id == f"{chat_id}#{user_msg}"
+    statements = [o for o in units if o.key and o.key.startswith("unit:statement:")]
+    assert len(statements) == 2 and {o.provenance.chat_message_id for o in statements} == {user_msg}
+
+    off = Extraction(uow, rules, types, chat_extractor=ChatExtractor(uow, gateway, types, chat_units=False))
+    other_chat, other_session, _ = await chat_turn(uow, tenant, "I moved to Hamburg last spring.")
+    ended = SessionEnded(session_id=other_session, chat_id=other_chat)
+    assert await deliver(off, new_event(SESSION_ENDED, ended, tenant_id=tenant, source="/t", user_id="alice")) == [None]
+    assert not [
+        o for o in data.observations.values() if o.provenance.session_id == other_session and is_unit_key(o.key)
+    ]
