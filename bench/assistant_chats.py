@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dump", type=Path, default=None, help="write the generated data (LoCoMo layout) here")
     locomo.add_unit_arguments(parser)
     locomo.add_assistant_argument(parser, "speaker_b")
+    locomo.add_via_argument(parser)
     args = parser.parse_args(argv)
     args.units = locomo.parse_units(args.units)
     from engram.runtime.logs import configure_logging

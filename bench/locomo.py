@@ -34,8 +34,8 @@ import re
 import statistics
 import sys
 import time
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +47,14 @@ from rich.table import Table
 
 from bench.chat_messages import MODES as MESSAGE_MODES
 from bench.chat_messages import as_messages, evidence_refs
+from bench.chat_path import (
+    ChatReplay,
+    chat_extraction,
+    replay_chat,
+    reset_tenant,
+    stored_observations,
+    tenant_observations,
+)
 from engram.adapters.embedders import build_embedder
 from engram.adapters.nats_binding import from_nats
 from engram.adapters.pgvector_index import PgVectorIndex
@@ -54,12 +62,13 @@ from engram.adapters.postgres import Database
 from engram.adapters.unit_of_work import PgUnitOfWork
 from engram.domain.conversation import ConversationSession, Turn, likely_assistants, turn_id_of
 from engram.domain.memory_units import UnitKind, unit_ref
-from engram.domain.observation import Written
+from engram.domain.observation import Observation
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal
 from engram.domain.search import passage_text, text_hash
 from engram.ports import Published, RawMessage
 from engram.services.conversations import ConversationIngest
+from engram.services.extraction import Extraction
 from engram.services.indexing import Indexer
 from engram.services.recall import RecallService
 from engram.services.recall_plan import CANDIDATES
@@ -180,12 +189,12 @@ class EmbeddingWork:
     texts: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     turns: int = 0
 
-    def add(self, model: str, written: Sequence[Written]) -> None:
-        for w in written:
-            ref = unit_ref(w.observation)
+    def add(self, model: str, observations: Sequence[Observation]) -> None:
+        for o in observations:
+            ref = unit_ref(o)
             kind = ref.kind.value if ref else "other"
             self.turns += kind == "turn"
-            self.texts[kind].add(text_hash(model, passage_text(w.observation)) + "\x1f" + passage_text(w.observation))
+            self.texts[kind].add(text_hash(model, passage_text(o)) + "\x1f" + passage_text(o))
 
     def figures(self) -> dict[str, Any]:
         def chars(kinds: Sequence[str]) -> int:
@@ -256,6 +265,12 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     ingest_seconds = 0.0
     questions = 0
     with_assistant = 0
+    stored: Counter[str] = Counter()
+    refused: list[str] = []
+    extraction: Extraction | None = None
+    extractor = ""
+    if args.via == "chat":
+        extraction, extractor = chat_extraction(uow)
     ranked_out = args.ranked_out.open("w", encoding="utf-8") if args.ranked_out else None
     try:
         for sample in samples:
@@ -267,22 +282,50 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
             sessions = sessions_of(sample)
             known = {t.turn_id for s in sessions for t in s.turns}
             t0 = time.perf_counter()
-            async with db.tenant(tenant) as conn:  # a fresh store per run; the embedding cache stays
-                await conn.execute("DELETE FROM observations")
-                await conn.execute("DELETE FROM search_stats")
             assistants = assistants_of(sample, sessions, args.assistant)
             with_assistant += bool(assistants)
-            written = await ingest.ingest(
-                tenant_id=tenant,
-                user_id="reader",
-                conversation_id=sid,
-                sessions=sessions,
-                window=args.window,
-                kinds=args.units,
-                assistants=assistants,
-            )
-            work.add(embedder.model, written)
+            turn_of = _provenance_turn
+            if args.via == "chat":
+                if not assistants:
+                    console.print(f"{sid}: no assistant in this conversation, not a chat: skipped")
+                    continue
+                tenant = f"locomo-chat-{sid}"
+                principal = Principal(
+                    tenant_id=tenant, user_id="reader", permissions=frozenset({Permission.read_observation})
+                )
+                await reset_tenant(db, tenant)
+                replay = ChatReplay()
+                assert extraction is not None
+                await replay_chat(
+                    db,
+                    uow,
+                    extraction,
+                    tenant_id=tenant,
+                    user_id="reader",
+                    conversation_id=sid,
+                    sessions=sessions,
+                    assistants=assistants,
+                    replay=replay,
+                )
+                refused += replay.refused
+                turn_of = replay.turn_of
+                work.add(embedder.model, await tenant_observations(db, tenant))
+            else:
+                async with db.tenant(tenant) as conn:  # a fresh store per run; the embedding cache stays
+                    await conn.execute("DELETE FROM observations")
+                    await conn.execute("DELETE FROM search_stats")
+                written = await ingest.ingest(
+                    tenant_id=tenant,
+                    user_id="reader",
+                    conversation_id=sid,
+                    sessions=sessions,
+                    window=args.window,
+                    kinds=args.units,
+                    assistants=assistants,
+                )
+                work.add(embedder.model, [w.observation for w in written])
             await index_events(indexer, bus.take())
+            stored += await stored_observations(db, tenant)
             ingest_seconds += time.perf_counter() - t0
             console.print(
                 f"{sid}: {len(known)} turns stored and indexed in {time.perf_counter() - t0:.1f} s"
@@ -294,7 +337,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 if category not in args.categories or not gold:
                     continue
                 questions += 1
-                ranked = await ask(db, recall, principal, str(qa["question"]), args.limit, scores)
+                ranked = await ask(db, recall, principal, str(qa["question"]), args.limit, scores, turn_of)
                 for mode, turns in ranked.items():
                     scores.add(mode, category, metrics(turns, gold))
                 if ranked_out is not None:
@@ -306,6 +349,11 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     figures = report(scores, embedder.model, questions, ingest_seconds, time.perf_counter() - started, args)
     figures.update(work.figures())
     figures["conversations_with_assistant"] = with_assistant
+    figures["via"] = args.via
+    figures.update({f"stored.{k}": n for k, n in sorted(stored.items())})
+    if args.via == "chat":
+        figures["chat.refused_events"] = len(refused)
+        figures["chat.extractor"] = extractor
     return figures
 
 
@@ -319,13 +367,27 @@ def assistants_of(sample: dict[str, Any], sessions: Sequence[ConversationSession
     return frozenset({str(sample["conversation"].get(choice, choice))})
 
 
+def _provenance_turn(observation: Observation) -> str:
+    """The turn a unit stands for: its provenance's `<conversation>#<turn ids>`."""
+    return turn_id_of(observation.provenance.source_event_id) or ""
+
+
 async def ask(
-    db: Database, recall: RecallService, principal: Principal, question: str, limit: int, scores: Scores
+    db: Database,
+    recall: RecallService,
+    principal: Principal,
+    question: str,
+    limit: int,
+    scores: Scores,
+    turn_of: Callable[[Observation], str] = _provenance_turn,
 ) -> dict[str, list[str]]:
     """The ranked turn ids of one question in every mode (hybrid latency goes to `scores`)."""
     ranked: dict[str, list[str]] = {}
     for mode in MODES:
         if mode == "ts_rank":
+            if turn_of is not _provenance_turn:
+                ranked[mode] = []  # the reference reads unit provenance only
+                continue
             refs = await ts_rank_ranking(db, principal.tenant_id, question, 10)
             ranked[mode] = [turn_id_of(r) or "" for r in refs]
             continue
@@ -333,7 +395,7 @@ async def ask(
         result = await recall.search(principal, RecallQuery(text=question, limit=limit, mode=mode))
         if mode == "hybrid":
             scores.latencies_ms.append((time.perf_counter() - q0) * 1000)
-        ranked[mode] = [turn_id_of(h.observation.provenance.source_event_id) or "" for h in result.hits]
+        ranked[mode] = [turn_of(h.observation) for h in result.hits]
     return ranked
 
 
@@ -393,6 +455,17 @@ def add_unit_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_via_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--via",
+        default="units",
+        choices=["units", "chat"],
+        help="units: ConversationIngest writes turn and derived units; chat: each user message with its"
+        " answer goes through the chat path (chat store, chat.turn.completed and session.ended through"
+        " extract-observation, bench.chat_path), so only what extraction keeps is recalled",
+    )
+
+
 def add_assistant_argument(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument(
         "--assistant",
@@ -436,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         help="send every turn as one chat message per sentence first (bench.chat_messages: chat-log-shaped"
         " data); 'interjected' also has the other person react inside long turns",
     )
+    add_via_argument(parser)
     add_unit_arguments(parser)
     add_assistant_argument(parser, "auto")
     args = parser.parse_args(argv)

@@ -41,6 +41,7 @@ async def test_assistant_chats_report_every_category_and_rankings(services: Any,
         categories=CATEGORIES,
         units=locomo.parse_units("statement,session,entity"),
         assistant="auto",  # found by itself: the assistant's turns are named so and run long
+        via="units",
     )
     figures = await locomo.evaluate(services.db, samples, args)
     assert figures["questions"] == sum(len(s["qa"]) for s in samples)
@@ -53,6 +54,43 @@ async def test_assistant_chats_report_every_category_and_rankings(services: Any,
     assert {r["category"] for r in rows} == set(CATEGORIES)
     assert set(rows[0]["ranked"]) == {"lexical", "vector", "hybrid", "ts_rank"} and rows[0]["gold"]
     assert set(stale_first(samples, rows)) == {"lexical", "vector", "hybrid", "ts_rank"}
+
+
+async def test_a_chat_replayed_through_extraction_is_scored_by_the_turns_extracted_from(
+    services: Any, tmp_path: Path
+) -> None:
+    """`--via chat`: the chat store, chat.turn.completed and session.ended through extract-observation
+    (offline extractor); what recall finds maps back to the user turn it was extracted from."""
+    samples = generate(seed=3, conversations=1)
+    ranked = tmp_path / "ranked.jsonl"
+    args = argparse.Namespace(
+        embedder="static",
+        window=2,
+        limit=10,
+        candidates=10,
+        ranked_out=ranked,
+        categories=CATEGORIES,
+        units=locomo.parse_units("statement"),
+        assistant="auto",
+        via="chat",
+    )
+    figures = await locomo.evaluate(services.db, samples, args)
+    assert (figures["via"], figures["chat.extractor"], figures["chat.refused_events"]) == ("chat", "offline", 0)
+    assert figures["questions"] == sum(len(s["qa"]) for s in samples)
+    said = [
+        t
+        for s in samples
+        for k, v in s["conversation"].items()
+        if k.startswith("session_") and isinstance(v, list)
+        for t in v
+    ]
+    # a summary per session, a unit per turn (ENGRAM_CHAT_UNITS), and what the extractor kept
+    assert figures["stored.chat.context"] >= 8 + len(said)
+    user_turns = {t["dia_id"] for t in said if t["speaker"] != samples[0]["conversation"]["speaker_b"]}
+    rows = [json.loads(line) for line in ranked.read_text().splitlines()]
+    hits = {turn for r in rows for hit in r["ranked"]["hybrid"] for turn in hit.split()}
+    assert hits <= {t["dia_id"] for t in said} | {""} and hits & user_turns
+    assert all(r["ranked"]["ts_rank"] == [] for r in rows)
 
 
 async def test_consolidation_bench_reports_its_figures(services: Any) -> None:

@@ -1,0 +1,194 @@
+"""A conversation stored the way Engram's chat stores one (`bench.locomo --via chat`).
+
+`ConversationIngest`, which the retrieval benches use, writes every turn of an imported
+conversation as a unit. A chat through chat-turn is stored by extract-observation instead:
+every user message with the assistant's answer goes out as `chat.turn.completed`, and the
+extractor keeps what it finds worth keeping (offline, without an LLM key: the user's salient
+statements); at a session's end come its summary and, unless `ENGRAM_CHAT_UNITS=false`, its
+messages as memory units (`conversation.chat_units`). This module replays a conversation as a
+chat with an assistant on that path, through the real services: the chat, its sessions and
+messages are written by the chat store, the events go through extract-observation's own worker
+declaration (`functions.extract_observation.main.WORKER`, decoding included) to
+`Extraction.handle`, and the change events it announces are indexed by embed-index's indexer.
+
+Hits map back to turns by what they cite: a unit its messages (`<chat id>#<message ids>`), an
+extracted observation the message it came from (`chat_message_id`); a summary names no turn.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from engram.adapters.observation_rows import to_observation
+from engram.adapters.postgres import Database
+from engram.adapters.tenant_data import PgTenantData
+from engram.bootstrap import build_gateway, load_rules
+from engram.domain.conversation import ConversationSession, turn_id_of
+from engram.domain.events import CHAT_TURN_COMPLETED, SESSION_ENDED, ChatTurnCompleted, SessionEnded, new_event
+from engram.domain.language import detect_language
+from engram.domain.observation import Observation
+from engram.ports import NewMessage, UnitOfWork
+from engram.services.chat_extraction import ChatExtractor
+from engram.services.extraction import Extraction
+from engram.settings import get_settings
+from functions.extract_observation.main import WORKER as EXTRACT
+
+SOURCE = "/engram/chat-turn"
+NAMESPACE = uuid.UUID("5f0c3f62-8e5e-4b8e-9d1c-2a3c1b7e9a10")
+
+
+@dataclass
+class ChatReplay:
+    """What one replay wrote: message id -> turn id, and the outcome of the events."""
+
+    turns: dict[uuid.UUID | None, str] = field(default_factory=dict)
+    turn_events: int = 0
+    session_events: int = 0
+    refused: list[str] = field(default_factory=list)
+
+    def turn_of(self, observation: Observation) -> str:
+        """The turn(s) an observation stands for: a memory unit's messages (`<chat>#<ids>`), else
+        the message it was extracted from ("" for a summary)."""
+        cited = [_uuid(m) for m in (turn_id_of(observation.provenance.source_event_id) or "").split()]
+        turns = [self.turns[m] for m in cited if m in self.turns]
+        if turns:
+            return " ".join(dict.fromkeys(turns))
+        message = observation.provenance.chat_message_id
+        return self.turns.get(message, "") if message is not None else ""
+
+
+def _uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def chat_extraction(uow: UnitOfWork) -> tuple[Extraction, str]:
+    """extract-observation's service as bootstrap builds it (its rules, types and LLM gateway:
+    offline unless an API key is configured), and which extractor that is ("llm" or "offline")."""
+    settings = get_settings()
+    types = settings.engram_observation_types
+    gateway = build_gateway(settings)
+    extraction = Extraction(
+        uow,
+        load_rules(settings),
+        types,
+        chat_extractor=ChatExtractor(uow, gateway, types, chat_units=settings.engram_chat_units),
+    )
+    return extraction, "llm" if gateway.available else "offline"
+
+
+async def reset_tenant(db: Database, tenant_id: str, keep: frozenset[str] = frozenset({"embedding_cache"})) -> None:
+    """Every row of the tenant but the embedding cache: chats, inbox and memory start empty."""
+    data = PgTenantData(db)
+    async with db.system() as conn:
+        tables = [t for t in await data.tables(conn) if t not in keep]
+        for _ in range(3):  # a delete trigger may touch a table deleted before it
+            for table in tables:
+                await conn.execute(f'DELETE FROM "{table}" WHERE tenant_id = $1', tenant_id)
+
+
+async def stored_observations(db: Database, tenant_id: str) -> Counter[str]:
+    """The tenant's observations by how they came about (trigger source and type)."""
+    async with db.tenant(tenant_id) as conn:
+        rows = await conn.fetch("SELECT trigger_source, type, count(*) AS n FROM observations GROUP BY 1, 2")
+    return Counter({f"{r['trigger_source']}.{r['type']}": int(r["n"]) for r in rows})
+
+
+async def tenant_observations(db: Database, tenant_id: str) -> list[Observation]:
+    async with db.tenant(tenant_id) as conn:
+        return [to_observation(r) for r in await conn.fetch("SELECT * FROM observations ORDER BY created_at, id")]
+
+
+def message_id(tenant: str, conversation_id: str, turn_id: str) -> uuid.UUID:
+    return uuid.uuid5(NAMESPACE, f"{tenant}/{conversation_id}/{turn_id}")
+
+
+async def replay_chat(
+    db: Database,
+    uow: UnitOfWork,
+    extraction: Extraction,
+    *,
+    tenant_id: str,
+    user_id: str,
+    conversation_id: str,
+    sessions: Sequence[ConversationSession],
+    assistants: frozenset[str],
+    replay: ChatReplay,
+) -> None:
+    """One chat per conversation, one chat session per conversation session: each user message
+    (the turns of a speaker who is not an assistant) with the assistant's answer after it is a
+    recorded turn and a `chat.turn.completed` event; each session ends with `session.ended`."""
+    chat_id = uuid.uuid5(NAMESPACE, f"{tenant_id}/{conversation_id}")
+    async with uow.tenant(tenant_id) as tx:
+        await tx.chats.create_chat(chat_id, user_id, conversation_id)
+    for session in sessions:
+        turns = [t for t in session.turns if t.text.strip()]
+        pairs: list[tuple[str, str, str, str | None]] = []  # user turn id, text, answer, answer turn id
+        for i, turn in enumerate(turns):
+            if turn.speaker in assistants:
+                continue
+            reply = turns[i + 1] if i + 1 < len(turns) and turns[i + 1].speaker in assistants else None
+            pairs.append((turn.turn_id, turn.text, reply.text if reply else "", reply.turn_id if reply else None))
+        if not pairs:
+            continue
+        async with uow.tenant(tenant_id) as tx:
+            chat_session = await tx.chats.create_session(user_id, chat_id, pairs[0][1][:2_000], {})
+            for user_turn, text, answer, answer_turn in pairs:
+                user_message = message_id(tenant_id, conversation_id, user_turn)
+                replay.turns[user_message] = user_turn
+                messages = [NewMessage(user_message, "user", text)]
+                if answer_turn is not None:
+                    answer_message = message_id(tenant_id, conversation_id, answer_turn)
+                    replay.turns[answer_message] = answer_turn
+                    messages.append(NewMessage(answer_message, "assistant", answer))
+                at = session.started_at + timedelta(seconds=len(replay.turns))  # in order
+                await tx.chats.record_turn(chat_id, chat_session.id, user_id, messages, at)
+        async with db.tenant(tenant_id) as conn:  # the session took place on the conversation's date
+            await conn.execute("UPDATE sessions SET created_at = $2 WHERE id = $1", chat_session.id, session.started_at)
+        events = []
+        for user_turn, text, answer, answer_turn in pairs:
+            answer_id = message_id(tenant_id, conversation_id, answer_turn or f"{user_turn}/answer")
+            events.append(
+                new_event(
+                    CHAT_TURN_COMPLETED,
+                    ChatTurnCompleted(
+                        chat_id=chat_id,
+                        session_id=chat_session.id,
+                        user_message_id=message_id(tenant_id, conversation_id, user_turn),
+                        assistant_message_id=answer_id,
+                        user_message=text,
+                        assistant_message=answer,
+                        language=detect_language(text),
+                    ),
+                    tenant_id=tenant_id,
+                    source=SOURCE,
+                    user_id=user_id,
+                    subject=f"chat/{chat_id}",
+                    event_id=f"{CHAT_TURN_COMPLETED.type}:{answer_id}",
+                )
+            )
+        events.append(
+            new_event(
+                SESSION_ENDED,
+                SessionEnded(session_id=chat_session.id, chat_id=chat_id),
+                tenant_id=tenant_id,
+                source=SOURCE,
+                user_id=user_id,
+                subject=f"session/{chat_session.id}",
+                event_id=f"{SESSION_ENDED.type}:{chat_session.id}",
+            )
+        )
+        outcomes = await EXTRACT.run(extraction.handle, events, extraction.rejected)
+        async with db.tenant(tenant_id) as conn:  # what the session gave was written while it took place
+            await conn.execute(
+                "UPDATE observations SET created_at = $2 WHERE session_id = $1", chat_session.id, session.started_at
+            )
+        replay.turn_events += len(pairs)
+        replay.session_events += 1
+        replay.refused += [str(o) for o in outcomes if o is not None]
