@@ -384,6 +384,53 @@ async def test_offline_summary_without_a_key(
     assert "verlängern" in row["learned"] and row["notes"] == "Offline-Zusammenfassung (ohne Sprachmodell)"
 
 
+async def test_an_ended_session_is_memory_as_said_even_what_no_rule_keeps(
+    services: Any,
+    workers: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    auth: Any,
+    tenant: str,
+) -> None:
+    """The chat path end to end (chat-turn, NATS, extract-observation, embed-index, recall):
+    a fact no offline rule calls salient is stored as the user's turn unit when the session ends,
+    and recalled for its user only."""
+    chat_id = uuid.uuid4()
+    said = "My music teacher says I'm getting better at the ukulele."
+    first = await turn(chat_api, auth(tenant), chat_id, said)
+    await turn(chat_api, auth(tenant), chat_id, "Thanks, that is all for today.", end_session=True)
+
+    async def unit() -> Any:
+        return [o for o in await observations(services, tenant) if (o["key"] or "").startswith("turn:")]
+
+    units = await eventually(unit, timeout=15)
+    mine = next(o for o in units if "ukulele" in o["narrative"])
+    assert (mine["user_id"], mine["scope"], mine["key"]) == (
+        "alice",
+        "private",
+        f"turn:{chat_id}:{mine['chat_message_id']}",
+    )
+    assert str(mine["session_id"]) == first["session_id"]
+    # the offline extractor kept nothing of it: only the units hold the fact
+    assert not [o for o in await observations(services, tenant) if "ukulele" in o["title"] and not o["key"]]
+
+    async def found(user: str) -> list[str]:  # the real recall (chat-turn's here is the test's fake)
+        from engram.domain.recall import RecallQuery
+        from engram.domain.scopes import Permission, Principal
+        from engram.services.recall import RecallService
+
+        reader = Principal(tenant_id=tenant, user_id=user, permissions=frozenset({Permission.read_observation}))
+        recall = RecallService(services.uow, services.index, services.embedder, None)
+        result = await recall.search(reader, RecallQuery(text="what did my music teacher say about the ukulele"))
+        return [str(h.observation.id) for h in result.hits]
+
+    async def recalled() -> bool:
+        return str(mine["id"]) in await found("alice")
+
+    assert await eventually(recalled, timeout=15)
+    assert str(mine["id"]) not in await found("bob")  # private to the chat's user
+
+
 async def test_the_sweep_ends_sessions_left_idle_and_they_get_their_summaries(
     services: Any,
     workers: Any,

@@ -47,8 +47,8 @@ ASSISTANT_NAMES = frozenset(
     {"assistant", "assistent", "assistentin", "ai", "ai assistant", "ki", "bot", "chatbot", "chatgpt", "gpt", "claude"}
 )
 ASSISTANT_MEDIAN_WORDS = 60
-CHAT_SPEAKERS = {"user": "User", "assistant": "Assistant"}  # `chat_units`: a chat message's role as its speaker
 ASSISTANT_LENGTH_RATIO = 3.0
+CHAT_SPEAKERS = {"user": "User", "assistant": "Assistant"}  # `chat_units`: a chat message's role as its speaker
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,8 @@ from engram.services.gateway import LlmGateway
 log = structlog.get_logger(__name__)
 
 EXTRACTION_TOOL = "record_observations"
-UNIT_MESSAGES = 1_000  # a session's messages read at its end (units; the summary reads the last 40)
 SUMMARY_TOOL = "record_summary"
+UNIT_MESSAGES = 1_000  # a session's messages read at its end (units; the summary reads the last 40)
 
 M = TypeVar("M", bound=BaseModel)
 
