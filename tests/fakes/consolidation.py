@@ -9,8 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from engram.domain.consolidation import ConsolidationRecord
-from engram.domain.memory_units import is_unit_key
-from engram.domain.observation import Observation, Priority
+from engram.domain.observation import Observation, Priority, is_unit_key
 from tests.fakes.data import ConstraintViolation, TxState
 
 

@@ -23,6 +23,7 @@ from engram.domain.observation import (
     Scope,
     WriteOutcome,
     Written,
+    is_unit_key,
 )
 from engram.domain.scopes import Visibility
 from tests.fakes.data import TxState, observations_deleted, real
@@ -124,7 +125,11 @@ class InMemoryObservationStore:
 
     async def known(self, user_id: str, limit: int) -> list[KnownObservation]:
         # as the SQL: not superseded and not sensitive (expiry is not looked at)
-        mine = [o for o in self.rows.values() if o.user_id == user_id and o.is_current and o.scope != "sensitive"]
+        mine = [
+            o
+            for o in self.rows.values()
+            if o.user_id == user_id and o.is_current and o.scope != "sensitive" and not is_unit_key(o.key)
+        ]
         mine.sort(key=lambda o: o.updated_at, reverse=True)
         return [KnownObservation(o.type, o.title, o.key) for o in mine[:limit]]
 

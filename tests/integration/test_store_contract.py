@@ -129,6 +129,8 @@ async def test_profile_and_known(uow: Any, tenant: str) -> None:
         ("bob's", {"user_id": "bob", "scope": Scope.public}),
     ]:
         await write(uow, tenant, draft(tenant, title, type="preference", **kw))
+    # newest, but a memory unit (what was said): never offered to the extraction model to update
+    await write(uow, tenant, draft(tenant, "a turn", type="context", key="turn:chat-1:m1"))
     async with uow.tenant(tenant) as tx:
         found, _ = await tx.observations.list_visible(
             seeing(tenant), now=datetime.now(UTC), limit=10, offset=0, types=["preference"]

@@ -85,12 +85,14 @@ def test_extraction_schema_limits_types_and_validates() -> None:
             "observations": [
                 {"type": "decision", "title": "Müller wird quartalsweise abgerechnet", "key": "billing:mueller"},
                 {"type": "fact", "title": "Gehalt von Bob", "sensitive": True},
+                {"type": "fact", "title": "Umzug nach Hamburg", "key": "turn:chat-1:m1"},
             ],
         }
     )
     drafts = to_drafts(output, ORIGIN)
-    assert [d.scope for d in drafts] == [Scope.private, Scope.sensitive]
+    assert [d.scope for d in drafts] == [Scope.private, Scope.sensitive, Scope.private]
     assert drafts[0].key == "billing:mueller" and drafts[0].confidence == 0.7
+    assert drafts[2].key is None  # a memory unit's key: the model may not overwrite what was said
     with pytest.raises(ValidationError):
         ExtractionOutput.model_validate({"observations": [{"type": "fact", "title": ""}]})
     with pytest.raises(ValidationError):

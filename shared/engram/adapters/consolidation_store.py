@@ -17,11 +17,10 @@ import asyncpg
 from engram.adapters.observation_rows import to_observation
 from engram.adapters.postgres import Connection, Database
 from engram.domain.consolidation import ConsolidationRecord
-from engram.domain.memory_units import UNIT_KEY_PREFIXES
-from engram.domain.observation import Observation
+from engram.domain.observation import UNIT_KEY_PREFIXES, Observation
 
 _CURRENT = "superseded_by IS NULL AND valid_to IS NULL"
-# memory units are neither consolidated nor digested (`memory_units.is_unit_key`)
+# memory units are neither consolidated nor digested (`observation.is_unit_key`)
 _NOT_UNIT = "NOT (coalesce(key, '') LIKE ANY (ARRAY[{}]))".format(
     ", ".join(f"'{prefix}%'" for prefix in UNIT_KEY_PREFIXES)
 )

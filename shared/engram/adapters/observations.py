@@ -17,6 +17,7 @@ from engram.adapters.observation_writes import ObservationWriter
 from engram.adapters.postgres import Connection
 from engram.domain.models import FeedbackCounts, FeedbackTarget
 from engram.domain.observation import (
+    UNIT_KEY_PREFIXES,
     Change,
     KnownObservation,
     Observation,
@@ -138,9 +139,11 @@ class PgObservationStore:
         rows = await self.conn.fetch(
             "SELECT type, title, key FROM observations WHERE user_id = $1"
             " AND superseded_by IS NULL AND valid_to IS NULL"
-            " AND scope <> 'sensitive' ORDER BY updated_at DESC LIMIT $2",
+            " AND scope <> 'sensitive' AND NOT (coalesce(key, '') LIKE ANY ($3::text[]))"
+            " ORDER BY updated_at DESC LIMIT $2",
             user_id,
             limit,
+            [f"{prefix}%" for prefix in UNIT_KEY_PREFIXES],  # memory units are what was said, not memories to update
         )
         return [KnownObservation(r["type"], r["title"], r["key"]) for r in rows]
 

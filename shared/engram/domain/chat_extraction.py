@@ -17,7 +17,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.domain.observation import ObservationDraft, Priority, Provenance, Scope, Source, TriggerSource
+from engram.domain.observation import (
+    ObservationDraft,
+    Priority,
+    Provenance,
+    Scope,
+    Source,
+    TriggerSource,
+    is_unit_key,
+)
 
 # ---- LLM output schema --------------------------------------------------------------------------
 
@@ -96,7 +104,7 @@ def to_drafts(output: ExtractionOutput, origin: Origin) -> list[ObservationDraft
                 facts=item.facts,
                 concepts=item.concepts,
                 tags=item.tags,
-                key=item.key,
+                key=None if is_unit_key(item.key) else item.key,  # a unit's key would overwrite what was said
                 priority=item.priority,
                 team_ids=list(origin.team_ids) if scope is Scope.team else [],
                 source=Source.agent,

@@ -73,15 +73,6 @@ class Speech:
     day: str  # "8 May 2023"
 
 
-# the keys of memory units: a turn's (`conversation.unit_key`) and a derived unit's (`derived_key`)
-UNIT_KEY_PREFIXES = ("turn:", "unit:")
-
-
-def is_unit_key(key: str | None) -> bool:
-    """A memory unit's key: its rows are records of what was said, never consolidated or digested."""
-    return bool(key) and str(key).startswith(UNIT_KEY_PREFIXES)
-
-
 def first_turn(turn_id: str) -> str:
     """The first message id of a (burst) turn's ids: the key a burst is stored and cited by."""
     return turn_id.split(maxsplit=1)[0] if turn_id.strip() else turn_id

@@ -270,3 +270,15 @@ class KnownObservation:
     type: str
     title: str
     key: str | None
+
+
+# the keys of memory units: a conversation turn's (`conversation.unit_key`) and a derived unit's
+# (`memory_units.derived_key`)
+UNIT_KEY_PREFIXES = ("turn:", "unit:")
+
+
+def is_unit_key(key: str | None) -> bool:
+    """A memory unit's key: its rows record what was said when. They are never consolidated or
+    digested, not offered to the extraction model as known memories, and no extracted
+    observation may take such a key (it would overwrite the unit)."""
+    return bool(key) and str(key).startswith(UNIT_KEY_PREFIXES)

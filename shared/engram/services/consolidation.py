@@ -17,7 +17,7 @@ For each new or changed observation (`observation.created/updated`, or the night
    outbox (the index follows). A redelivered event finds its claim and does nothing.
 
 Pairs a person separated (an undone consolidation) are never consolidated again. Memory units
-(turns of a conversation and what is derived from them, `memory_units.is_unit_key`) are neither
+(turns of a conversation and what is derived from them, `observation.is_unit_key`) are neither
 consolidated nor candidates: they record what was said when, and recall ranks the newer
 statement first itself (`recall_scoring.later_statements_first`).
 """
@@ -56,9 +56,8 @@ from engram.domain.events import (
     parse_data,
 )
 from engram.domain.facts import Reading
-from engram.domain.memory_units import is_unit_key
 from engram.domain.models import FeedbackCounts
-from engram.domain.observation import Change, Observation, ObservationDraft, Scope, WriteOutcome
+from engram.domain.observation import Change, Observation, ObservationDraft, Scope, WriteOutcome, is_unit_key
 from engram.domain.scopes import Visibility
 from engram.domain.search import SearchFilter, Vector, passage_text, text_hash
 from engram.domain.telemetry import MemoryConsolidation, TelemetryRecord, record

@@ -20,7 +20,7 @@ from engram.domain.events import (
     SessionEnded,
     new_event,
 )
-from engram.domain.memory_units import is_unit_key
+from engram.domain.observation import is_unit_key
 from engram.ports import NewMessage
 from engram.services.chat_extraction import ChatExtractor
 from engram.services.extraction import Extraction
