@@ -104,8 +104,8 @@ class Settings(BaseSettings):
     engram_observation_types: Annotated[frozenset[str], NoDecode] = DEFAULT_OBSERVATION_TYPES
     engram_chat_units: bool = Field(
         default=True,
-        description="an ended chat session's messages are stored as memory units (the user's turns with their"
-        " context, private to the user) beside what extraction keeps",
+        description="a chat's messages are stored as memory units as each turn is extracted (the user's turns"
+        " with their context, private to the user) beside what extraction keeps",
     )
     engram_max_body_bytes: int = Field(default=1_000_000, ge=1_024)
     engram_log_level: str = "INFO"

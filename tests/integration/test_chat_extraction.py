@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engram.domain.observation import is_unit_key
 from tests.anthropic_server import AnthropicServer, Recorded, Reply, slow, tool_use
 from tests.conftest import EXTRACTION_TEST_MODEL, eventually
 from tests.fakes import FakeRecall
@@ -47,9 +48,11 @@ async def turn(
     return r.json()
 
 
-async def observations(services: Any, tenant: str) -> list[Any]:
+async def observations(services: Any, tenant: str, *, units: bool = False) -> list[Any]:
+    """What extraction stored, without the memory units of the chat's messages unless asked for."""
     async with services.db.tenant(tenant) as conn:
-        return list(await conn.fetch("SELECT * FROM observations ORDER BY created_at"))
+        rows = list(await conn.fetch("SELECT * FROM observations ORDER BY created_at"))
+    return [r for r in rows if units or not is_unit_key(r["key"])]
 
 
 async def extraction_events(services: Any, tenant: str) -> list[dict[str, Any]]:
@@ -85,12 +88,13 @@ async def test_offline_extraction_keeps_salient_statements(
     }
     assert all(o["session_id"] == uuid.UUID(body["session_id"]) for o in found)
     (stats,) = await eventually(lambda: extraction_events(services, tenant))
-    assert stats["count"] == 2 and stats["model"] == "offline" and stats["status"] == "ok"
+    # counted apart: the units of what was said (the turn, the answer, two of its sentences)
+    assert stats["count"] == 2 and stats["units"] == 4 and stats["model"] == "offline" and stats["status"] == "ok"
     async with services.db.tenant(tenant) as conn:
         trace = await conn.fetchval(
             "SELECT memory_trace FROM chat_messages WHERE id = $1", uuid.UUID(body["message_id"])
         )
-    assert trace["extraction"] == {"status": "done", "count": 2, "dedup": 0, "model": "offline"}
+    assert trace["extraction"] == {"status": "done", "count": 2, "dedup": 0, "model": "offline", "units": 4}
 
 
 async def test_llm_extraction_in_the_conversations_language_deduplicated(
@@ -384,7 +388,7 @@ async def test_offline_summary_without_a_key(
     assert "verlängern" in row["learned"] and row["notes"] == "Offline-Zusammenfassung (ohne Sprachmodell)"
 
 
-async def test_an_ended_session_is_memory_as_said_even_what_no_rule_keeps(
+async def test_a_chat_turn_is_memory_as_said_before_its_session_ends_even_what_no_rule_keeps(
     services: Any,
     workers: Any,
     fake_recall: FakeRecall,
@@ -393,18 +397,24 @@ async def test_an_ended_session_is_memory_as_said_even_what_no_rule_keeps(
     tenant: str,
 ) -> None:
     """The chat path end to end (chat-turn, NATS, extract-observation, embed-index, recall):
-    a fact no offline rule calls salient is stored as the user's turn unit when the session ends,
-    and recalled for its user only."""
+    a fact no offline rule calls salient is stored as the user's turn unit once its turn is
+    extracted, while the session goes on, and recalled for its user only; the session's end
+    keeps the same unit."""
     chat_id = uuid.uuid4()
     said = "My music teacher says I'm getting better at the ukulele."
     first = await turn(chat_api, auth(tenant), chat_id, said)
-    await turn(chat_api, auth(tenant), chat_id, "Thanks, that is all for today.", end_session=True)
 
     async def unit() -> Any:
-        return [o for o in await observations(services, tenant) if (o["key"] or "").startswith("turn:")]
+        return [
+            o
+            for o in await observations(services, tenant, units=True)
+            if (o["key"] or "").startswith("turn:") and "ukulele" in o["narrative"]
+        ]
 
-    units = await eventually(unit, timeout=15)
-    mine = next(o for o in units if "ukulele" in o["narrative"])
+    (mine,) = await eventually(unit, timeout=15)
+    async with services.db.tenant(tenant) as conn:
+        status = await conn.fetchval("SELECT status FROM sessions WHERE id = $1", uuid.UUID(first["session_id"]))
+    assert status == "active"  # the session has not ended
     assert (mine["user_id"], mine["scope"], mine["key"]) == (
         "alice",
         "private",
@@ -429,6 +439,15 @@ async def test_an_ended_session_is_memory_as_said_even_what_no_rule_keeps(
 
     assert await eventually(recalled, timeout=15)
     assert str(mine["id"]) not in await found("bob")  # private to the chat's user
+
+    await turn(chat_api, auth(tenant), chat_id, "Thanks, that is all for today.", end_session=True)
+
+    async def summarised() -> Any:
+        async with services.db.tenant(tenant) as conn:
+            return await conn.fetchrow("SELECT * FROM summaries WHERE session_id = $1", uuid.UUID(first["session_id"]))
+
+    assert await eventually(summarised, timeout=15)
+    assert [o["id"] for o in await unit()] == [mine["id"]]  # the session's end wrote the same unit
 
 
 async def test_the_sweep_ends_sessions_left_idle_and_they_get_their_summaries(

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from engram.domain.observation import is_unit_key
 from engram.services.proposals import expire_proposals
 from tests.anthropic_server import AnthropicServer, tool_use
 from tests.conftest import ALL_PERMISSIONS, eventually
@@ -29,8 +30,10 @@ async def proposal_rows(services: Any, tenant: str) -> list[Any]:
 
 
 async def observation_rows(services: Any, tenant: str) -> list[Any]:
+    """What extraction stored or approval added; not the memory units of the chat's messages."""
     async with services.db.tenant(tenant) as conn:
-        return list(await conn.fetch("SELECT * FROM observations ORDER BY created_at"))
+        rows = list(await conn.fetch("SELECT * FROM observations ORDER BY created_at"))
+    return [r for r in rows if not is_unit_key(r["key"])]
 
 
 def decide(chat_id: str, proposal_id: str) -> str:

@@ -377,6 +377,30 @@ def test_a_chat_sessions_messages_become_units_citing_them() -> None:
     )
 
 
+def test_the_units_a_chat_message_reaches_are_its_turns_those_after_and_the_context_before() -> None:
+    """`chat_units(reaching=m)`: what a completed turn writes at once. The units of m's turn, of
+    the turns after it, and of the TURN_WINDOW turns before it (their 'After' context holds m),
+    each exactly as the whole session gives it, so the session's end rewrites none of them."""
+    chat, session = uuid.uuid4(), uuid.uuid4()
+    ids = [uuid.uuid4() for _ in range(8)]
+    said = [
+        (m, "user" if n % 2 == 0 else "assistant", f"Message {n}: " + ("I play the ukulele. " * (1 + n % 2) * 4))
+        for n, m in enumerate(ids)
+    ]
+
+    def units(**extra: Any) -> list[ObservationDraft]:
+        return chat_units(
+            tenant_id="t", user_id="alice", chat_id=chat, session_id=session, started_at=DAY, messages=said, **extra
+        )
+
+    everything = {d.key: d for d in units()}
+    reached = units(reaching=ids[6])  # the fourth user message: turns 4 to 7 (TURN_WINDOW = 2 before it)
+    assert {d.provenance.chat_message_id for d in reached} == set(ids[4:])
+    assert all(everything[d.key] == d for d in reached)  # the same drafts the session's end writes
+    assert {d.provenance.chat_message_id for d in units(reaching=ids[0])} == set(ids)
+    assert units(reaching=uuid.uuid4()) == []  # not a message of the session
+
+
 def test_what_extraction_kept_of_a_message_takes_its_turns_place_once() -> None:
     chat_id, session = uuid.uuid4(), uuid.uuid4()
     m1, m2, m3 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()

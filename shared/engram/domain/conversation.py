@@ -33,6 +33,7 @@ from engram.domain.observation import ObservationDraft, Priority, Provenance, Sc
 
 TITLE_MAX = 500
 NEIGHBOUR_CHARS = 400
+TURN_WINDOW = 2  # `turn_units`: the turns either side of a turn that are its context
 # `bursts`: one speaker's consecutive messages are one unit, up to this many characters or messages
 BURST_CHARS = 500
 BURST_MESSAGES = 20
@@ -209,7 +210,7 @@ def turn_units(
     user_id: str | None,
     conversation_id: str,
     sessions: Sequence[ConversationSession],
-    window: int = 2,
+    window: int = TURN_WINDOW,
     scope: Scope = Scope.private,
     team_ids: Sequence[str] = (),
     source: Source = Source.user,
@@ -328,13 +329,22 @@ def chat_units(
     started_at: datetime,
     messages: Sequence[tuple[uuid.UUID, str, str]],
     kinds: frozenset[UnitKind] = DERIVED_KINDS,
+    reaching: uuid.UUID | None = None,
 ) -> list[ObservationDraft]:
     """A chat session's messages (id, role, content; in order) as memory units: the user's turns
     (a run of messages is one burst) with their context, the assistant's answers as low-priority
     turn units embedded by their opening, and the user's statements. They are the chat's user's
     (private), dated by the session, keyed by message id (a second run updates them in place)
     and cite their messages: `<chat id>#<message ids>` and the first message as
-    `chat_message_id`. Messages of other roles (system, tool) are not memory."""
+    `chat_message_id`. Messages of other roles (system, tool) are not memory.
+
+    With `reaching`, a message of the session, only the units that message can have changed:
+    those of its turn, of every turn after it and of the `TURN_WINDOW` turns before it (whose
+    context reaches it); none when it is not among the messages. A completed chat turn writes
+    these at once, so what was said is memory before the session ends; the session's end then
+    writes the same units again, unchanged except where later turns were added. Its cost is that
+    of the turns reached, not of the session. Only turn and statement units (`kinds`): session
+    and entity units span the whole session."""
     turns = [
         Turn(str(message), CHAT_SPEAKERS[role], content)
         for message, role, content in messages
@@ -342,6 +352,19 @@ def chat_units(
     ]
     if not turns:
         return []
+    reached: set[str] | None = None
+    if reaching is not None:
+        if kinds - {UnitKind.statement}:
+            raise ValueError("session and entity units span the session: build them without `reaching`")
+        merged = bursts(turns)
+        at = next((i for i, t in enumerate(merged) if str(reaching) in t.turn_id.split()), None)
+        if at is None:
+            return []
+        reached = {m for t in merged[max(0, at - TURN_WINDOW) :] for m in t.turn_id.split()}
+        # the units before the reached ones are not built: the turns from 2 windows back give the
+        # reached ones their whole context, and bursts start where they started in the session
+        first = merged[max(0, at - 2 * TURN_WINDOW)].turn_id.split()[0]
+        turns = turns[next(i for i, t in enumerate(turns) if t.turn_id == first) :]
     sessions = [ConversationSession(str(session_id), started_at, turns)]
     assistants = frozenset({CHAT_SPEAKERS["assistant"]})
     conversation = str(chat_id)
@@ -355,6 +378,8 @@ def chat_units(
         kinds=kinds,
         assistants=assistants,
     )
+    if reached is not None:
+        drafts = [d for d in drafts if reached & set((turn_id_of(d.provenance.source_event_id) or "").split())]
     return [_citing_message(d) for d in drafts]
 
 

@@ -74,6 +74,9 @@ class MemoryExtraction(_Meta):
     trigger: Literal["chat", "hook", "manual", "consolidation"]
     count: int = NonNeg
     dedup_hits: int = NonNeg
+    # memory units written or changed (a chat's turns as said, `conversation.chat_units`); not in
+    # `count`, which is what extraction (rules, the model, the offline extractor) chose to keep
+    units: int = Field(default=0, ge=0)
     model: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0

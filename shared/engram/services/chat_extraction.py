@@ -2,7 +2,8 @@
 
 `ChatExtractor` is the chat hook of `engram.services.extraction.Extraction`:
 
-- `io.engram.chat.turn.completed.v1`: the LLM returns observations through the
+- `io.engram.chat.turn.completed.v1`: the turn's messages become memory units at once (below:
+  its own, and the context of the turns before it); the LLM returns observations through the
   `record_observations` tool (JSON schema from pydantic, validated by pydantic); invalid output
   is retried once with the validation error, then the event is dead-lettered with the reason.
   The known memories of the user go into the prompt, so the model reuses their keys; the
@@ -12,9 +13,10 @@
   approves or rejects it (`engram.services.proposals`).
 - `io.engram.session.ended.v1`: the session gets a Summary (LLM through `record_summary`, or
   offline), stored in `summaries` and also as a keyed `context` observation, so summaries are
-  recalled like observations. Its messages become memory units too (`conversation.chat_units`,
-  unless `ENGRAM_CHAT_UNITS=false`): each user turn with its context, each answer as a
-  low-priority unit, the user's statements; private to the chat's user, keyed by message. What
+  recalled like observations. Its messages are written as memory units again (`conversation.chat_units`,
+  unless `ENGRAM_CHAT_UNITS=false`; the same units the turns wrote, so unchanged): each user turn
+  with its context, each answer as a low-priority unit, the user's statements; private to the
+  chat's user, keyed by message, counted apart from what extraction kept (`units`). What
   extraction keeps is what it judged worth keeping; the units are what was said, so a fact the
   extractor passed over is still found (bench/RESULTS.md, "the chat path").
 
@@ -221,6 +223,7 @@ class ChatExtractor:
             if await tx.inbox.seen([meta.key]):
                 return Extracted([])  # redelivered: the inbox marks it as a duplicate, no second LLM call
             known = await self._known(tx, user) if self.gateway.available else ""
+            units = await self._turn_units(tx, tenant, user, data)
         author = extractor_for(tenant, user, may_store_sensitive=data.may_store_sensitive)
         if not self.gateway.available:
             drafts = offline_observations(data.user_message, origin, self.observation_types)
@@ -231,6 +234,7 @@ class ChatExtractor:
                 model="offline",
                 duration_ms=int((time.perf_counter() - started) * 1000),
                 message_id=data.assistant_message_id,
+                units=units,
             )
         tool = ToolSpec(
             EXTRACTION_TOOL,
@@ -263,7 +267,31 @@ class ChatExtractor:
             output_tokens=usage.output_tokens,
             duration_ms=int((time.perf_counter() - started) * 1000),
             message_id=data.assistant_message_id,
+            units=units,
         )
+
+    async def _turn_units(
+        self, tx: TenantTx, tenant: str, user: str, data: ChatTurnCompleted
+    ) -> list[ObservationDraft]:
+        """The memory units the turn adds or changes (`chat_units(reaching=...)`): its own and the
+        context of the turns before it, so what the user said is recalled before the session
+        ends. The session's end writes them again (unchanged: no new revision, no embedding)."""
+        if not self.chat_units or data.session_id is None or data.user_message_id is None:
+            return []
+        session = await tx.chats.get_session(data.session_id)
+        if session is None:
+            return []
+        messages = await tx.chats.session_messages(session.id, limit=UNIT_MESSAGES)
+        units = chat_units(
+            tenant_id=tenant,
+            user_id=user,
+            chat_id=session.chat_id or data.chat_id,
+            session_id=session.id,
+            started_at=session.created_at,
+            messages=[(m.id, m.role, m.content) for m in messages],
+            reaching=data.user_message_id,
+        )
+        return permitted(extractor_for(tenant, user, may_store_sensitive=False), self._typed(units))
 
     def _typed(self, drafts: list[ObservationDraft]) -> list[ObservationDraft]:
         """Summaries and units are `context`; a tenant without that type gets `note`."""
@@ -309,26 +337,26 @@ class ChatExtractor:
         async with self.uow.tenant(tenant) as tx:
             await tx.chats.save_summary(session.id, session.user_id, summary.model_dump(), model_name)
         drafts: list[ObservationDraft] = []
+        units: list[ObservationDraft] = []
         if user:
             origin = Origin(tenant, user, session.id, None, meta.id)
-            [draft] = self._typed([summary_draft(summary, origin, session.id, model_name)])
-            drafts = [draft]
+            author = extractor_for(tenant, user, may_store_sensitive=False)
+            drafts = permitted(author, self._typed([summary_draft(summary, origin, session.id, model_name)]))
             if self.chat_units:
-                drafts += self._typed(
-                    chat_units(
-                        tenant_id=tenant,
-                        user_id=user,
-                        chat_id=session.chat_id or data.chat_id or session.id,
-                        session_id=session.id,
-                        started_at=session.created_at,
-                        messages=[(m.id, m.role, m.content) for m in messages],
-                    )
+                units = chat_units(
+                    tenant_id=tenant,
+                    user_id=user,
+                    chat_id=session.chat_id or data.chat_id or session.id,
+                    session_id=session.id,
+                    started_at=session.created_at,
+                    messages=[(m.id, m.role, m.content) for m in messages],
                 )
-            drafts = permitted(extractor_for(tenant, user, may_store_sensitive=False), drafts)
+                units = permitted(author, self._typed(units))
         return Extracted(
             drafts,
             model=model_name,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             duration_ms=int((time.perf_counter() - started) * 1000),
+            units=units,
         )

@@ -380,15 +380,17 @@ class Extraction:
                 continue
             taken.add(p.key)
             todo.append(p)
-        changes = await tx.observations.write_changes([d for p in todo for d in p.extracted.drafts])
+        changes = await tx.observations.write_changes([d for p in todo for d in p.extracted.written])
         produced: dict[str, list[uuid.UUID]] = {}
         cursor = 0
         for p in todo:
-            mine = changes[cursor : cursor + len(p.extracted.drafts)]
-            cursor += len(p.extracted.drafts)
-            produced[p.key] = [c.id for c in mine]
+            written = changes[cursor : cursor + len(p.extracted.written)]
+            cursor += len(p.extracted.written)
+            produced[p.key] = [c.id for c in written]
+            mine, units = written[: len(p.extracted.drafts)], written[len(p.extracted.drafts) :]
             deduplicated = sum(1 for c in mine if c.outcome is WriteOutcome.deduplicated)
-            stats.applied(p, len(mine) - deduplicated, deduplicated)
+            units_changed = sum(1 for c in units if c.outcome is not WriteOutcome.deduplicated)
+            stats.applied(p, len(mine) - deduplicated, deduplicated, units_changed)
             if p.extracted.message_id is not None:  # "done" commits with what it reports
                 report: dict[str, Any] = {
                     "status": "done",
@@ -398,6 +400,8 @@ class Extraction:
                 }
                 if p.extracted.proposals:
                     report["proposed"] = len(p.extracted.proposals)
+                if units_changed:
+                    report["units"] = units_changed
                 await tx.chats.set_extraction(p.extracted.message_id, report)
         await tx.proposals.add([n for p in todo for n in p.extracted.proposals])
         await tx.inbox.record(produced)

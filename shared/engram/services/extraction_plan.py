@@ -22,6 +22,14 @@ class Extracted:
     duration_ms: int = 0
     message_id: uuid.UUID | None = None  # a chat turn's assistant message (its trace shows the status)
     proposals: list[NewProposal] = field(default_factory=list)  # waiting for the user's approval
+    # memory units of a chat (what was said, `conversation.chat_units`): stored with the drafts,
+    # counted apart from them (`units`), since they are not what extraction chose to keep
+    units: list[ObservationDraft] = field(default_factory=list)
+
+    @property
+    def written(self) -> list[ObservationDraft]:
+        """Everything the event stores: the drafts, then the units."""
+        return [*self.drafts, *self.units]
 
 
 @dataclass
@@ -40,4 +48,4 @@ class Planned:
     @property
     def users(self) -> set[str | None]:
         """Whose memory it writes: the event's user and every draft's owner."""
-        return {self.delivery.meta.user_id, *(d.user_id for d in self.extracted.drafts)}
+        return {self.delivery.meta.user_id, *(d.user_id for d in self.extracted.written)}

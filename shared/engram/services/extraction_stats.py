@@ -14,14 +14,14 @@ class ExtractionStats:
 
     def __init__(self) -> None:
         self.rows: dict[tuple[TriggerSource, str], dict[str, int]] = defaultdict(
-            lambda: {"count": 0, "dedup": 0, "input_tokens": 0, "output_tokens": 0, "llm_ms": 0}
+            lambda: {"count": 0, "dedup": 0, "units": 0, "input_tokens": 0, "output_tokens": 0, "llm_ms": 0}
         )
         self.models: dict[tuple[TriggerSource, str], str] = {}
 
     def duplicate(self, p: Planned) -> None:
         self.rows[p.stats_row]["dedup"] += 1
 
-    def applied(self, p: Planned, stored: int, deduplicated: int) -> None:
+    def applied(self, p: Planned, stored: int, deduplicated: int, units: int = 0) -> None:
         if p.extracted.model:
             self.models.setdefault(p.stats_row, p.extracted.model)
         row = self.rows[p.stats_row]
@@ -30,6 +30,7 @@ class ExtractionStats:
         row["llm_ms"] += p.extracted.duration_ms
         row["dedup"] += deduplicated
         row["count"] += stored
+        row["units"] += units
 
     def records(self, tenant: str, elapsed_ms: int) -> list[TelemetryRecord]:
         return [
@@ -40,6 +41,7 @@ class ExtractionStats:
                     "trigger": trigger.value,
                     "count": s["count"],
                     "dedup_hits": s["dedup"],
+                    "units": s["units"],
                     "model": self.models.get((trigger, key)),
                     "input_tokens": s["input_tokens"],
                     "output_tokens": s["output_tokens"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -279,3 +280,91 @@ async def test_an_ended_sessions_messages_become_the_users_memory_units(
     assert not [
         o for o in data.observations.values() if o.provenance.session_id == other_session and is_unit_key(o.key)
     ]
+
+
+async def test_a_completed_turn_is_memory_at_once_and_the_sessions_end_rewrites_nothing(
+    uow: InMemoryUnitOfWork, settings: Any, tenant: str
+) -> None:
+    """What the user said is a memory unit as soon as its turn is extracted, not when the session
+    ends (after 30 idle minutes): a fact said in one chat is recalled in the next. A later turn
+    changes the context of the turns before it; the session's end writes the same units again
+    and changes none of them (no new revision, so nothing is embedded twice)."""
+    types = settings.engram_observation_types
+    gateway, rules = build_gateway(settings), load_rules(settings)
+    extraction = Extraction(uow, rules, types, chat_extractor=ChatExtractor(uow, gateway, types))
+    chat_id = uuid.uuid4()
+    async with uow.tenant(tenant) as tx:
+        await tx.chats.create_chat(chat_id, "alice", "a chat")
+        session = await tx.chats.create_session("alice", chat_id, "ukulele", {"turns": 0})
+        start = tx.state.now
+
+    async def turn(n: int, said: str, answer_text: str) -> tuple[uuid.UUID, uuid.UUID]:
+        user_msg, answer = uuid.uuid4(), uuid.uuid4()
+        async with uow.tenant(tenant) as tx:
+            await tx.chats.record_turn(
+                chat_id,
+                session.id,
+                "alice",
+                [
+                    NewMessage(user_msg, "user", said),
+                    NewMessage(answer, "assistant", answer_text, memory_trace={"extraction": {"status": "queued"}}),
+                ],
+                start + timedelta(minutes=n),
+            )
+        completed = ChatTurnCompleted(
+            chat_id=chat_id,
+            session_id=session.id,
+            user_message_id=user_msg,
+            assistant_message_id=answer,
+            user_message=said,
+            assistant_message=answer_text,
+        )
+        event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+        assert await deliver(extraction, event) == [None]
+        return user_msg, answer
+
+    def units() -> dict[uuid.UUID | None, Any]:
+        return {
+            o.provenance.chat_message_id: o
+            for o in uow.data(tenant).observations.values()
+            if o.key and o.key.startswith("turn:") and o.provenance.session_id == session.id
+        }
+
+    first, first_answer = await turn(1, "My music teacher says I'm getting better at the ukulele.", "Well done! " * 30)
+    assert set(units()) == {first, first_answer}  # before the session ends
+    mine = units()[first]
+    assert "ukulele" in mine.narrative and (mine.user_id, mine.scope) == ("alice", "private")
+    trace = uow.data(tenant).messages[first_answer].memory_trace["extraction"]
+    assert (
+        trace["status"] == "done" and trace["units"] == 2
+    )  # the turn and the answer (one sentence is no statement of its own)
+    assert [r["units"] for r in reports(uow, tenant)] == [2]
+    assert not any("beginner" in token for token in mine.discovery_tokens)
+
+    second, second_answer = await turn(2, "Which songs suit a beginner?", "Try these songs first. " * 20)
+    after_second = units()
+    assert set(after_second) == {first, first_answer, second, second_answer}
+    assert any("beginner" in token for token in after_second[first].discovery_tokens)  # its context grew
+    revisions = {m: o.updated_at for m, o in after_second.items()}
+
+    ended = SessionEnded(session_id=session.id, chat_id=chat_id)
+    event = new_event(SESSION_ENDED, ended, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+    assert await deliver(extraction, event) == [None]
+    assert {m: o.updated_at for m, o in units().items()} == revisions  # the same units, none rewritten
+    assert reports(uow, tenant)[-1]["units"] == 0
+
+    quiet = Extraction(uow, rules, types, chat_extractor=ChatExtractor(uow, gateway, types, chat_units=False))
+    other_chat, other_session, answer = await chat_turn(uow, tenant, "I moved to Hamburg last spring.")
+    said = next(m.id for m in uow.data(tenant).messages.values() if m.session_id == other_session and m.role == "user")
+    completed = ChatTurnCompleted(
+        chat_id=other_chat,
+        session_id=other_session,
+        user_message_id=said,
+        assistant_message_id=answer,
+        user_message="I moved to Hamburg last spring.",
+        assistant_message="Noted.",
+    )
+    event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/t", user_id="alice")
+    assert await deliver(quiet, event) == [None]
+    stored = uow.data(tenant).observations.values()
+    assert not [o for o in stored if o.provenance.session_id == other_session and is_unit_key(o.key)]
