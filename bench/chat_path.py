@@ -123,7 +123,8 @@ async def replay_chat(
 ) -> None:
     """One chat per conversation, one chat session per conversation session: each user message
     (the turns of a speaker who is not an assistant) with the assistant's answer after it is a
-    recorded turn and a `chat.turn.completed` event; each session ends with `session.ended`."""
+    recorded turn, then its `chat.turn.completed` event is handled, as chat-turn and
+    extract-observation take turns in a chat; each session ends with `session.ended`."""
     chat_id = uuid.uuid5(NAMESPACE, f"{tenant_id}/{conversation_id}")
     async with uow.tenant(tenant_id) as tx:
         await tx.chats.create_chat(chat_id, user_id, conversation_id)
@@ -139,52 +140,48 @@ async def replay_chat(
             continue
         async with uow.tenant(tenant_id) as tx:
             chat_session = await tx.chats.create_session(user_id, chat_id, pairs[0][1][:2_000], {})
-            for user_turn, text, answer, answer_turn in pairs:
-                user_message = message_id(tenant_id, conversation_id, user_turn)
-                replay.turns[user_message] = user_turn
-                messages = [NewMessage(user_message, "user", text)]
-                if answer_turn is not None:
-                    answer_message = message_id(tenant_id, conversation_id, answer_turn)
-                    replay.turns[answer_message] = answer_turn
-                    messages.append(NewMessage(answer_message, "assistant", answer))
-                at = session.started_at + timedelta(seconds=len(replay.turns))  # in order
-                await tx.chats.record_turn(chat_id, chat_session.id, user_id, messages, at)
         async with db.tenant(tenant_id) as conn:  # the session took place on the conversation's date
             await conn.execute("UPDATE sessions SET created_at = $2 WHERE id = $1", chat_session.id, session.started_at)
-        events = []
-        for user_turn, text, answer, answer_turn in pairs:
+        outcomes: list[Exception | None] = []
+        for user_turn, text, answer, answer_turn in pairs:  # as chat-turn: the turn, then its event
+            user_message = message_id(tenant_id, conversation_id, user_turn)
             answer_id = message_id(tenant_id, conversation_id, answer_turn or f"{user_turn}/answer")
-            events.append(
-                new_event(
-                    CHAT_TURN_COMPLETED,
-                    ChatTurnCompleted(
-                        chat_id=chat_id,
-                        session_id=chat_session.id,
-                        user_message_id=message_id(tenant_id, conversation_id, user_turn),
-                        assistant_message_id=answer_id,
-                        user_message=text,
-                        assistant_message=answer,
-                        language=detect_language(text),
-                    ),
-                    tenant_id=tenant_id,
-                    source=SOURCE,
-                    user_id=user_id,
-                    subject=f"chat/{chat_id}",
-                    event_id=f"{CHAT_TURN_COMPLETED.type}:{answer_id}",
-                )
-            )
-        events.append(
-            new_event(
-                SESSION_ENDED,
-                SessionEnded(session_id=chat_session.id, chat_id=chat_id),
+            replay.turns[user_message] = user_turn
+            messages = [NewMessage(user_message, "user", text)]
+            if answer_turn is not None:
+                replay.turns[answer_id] = answer_turn
+                messages.append(NewMessage(answer_id, "assistant", answer))
+            at = session.started_at + timedelta(seconds=len(replay.turns))  # in order
+            async with uow.tenant(tenant_id) as tx:
+                await tx.chats.record_turn(chat_id, chat_session.id, user_id, messages, at)
+            completed = new_event(
+                CHAT_TURN_COMPLETED,
+                ChatTurnCompleted(
+                    chat_id=chat_id,
+                    session_id=chat_session.id,
+                    user_message_id=user_message,
+                    assistant_message_id=answer_id,
+                    user_message=text,
+                    assistant_message=answer,
+                    language=detect_language(text),
+                ),
                 tenant_id=tenant_id,
                 source=SOURCE,
                 user_id=user_id,
-                subject=f"session/{chat_session.id}",
-                event_id=f"{SESSION_ENDED.type}:{chat_session.id}",
+                subject=f"chat/{chat_id}",
+                event_id=f"{CHAT_TURN_COMPLETED.type}:{answer_id}",
             )
+            outcomes += await EXTRACT.run(extraction.handle, [completed], extraction.rejected)
+        ended = new_event(
+            SESSION_ENDED,
+            SessionEnded(session_id=chat_session.id, chat_id=chat_id),
+            tenant_id=tenant_id,
+            source=SOURCE,
+            user_id=user_id,
+            subject=f"session/{chat_session.id}",
+            event_id=f"{SESSION_ENDED.type}:{chat_session.id}",
         )
-        outcomes = await EXTRACT.run(extraction.handle, events, extraction.rejected)
+        outcomes += await EXTRACT.run(extraction.handle, [ended], extraction.rejected)
         async with db.tenant(tenant_id) as conn:  # what the session gave was written while it took place
             await conn.execute(
                 "UPDATE observations SET created_at = $2 WHERE session_id = $1", chat_session.id, session.started_at
