@@ -4,8 +4,8 @@
 conversation as a unit. A chat through chat-turn is stored by extract-observation instead:
 every user message with the assistant's answer goes out as `chat.turn.completed`, and the
 extractor keeps what it finds worth keeping (offline, without an LLM key: the user's salient
-statements); at a session's end come its summary and, unless `ENGRAM_CHAT_UNITS=false`, its
-messages as memory units (`conversation.chat_units`). This module replays a conversation as a
+statements) and, unless `ENGRAM_CHAT_UNITS=false`, the memory units the turn reaches
+(`conversation.chat_units`); at a session's end come its summary and its units once more. This module replays a conversation as a
 chat with an assistant on that path, through the real services: the chat, its sessions and
 messages are written by the chat store, the events go through extract-observation's own worker
 declaration (`functions.extract_observation.main.WORKER`, decoding included) to
@@ -28,12 +28,13 @@ from engram.adapters.postgres import Database
 from engram.adapters.tenant_data import PgTenantData
 from engram.bootstrap import build_gateway, load_rules
 from engram.domain.conversation import ConversationSession, turn_id_of
-from engram.domain.events import CHAT_TURN_COMPLETED, SESSION_ENDED, ChatTurnCompleted, SessionEnded, new_event
+from engram.domain.events import CHAT_TURN_COMPLETED, ChatTurnCompleted, new_event
 from engram.domain.language import detect_language
 from engram.domain.observation import Observation
 from engram.ports import NewMessage, UnitOfWork
 from engram.services.chat_extraction import ChatExtractor
 from engram.services.extraction import Extraction
+from engram.services.sessions import session_ended_event
 from engram.settings import get_settings
 from functions.extract_observation.main import WORKER as EXTRACT
 
@@ -172,15 +173,7 @@ async def replay_chat(
                 event_id=f"{CHAT_TURN_COMPLETED.type}:{answer_id}",
             )
             outcomes += await EXTRACT.run(extraction.handle, [completed], extraction.rejected)
-        ended = new_event(
-            SESSION_ENDED,
-            SessionEnded(session_id=chat_session.id, chat_id=chat_id),
-            tenant_id=tenant_id,
-            source=SOURCE,
-            user_id=user_id,
-            subject=f"session/{chat_session.id}",
-            event_id=f"{SESSION_ENDED.type}:{chat_session.id}",
-        )
+        ended = session_ended_event(tenant_id, chat_session, chat_id, user_id)
         outcomes += await EXTRACT.run(extraction.handle, [ended], extraction.rejected)
         async with db.tenant(tenant_id) as conn:  # what the session gave was written while it took place
             await conn.execute(
