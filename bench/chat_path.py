@@ -5,11 +5,12 @@ conversation as a unit. A chat through chat-turn is stored by extract-observatio
 every user message with the assistant's answer goes out as `chat.turn.completed`, and the
 extractor keeps what it finds worth keeping (offline, without an LLM key: the user's salient
 statements) and, unless `ENGRAM_CHAT_UNITS=false`, the memory units the turn reaches
-(`conversation.chat_units`); at a session's end come its summary and its units once more. This module replays a conversation as a
-chat with an assistant on that path, through the real services: the chat, its sessions and
-messages are written by the chat store, the events go through extract-observation's own worker
-declaration (`functions.extract_observation.main.WORKER`, decoding included) to
-`Extraction.handle`, and the change events it announces are indexed by embed-index's indexer.
+(`conversation.chat_units`); at a session's end come its summary and its units once more.
+This module replays a conversation as a chat with an assistant on that path, through the real
+services: the chat, its sessions and messages are written by the chat store, the events go
+through extract-observation's own worker declaration
+(`functions.extract_observation.main.WORKER`, decoding included) to `Extraction.handle`, and
+the change events it announces are indexed by embed-index's indexer.
 
 Hits map back to turns by what they cite: a unit its messages (`<chat id>#<message ids>`), an
 extracted observation the message it came from (`chat_message_id`); a summary names no turn.
