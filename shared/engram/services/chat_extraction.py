@@ -28,6 +28,7 @@ The turn's extraction status ("done" or "failed") is written by `Extraction` wit
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -55,7 +56,7 @@ from engram.domain.errors import InvalidEvent
 from engram.domain.events import ChatTurnCompleted, SessionEnded
 from engram.domain.language import detect_language
 from engram.domain.llm import LlmReply, LlmRequest, Priority, Profile, ToolSpec, Usage
-from engram.domain.models import SessionStatus
+from engram.domain.models import ChatMessage, Session, SessionStatus
 from engram.domain.observation import ObservationDraft
 from engram.domain.proposals import PROPOSAL_TTL, NewProposal, ProposalReason, approval_reason, proposal_id
 from engram.domain.scopes import Principal
@@ -282,14 +283,30 @@ class ChatExtractor:
         if session is None:
             return []
         messages = await tx.chats.session_messages(session.id, limit=UNIT_MESSAGES)
+        return self._units(tenant, user, session, session.chat_id or data.chat_id, messages, data.user_message_id)
+
+    def _units(
+        self,
+        tenant: str,
+        user: str,
+        session: Session,
+        chat_id: uuid.UUID,
+        messages: list[ChatMessage],
+        reaching: uuid.UUID | None = None,
+    ) -> list[ObservationDraft]:
+        """A session's messages as the user's memory units (`conversation.chat_units`; with
+        `reaching`, only those that message reaches), typed and as the user may store them.
+        A completed turn and the session's end build them the same way, so the end rewrites none."""
+        if not self.chat_units:
+            return []
         units = chat_units(
             tenant_id=tenant,
             user_id=user,
-            chat_id=session.chat_id or data.chat_id,
+            chat_id=chat_id,
             session_id=session.id,
             started_at=session.created_at,
             messages=[(m.id, m.role, m.content) for m in messages],
-            reaching=data.user_message_id,
+            reaching=reaching,
         )
         return permitted(extractor_for(tenant, user, may_store_sensitive=False), self._typed(units))
 
@@ -342,16 +359,7 @@ class ChatExtractor:
             origin = Origin(tenant, user, session.id, None, meta.id)
             author = extractor_for(tenant, user, may_store_sensitive=False)
             drafts = permitted(author, self._typed([summary_draft(summary, origin, session.id, model_name)]))
-            if self.chat_units:
-                units = chat_units(
-                    tenant_id=tenant,
-                    user_id=user,
-                    chat_id=session.chat_id or data.chat_id or session.id,
-                    session_id=session.id,
-                    started_at=session.created_at,
-                    messages=[(m.id, m.role, m.content) for m in messages],
-                )
-                units = permitted(author, self._typed(units))
+            units = self._units(tenant, user, session, session.chat_id or data.chat_id or session.id, messages)
         return Extracted(
             drafts,
             model=model_name,
