@@ -6,9 +6,10 @@ import functools
 import math
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import TypeVar
 
 from engram.domain.language import Language, language_of
 from engram.domain.observation import Observation, Priority
@@ -34,6 +35,9 @@ MEMORY_LANGUAGE_CHARS = 300
 # The BM25 list counts fully in the fusion once its best match stands for this share of the
 # query's weight (`lexical_weight`); below, its share of the RRF score falls in proportion.
 LEXICAL_FULL_COVERAGE = 0.3
+# A list's first hit ranks no lower than 3rd in the fused list, its second no lower than 5th
+# (`with_leg_floors`): the fusion's top 3 and top 5 hold the head of each list.
+LEG_FLOORS = (3, 5)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,44 @@ def rrf_fuse(lexical: Sequence[str], vector: Sequence[str], k: int = RRF_K, lexi
         fused.append(Fused(doc, score, lr, vr))
     fused.sort(key=lambda f: (-f.rrf, min(f.lexical_rank or 10**9, f.vector_rank or 10**9)))
     return fused
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def with_leg_floors(order: Sequence[K], legs: Sequence[Sequence[K]], floors: Sequence[int] = LEG_FLOORS) -> list[K]:
+    """`order` (the fused ranking, best first) with each list's r-th entry at position
+    `floors[r - 1]` or better: where RRF put it lower, it moves up to that place and what it
+    passes moves down one. Entries of a list that are not in `order` are skipped (a list's
+    first entry is its first one in `order`); `order` (distinct items) otherwise keeps its
+    sequence. Two entries held to one floor take it and the place above it, the better fused first.
+
+    RRF lets anything both lists found outrank a list's first hit that the other list missed:
+    1/(60+1) is less than 1/(60+8) + 1/(60+15). A paragraph that only the kNN list ranks first
+    (a question in other words than the text) or only BM25 ranks first (a rare name the model
+    does not know) fell to 6th-10th, so the fusion lost to its own best list (XQuAD en->en and
+    de->de recall@5; assistant_chats, where the kNN list is far better than BM25). With the
+    floors, recall@3 of the fusion is never below recall@1 of either list, and recall@5 never
+    below either list's recall@2, whatever RRF makes of the rest (bench/RESULTS.md).
+    """
+    out = list(order)
+    position = {item: i for i, item in enumerate(out)}
+    due: dict[K, int] = {}  # an entry held to a floor: the floor (1-based)
+    for leg in legs:
+        present = [item for item in dict.fromkeys(leg) if item in position]
+        for rank, item in enumerate(present[: len(floors)]):
+            due[item] = min(due.get(item, floors[rank]), floors[rank])
+    placed: list[K] = []
+    rest = list(out)
+    while rest:
+        p = len(placed) + 1  # the position filled now
+        pending = sorted((due[item], position[item]) for item in rest if item in due)
+        # earliest floor first, and only when waiting one more place would miss a floor
+        urgent = any(p + j >= floor for j, (floor, _) in enumerate(pending))
+        item = out[pending[0][1]] if urgent else rest[0]
+        rest.remove(item)
+        placed.append(item)
+    return placed
 
 
 def lexical_weight(coverage: float | None, full: float = LEXICAL_FULL_COVERAGE) -> float:
