@@ -247,6 +247,9 @@ async def test_invalid_output_twice_is_dead_lettered_with_the_reason(
     assert failed["model"] == EXTRACTION_TEST_MODEL and failed["inputTokens"] > 0 and failed["durationMs"] >= 0
     trace = await message_trace(services, tenant, body["message_id"])
     assert trace["extraction"]["status"] == "failed" and "invalid twice" in trace["extraction"]["error"]
+    # what the user said is memory all the same: the turn's unit, private to them
+    said = [r for r in await observations(services, tenant, units=True) if r["key"].startswith("turn:")]
+    assert [(r["user_id"], r["scope"]) for r in said if marker in r["narrative"]] == [("alice", "private")]
     await dlq.unsubscribe()
 
 

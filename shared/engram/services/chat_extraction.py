@@ -5,7 +5,9 @@
 - `io.engram.chat.turn.completed.v1`: the turn's messages become memory units at once (below:
   its own, and the context of the turns before it); the LLM returns observations through the
   `record_observations` tool (JSON schema from pydantic, validated by pydantic); invalid output
-  is retried once with the validation error, then the event is dead-lettered with the reason.
+  is retried once with the validation error, then the event is dead-lettered with the reason;
+  when the model fails (invalid twice, or down), the turn's units are written all the same
+  (`keep_units`).
   The known memories of the user go into the prompt, so the model reuses their keys; the
   store deduplicates by content hash and key. Without an API key, the offline extractor keeps
   the user's salient statements. What is sensitive, meant for the user's team or uncertain
@@ -52,8 +54,9 @@ from engram.domain.chat_extraction import (
 )
 from engram.domain.conversation import chat_units
 from engram.domain.deliveries import Delivery, EventMeta
+from engram.domain.erasure import given_before_erasure
 from engram.domain.errors import InvalidEvent
-from engram.domain.events import ChatTurnCompleted, SessionEnded
+from engram.domain.events import ChatTurnCompleted, SessionEnded, change_events
 from engram.domain.language import detect_language
 from engram.domain.llm import LlmReply, LlmRequest, Priority, Profile, ToolSpec, Usage
 from engram.domain.models import ChatMessage, Session, SessionStatus
@@ -61,7 +64,7 @@ from engram.domain.observation import ObservationDraft
 from engram.domain.proposals import PROPOSAL_TTL, NewProposal, ProposalReason, approval_reason, proposal_id
 from engram.domain.scopes import Principal
 from engram.ports import TenantTx, UnitOfWork
-from engram.services.extraction import CONSUMER, ChatEvent
+from engram.services.extraction import CONSUMER, SOURCE, ChatEvent
 from engram.services.extraction_plan import Extracted
 from engram.services.gateway import LlmGateway
 
@@ -242,23 +245,27 @@ class ChatExtractor:
             "Record the observations worth keeping from this chat turn (an empty list when there are none).",
             extraction_tool_schema(sorted(self.observation_types)),
         )
-        output, reply, usage = await self._structured(
-            "extraction",
-            "extract_observations_v1",
-            {
-                "language": language,
-                "known": known or "(none yet)",
-                "user_message": data.user_message[:20_000],
-                "assistant_message": data.assistant_message[:20_000],
-            },
-            tool,
-            ExtractionOutput,
-            lambda o: check_types(o, self.observation_types),
-        )
         try:
+            output, reply, usage = await self._structured(
+                "extraction",
+                "extract_observations_v1",
+                {
+                    "language": language,
+                    "known": known or "(none yet)",
+                    "user_message": data.user_message[:20_000],
+                    "assistant_message": data.assistant_message[:20_000],
+                },
+                tool,
+                ExtractionOutput,
+                lambda o: check_types(o, self.observation_types),
+            )
             drafts = to_drafts(output, origin)
         except ValidationError as exc:
+            await self.keep_units(tenant, meta, user, units)
             raise InvalidEvent(f"extracted observations are invalid: {_problems(exc)}") from exc
+        except Exception:
+            await self.keep_units(tenant, meta, user, units)
+            raise
         kept, proposals = proposed(author, drafts, data, meta.key, datetime.now(UTC))
         return Extracted(
             kept,
@@ -270,6 +277,27 @@ class ChatExtractor:
             message_id=data.assistant_message_id,
             units=units,
         )
+
+    async def keep_units(self, tenant: str, meta: EventMeta, user: str, units: list[ObservationDraft]) -> None:
+        """A turn's memory units written on their own when its extraction fails: the model is down
+        (the event is retried, for hours in an outage) or its output was invalid twice (the event
+        is dead-lettered). What the user said depends on no model, so it is recalled at once
+        all the same; the event's outcome is unchanged, and the extraction that finally succeeds
+        (a retry, a replay of the dead letter, the session's end) writes the same units again,
+        unchanged: no new revision, no change event, nothing embedded twice. Not through the
+        inbox, which would take the event for done. Best effort: a failure here is logged, and
+        the event's own error decides what happens to it."""
+        if not units:
+            return
+        try:
+            async with self.uow.tenant(tenant) as tx:
+                erased_at = await tx.erasures.hold([user])  # an erasure since the event wins (R-16.5)
+                if given_before_erasure([user], meta.time, erased_at):
+                    return
+                changes = await tx.observations.write_changes(units)
+                tx.emit(change_events(changes, SOURCE))
+        except Exception as exc:
+            log.warning("chat_extraction.units_not_kept", tenant=tenant, units=len(units), error=str(exc)[:500])
 
     async def _turn_units(
         self, tx: TenantTx, tenant: str, user: str, data: ChatTurnCompleted

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -368,3 +368,106 @@ async def test_a_completed_turn_is_memory_at_once_and_the_sessions_end_rewrites_
     assert await deliver(quiet, event) == [None]
     stored = uow.data(tenant).observations.values()
     assert not [o for o in stored if o.provenance.session_id == other_session and is_unit_key(o.key)]
+
+
+class ScriptedGateway:
+    """A model gateway that is configured (`available`) and answers `complete` from a script:
+    an exception is raised, a dict is the `record_observations` tool's input."""
+
+    available = True
+
+    def __init__(self, settings: Any, *script: Exception | dict[str, Any]) -> None:
+        self.prompts = build_gateway(settings).prompts
+        self.script = list(script)
+        self.calls = 0
+
+    async def complete(self, task: str, build: Any, priority: Any = None) -> Any:
+        from engram.domain.llm import LlmReply, Usage
+
+        self.calls += 1
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        use = {"type": "tool_use", "id": f"call-{self.calls}", "name": "record_observations", "input": step}
+        return LlmReply(model="scripted", content=[use], stop_reason="tool_use", usage=Usage(input_tokens=10))
+
+
+async def test_a_turns_units_are_kept_while_the_model_is_down_or_its_output_is_invalid(
+    uow: InMemoryUnitOfWork, settings: Any, tenant: str
+) -> None:
+    """What the user said depends on no model: when extraction fails (the model is down and the
+    event is retried, or its output is invalid twice and the event is dead-lettered), the turn's
+    memory units are written all the same and announced; the extraction that finally succeeds
+    writes them again unchanged (no new revision, no second announcement)."""
+    types = settings.engram_observation_types
+    said = "By the way, I switched jobs: I work for Brandt Logistik now."
+    chat_id, session_id, answer = await chat_turn(uow, tenant, said)
+    user_msg = next(m.id for m in uow.data(tenant).messages.values() if m.role == "user" and m.session_id == session_id)
+    completed = ChatTurnCompleted(
+        chat_id=chat_id,
+        session_id=session_id,
+        user_message_id=user_msg,
+        assistant_message_id=answer,
+        user_message=said,
+        assistant_message="Noted.",
+    )
+    event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+    invalid = {"observations": [{"type": "fact", "title": ""}]}
+    works = {"observations": [{"type": "fact", "title": "Alice works for Brandt Logistik"}]}
+    gateway = ScriptedGateway(
+        settings, Transient("every profile failed for task 'extraction'"), invalid, invalid, works
+    )
+    extraction = Extraction(uow, load_rules(settings), types, chat_extractor=ChatExtractor(uow, gateway, types))  # type: ignore[arg-type]
+
+    def stored() -> dict[str, Any]:
+        return {o.key or str(o.id): o for o in uow.data(tenant).observations.values()}
+
+    def announced() -> list[str]:
+        return [m.headers.get("ce-type", "") for m in uow.bus.stored]  # type: ignore[attr-defined]
+
+    # the model is down: the event is retried, and the user's turn is memory already
+    [outcome] = await deliver(extraction, event)
+    assert isinstance(outcome, Transient)
+    units = {k: o for k, o in stored().items() if is_unit_key(k)}
+    (turn,) = [o for k, o in units.items() if k.startswith("turn:") and o.provenance.chat_message_id == user_msg]
+    assert "Brandt Logistik" in turn.narrative and (turn.user_id, turn.scope) == ("alice", "private")
+    assert not [k for k in stored() if not is_unit_key(k)]  # nothing extracted
+    first = len(announced())
+    assert first >= len(units) > 0
+    revisions = {k: o.updated_at for k, o in units.items()}
+
+    # redelivered: the model answers invalid output twice, the event is dead-lettered; the units stay
+    [outcome] = await deliver(extraction, event)
+    assert isinstance(outcome, InvalidEvent) and "invalid twice" in str(outcome)
+    assert {k: o.updated_at for k, o in stored().items() if is_unit_key(k)} == revisions
+    assert len(announced()) == first  # unchanged units announce nothing
+
+    # the dead letter replayed after the fix: extraction succeeds, the units are the same revisions
+    [outcome] = await deliver(extraction, event)
+    assert outcome is None and gateway.calls == 4
+    assert "Alice works for Brandt Logistik" in [o.title for k, o in stored().items() if not is_unit_key(k)]
+    assert {k: o.updated_at for k, o in stored().items() if is_unit_key(k)} == revisions
+
+    # the user is erased while the model is called: their units are not written on the failure
+    said = "My new address is Hafenstrasse 3."
+    chat_id, session_id, answer = await chat_turn(uow, tenant, said)
+    user_msg = next(m.id for m in uow.data(tenant).messages.values() if m.role == "user" and m.session_id == session_id)
+    completed = ChatTurnCompleted(
+        chat_id=chat_id,
+        session_id=session_id,
+        user_message_id=user_msg,
+        assistant_message_id=answer,
+        user_message=said,
+        assistant_message="Noted.",
+    )
+    event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+
+    class ErasedMeanwhile(ScriptedGateway):
+        async def complete(self, task: str, build: Any, priority: Any = None) -> Any:
+            uow.data(tenant).erasures["alice"] = datetime.now(UTC) + timedelta(minutes=1)
+            return await super().complete(task, build, priority)
+
+    before = set(stored())
+    erasing = ChatExtractor(uow, ErasedMeanwhile(settings, Transient("down")), types)  # type: ignore[arg-type]
+    [outcome] = await deliver(Extraction(uow, load_rules(settings), types, chat_extractor=erasing), event)
+    assert isinstance(outcome, Transient) and set(stored()) == before
