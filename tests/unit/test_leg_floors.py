@@ -108,3 +108,19 @@ def test_scored_hits_leave_a_list_alone_in_other_modes_and_a_low_priority_first_
     p = plan(lexical=both[1:], vector=["answer", "note-0", *both[1:]])
     titles = [h.observation.title for h in scored_hits(p, found, NOW)]
     assert titles.index("note-0") <= 2
+
+
+def test_a_lists_first_statement_holds_its_turn() -> None:
+    """A list's first hit on a statement unit holds the turn it belongs to (hits are turns)."""
+
+    def unit(key: str, turn: str) -> Any:
+        return obs(title=key, key=key, provenance={"source_event_id": f"chat#{turn}"})
+
+    notes = [f"note-{n}" for n in range(5)]
+    found = {i: obs(title=i) for i in notes}
+    found["turn"] = unit("turn:chat:D3:1", "D3:1")  # BM25 finds the turn's context, late
+    found["said"] = unit("unit:statement:chat:D3:1:0", "D3:1")  # kNN finds what was said, first
+    p = plan(lexical=[*notes, "turn"], vector=["said", *notes])
+    hits = scored_hits(p, found, NOW)
+    titles = [h.observation.title for h in hits]
+    assert "turn:chat:D3:1" in titles[:3] and "unit:statement:chat:D3:1:0" not in titles  # one place, the turn's

@@ -6,6 +6,7 @@ near-duplicate statements first (`recency`)."""
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
@@ -13,7 +14,7 @@ from datetime import datetime
 from engram.domain.dates import mentioned_dates
 from engram.domain.facts import content_tokens
 from engram.domain.language import language_of
-from engram.domain.memory_units import UnitKind, turn_of, unit_ref
+from engram.domain.memory_units import UnitKind, turn_of, unit_ref, unit_refs
 from engram.domain.observation import Observation
 from engram.domain.ranking import (
     RRF_K,
@@ -82,48 +83,58 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
         )
     turns = as_turns(hits)
     if hybrid and plan.lexical and plan.vector:
+        key = turn_keys([obs for _, obs in visible])
         # across languages a BM25 rank does not count (the gate), so it holds no floor either
         lexical = [(f, obs) for f, obs in visible if f.lexical_rank and gate.get(f.id, 1.0) == 1.0]
         vector = [(f, obs) for f, obs in visible if f.vector_rank]
-        turns = floored(
-            turns,
-            [
-                leg_order(lexical, lambda f: f.lexical_rank, own, query.stream_origin),
-                leg_order(vector, lambda f: f.vector_rank, own, query.stream_origin),
-            ],
-        )
+        legs = [
+            leg_order(lexical, lambda f: f.lexical_rank, own, key),
+            leg_order(vector, lambda f: f.vector_rank, own, key),
+        ]
+        turns = floored(turns, legs, key)
     turns = turns[: query.limit]
     return later_statements_first(turns, hits, plan) if hybrid and plan.vectors else turns
+
+
+def turn_keys(observations: Sequence[Observation]) -> dict[uuid.UUID, Hashable]:
+    """What each candidate stands for among the hits (`as_turns`): its turn for a turn or statement
+    unit, and for an extracted observation whose message a turn unit among them holds; else itself."""
+    return {
+        obs.id: (ref.conversation_id, ref.turns[0]) if ref is not None and ref.single and ref.turns else obs.id
+        for obs, ref in zip(observations, unit_refs(observations), strict=True)
+    }
 
 
 def leg_order(
     candidates: Sequence[tuple[Fused, Observation]],
     rank: Callable[[Fused], int | None],
     own: dict[str, dict[str, float]],
-    stream: str | None,
+    key: dict[uuid.UUID, Hashable],
 ) -> list[Hashable]:
     """One list's candidates as turns, best first, as the fusion would rank them had only this list
     found them: the rank's RRF share times the candidate's boosts (its own, and the session,
-    date and tag support of hybrid recall; not the language gate), units as turns.
+    date and tag support of hybrid recall; not the language gate), a turn at its best unit.
 
     The boosts count: with each list's raw order (or a one-mode search's, without the support),
     the floors overrode what the date, name and session a question gives say about its list's
     head; LoCoMo dev hybrid recall@5 fell 0.678 -> 0.654, while with them it rose to 0.697."""
-    hits = [
-        SearchHit(obs, boosted(1.0 / (RRF_K + (rank(f) or 0)), own[f.id]), f.lexical_rank, f.vector_rank, {}, stream)
-        for f, obs in candidates
-    ]
-    return [turn_of(h.observation) for h in as_turns(hits)]
+    scored = sorted(
+        ((boosted(1.0 / (RRF_K + (rank(f) or 0)), own[f.id]), n, obs.id) for n, (f, obs) in enumerate(candidates)),
+        key=lambda entry: (-entry[0], entry[1]),
+    )
+    return list(dict.fromkeys(key[obs_id] for _, _, obs_id in scored))
 
 
-def floored(turns: list[SearchHit], legs: Sequence[Sequence[Hashable]]) -> list[SearchHit]:
+def floored(
+    turns: list[SearchHit], legs: Sequence[Sequence[Hashable]], key: dict[uuid.UUID, Hashable]
+) -> list[SearchHit]:
     """`turns` reordered by `ranking.with_leg_floors`. A hit moved up scores between its new
     neighbours, so the order still follows the scores; its `floor` boost is the new score over
     the old one, so the named boosts still multiply up to the score."""
-    by_key = {turn_of(t.observation): t for t in turns}
+    by_key = {key.get(t.observation.id, t.observation.id): t for t in turns}
     if len(by_key) < len(turns):  # two hits of one turn (cannot happen after `as_turns`): leave as is
         return turns
-    order = [by_key[key] for key in with_leg_floors(list(by_key), legs)]
+    order = [by_key[k] for k in with_leg_floors(list(by_key), legs)]
     out: list[SearchHit] = []
     for i, hit in enumerate(order):
         after = max((h.score for h in order[i + 1 :]), default=None)
