@@ -379,9 +379,12 @@ def test_functions_connect_as_their_own_bus_user(rendered: dict[str, Docs]) -> N
 
 @pytest.mark.parametrize("overlay", manifests.OVERLAYS)
 def test_postgres_reads_ahead_as_the_embedded_default(rendered: dict[str, Docs], overlay: str) -> None:
-    """The read-ahead measured in bench/RESULTS.md (cold tenants) reaches every deployed
-    PostgreSQL: the CloudNativePG Cluster's parameters (prod), the StatefulSet's flags (dev)."""
-    from engram.development.embedded import IO_SETTINGS
+    """The read-ahead measured in bench/RESULTS.md (cold tenants) and the autoprewarm worker
+    (restarts) reach every deployed PostgreSQL: the CloudNativePG Cluster's parameters and
+    preloaded libraries (prod), the StatefulSet's flags (dev)."""
+    from engram.development.embedded import BUFFER_SETTINGS, IO_SETTINGS
+
+    assert BUFFER_SETTINGS == {"shared_preload_libraries": "pg_prewarm"}
 
     docs = rendered[overlay]
     clusters = [d for d in docs if d.get("kind") == "Cluster" and d["apiVersion"].startswith("postgresql.cnpg.io")]
@@ -390,7 +393,8 @@ def test_postgres_reads_ahead_as_the_embedded_default(rendered: dict[str, Docs],
     for cluster in clusters:
         parameters = cluster["spec"]["postgresql"]["parameters"]
         assert {k: parameters.get(k) for k in IO_SETTINGS} == IO_SETTINGS
+        assert "pg_prewarm" in cluster["spec"]["postgresql"].get("shared_preload_libraries", [])
     for stateful in sets:
         args = next(c for c in stateful["spec"]["template"]["spec"]["containers"] if c["name"] == "postgres")["args"]
         flags = dict(v.split("=", 1) for k, v in itertools.pairwise(args) if k == "-c")
-        assert {k: flags.get(k) for k in IO_SETTINGS} == IO_SETTINGS
+        assert {k: flags.get(k) for k in IO_SETTINGS | BUFFER_SETTINGS} == IO_SETTINGS | BUFFER_SETTINGS

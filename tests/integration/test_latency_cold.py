@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from engram.adapters.embedders import E5Embedder
 from engram.adapters.migrations import migrate
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
-from engram.development.embedded import IO_SETTINGS, EmbeddedPostgres
+from engram.development.embedded import BUFFER_SETTINGS, IO_SETTINGS, EmbeddedPostgres
 from engram.services.recall import RecallService
 
 
@@ -30,6 +31,52 @@ async def test_embedded_postgres_reads_ahead_with_engram_settings(tmp_path: Path
         pg.stop()
     assert shown == IO_SETTINGS
     assert IO_SETTINGS == {"effective_io_concurrency": "64", "io_workers": "8"}
+
+
+async def test_embedded_postgres_reads_its_buffers_back_after_a_restart(tmp_path: Path) -> None:
+    """pg_prewarm is preloaded: its autoprewarm worker writes the list of pages in shared_buffers
+    at shutdown, and a restarted server reads those pages back."""
+    data = tmp_path / "pg"
+    pg = EmbeddedPostgres(data).start()
+    try:
+        db = await Database.connect(pg.url, max_size=1)
+        try:
+            async with db.pool.acquire() as conn:
+                preloaded = await conn.fetchval("SHOW shared_preload_libraries")
+                assert preloaded == BUFFER_SETTINGS["shared_preload_libraries"]
+                await conn.execute(
+                    "CREATE TABLE warm AS SELECT g AS id, repeat('x', 500) AS pad FROM generate_series(1, 5000) g"
+                )
+                await conn.fetchval("SELECT count(*) FROM warm")
+        finally:
+            await db.close()
+    finally:
+        pg.stop()
+    blocks = data / "pgdata" / "autoprewarm.blocks"
+    assert blocks.exists() and len(blocks.read_text().splitlines()) > 100  # the table's pages among them
+    pg = EmbeddedPostgres(data).start()
+    try:
+        db = await Database.connect(pg.url, max_size=1)
+        try:
+            async with db.pool.acquire() as conn:
+
+                async def cached() -> int:
+                    return int(
+                        await conn.fetchval(
+                            "SELECT count(*) FROM pg_buffercache WHERE relfilenode = pg_relation_filenode('warm')"
+                        )
+                    )
+
+                await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+                for _ in range(100):  # the worker reads them back in the background
+                    if await cached() > 100:
+                        break
+                    await asyncio.sleep(0.1)
+                assert await cached() > 100
+        finally:
+            await db.close()
+    finally:
+        pg.stop()
 
 
 async def test_cold_tenants_are_measured_under_both_settings(tmp_path: Path) -> None:

@@ -105,6 +105,12 @@ def _ensure_pg_user() -> None:
 # tenant its first question waited 1.55x longer with the defaults (bench/RESULTS.md,
 # `## recall_latency`, cold tenants). The Kubernetes manifests set the same.
 IO_SETTINGS: dict[str, str] = {"effective_io_concurrency": "64", "io_workers": "8"}
+# pg_prewarm's autoprewarm worker records which pages are in shared_buffers (every 300 s and at
+# shutdown) and reads them back after a restart. Without it, the first questions to a 1M tenant
+# after a restart read its HNSW graph (1.1 GB) into shared_buffers page by page: recall c1 p95
+# 27.5-36.5 ms against 17.4-17.8 ms warm; with it 17.5-18.5 ms on that first pass
+# (bench/RESULTS.md, `## recall_latency`, restarts). The Kubernetes manifests preload it too.
+BUFFER_SETTINGS: dict[str, str] = {"shared_preload_libraries": "pg_prewarm"}
 
 
 @dataclass
@@ -197,8 +203,12 @@ class EmbeddedPostgres:
                 "full_page_writes=off",
                 "-c",
                 "max_wal_size=2GB",
-                # the caller's settings (benchmarks) win over the read-ahead defaults
-                *[arg for name, value in {**IO_SETTINGS, **self.settings}.items() for arg in ("-c", f"{name}={value}")],
+                # the caller's settings (benchmarks) win over the read-ahead and buffer defaults
+                *[
+                    arg
+                    for name, value in {**IO_SETTINGS, **BUFFER_SETTINGS, **self.settings}.items()
+                    for arg in ("-c", f"{name}={value}")
+                ],
             ],
             stdout=log_file,
             stderr=subprocess.STDOUT,

@@ -91,7 +91,7 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
             leg_order(lexical, lambda f: f.lexical_rank, own, key),
             leg_order(vector, lambda f: f.vector_rank, own, key),
         ]
-        turns = floored(turns, legs, key)
+        turns = floored(turns, legs, key)  # newer_first below may still put a later statement above one
     turns = turns[: query.limit]
     return later_statements_first(turns, hits, plan) if hybrid and plan.vectors else turns
 
