@@ -202,6 +202,23 @@ async def chat_turn(uow: InMemoryUnitOfWork, tenant: str, user_text: str) -> tup
     return chat_id, session.id, answer
 
 
+async def turn_event(uow: InMemoryUnitOfWork, tenant: str, said: str) -> tuple[CloudEvent, uuid.UUID]:
+    """A stored turn (`chat_turn`) and the `chat.turn.completed` event chat-turn publishes for it,
+    with the user's message id (the units of the turn cite it)."""
+    chat_id, session_id, answer = await chat_turn(uow, tenant, said)
+    user_msg = next(m.id for m in uow.data(tenant).messages.values() if m.role == "user" and m.session_id == session_id)
+    completed = ChatTurnCompleted(
+        chat_id=chat_id,
+        session_id=session_id,
+        user_message_id=user_msg,
+        assistant_message_id=answer,
+        user_message=said,
+        assistant_message="Noted.",
+    )
+    event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+    return event, user_msg
+
+
 async def test_a_chat_turn_is_extracted_offline_and_its_trace_says_done(
     extraction: Extraction, uow: InMemoryUnitOfWork, tenant: str
 ) -> None:
@@ -401,17 +418,7 @@ async def test_a_turns_units_are_kept_while_the_model_is_down_or_its_output_is_i
     writes them again unchanged (no new revision, no second announcement)."""
     types = settings.engram_observation_types
     said = "By the way, I switched jobs: I work for Brandt Logistik now."
-    chat_id, session_id, answer = await chat_turn(uow, tenant, said)
-    user_msg = next(m.id for m in uow.data(tenant).messages.values() if m.role == "user" and m.session_id == session_id)
-    completed = ChatTurnCompleted(
-        chat_id=chat_id,
-        session_id=session_id,
-        user_message_id=user_msg,
-        assistant_message_id=answer,
-        user_message=said,
-        assistant_message="Noted.",
-    )
-    event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+    event, user_msg = await turn_event(uow, tenant, said)
     invalid = {"observations": [{"type": "fact", "title": ""}]}
     works = {"observations": [{"type": "fact", "title": "Alice works for Brandt Logistik"}]}
     gateway = ScriptedGateway(
@@ -450,17 +457,7 @@ async def test_a_turns_units_are_kept_while_the_model_is_down_or_its_output_is_i
 
     # the user is erased while the model is called: their units are not written on the failure
     said = "My new address is Hafenstrasse 3."
-    chat_id, session_id, answer = await chat_turn(uow, tenant, said)
-    user_msg = next(m.id for m in uow.data(tenant).messages.values() if m.role == "user" and m.session_id == session_id)
-    completed = ChatTurnCompleted(
-        chat_id=chat_id,
-        session_id=session_id,
-        user_message_id=user_msg,
-        assistant_message_id=answer,
-        user_message=said,
-        assistant_message="Noted.",
-    )
-    event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+    event, user_msg = await turn_event(uow, tenant, said)
 
     class ErasedMeanwhile(ScriptedGateway):
         async def complete(self, task: str, build: Any, priority: Any = None) -> Any:
