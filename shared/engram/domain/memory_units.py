@@ -23,6 +23,7 @@ candidate stays a hit of its own; a session unit supports its session's turns on
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -130,7 +131,17 @@ def embedded_by_title(obs: Observation) -> bool:
 
 def turn_of(obs: Observation) -> Hashable:
     """What a hit stands for: its turn for a turn or statement unit, else the observation."""
-    ref = unit_ref(obs)
+    return _stands_for(obs, unit_ref(obs))
+
+
+def turn_keys(observations: Sequence[Observation]) -> dict[uuid.UUID, Hashable]:
+    """`turn_of` of each of a recall's candidates, read as `unit_refs` reads them together: an
+    extracted observation whose message a turn unit among them holds stands for that turn too,
+    as it does among the hits (`collapse`)."""
+    return {obs.id: _stands_for(obs, ref) for obs, ref in zip(observations, unit_refs(observations), strict=True)}
+
+
+def _stands_for(obs: Observation, ref: UnitRef | None) -> Hashable:
     return (ref.conversation_id, ref.turns[0]) if ref is not None and ref.single and ref.turns else obs.id
 
 

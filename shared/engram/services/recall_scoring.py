@@ -14,7 +14,7 @@ from datetime import datetime
 from engram.domain.dates import mentioned_dates
 from engram.domain.facts import content_tokens
 from engram.domain.language import language_of
-from engram.domain.memory_units import UnitKind, turn_of, unit_ref, unit_refs
+from engram.domain.memory_units import UnitKind, turn_keys, turn_of, unit_ref
 from engram.domain.observation import Observation
 from engram.domain.ranking import (
     RRF_K,
@@ -96,15 +96,6 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
     return later_statements_first(turns, hits, plan) if hybrid and plan.vectors else turns
 
 
-def turn_keys(observations: Sequence[Observation]) -> dict[uuid.UUID, Hashable]:
-    """What each candidate stands for among the hits (`as_turns`): its turn for a turn or statement
-    unit, and for an extracted observation whose message a turn unit among them holds; else itself."""
-    return {
-        obs.id: (ref.conversation_id, ref.turns[0]) if ref is not None and ref.single and ref.turns else obs.id
-        for obs, ref in zip(observations, unit_refs(observations), strict=True)
-    }
-
-
 def leg_order(
     candidates: Sequence[tuple[Fused, Observation]],
     rank: Callable[[Fused], int | None],
@@ -118,11 +109,13 @@ def leg_order(
     The boosts count: with each list's raw order (or a one-mode search's, without the support),
     the floors overrode what the date, name and session a question gives say about its list's
     head; LoCoMo dev hybrid recall@5 fell 0.678 -> 0.654, while with them it rose to 0.697."""
-    scored = sorted(
-        ((boosted(1.0 / (RRF_K + (rank(f) or 0)), own[f.id]), n, obs.id) for n, (f, obs) in enumerate(candidates)),
-        key=lambda entry: (-entry[0], entry[1]),
-    )
-    return list(dict.fromkeys(key[obs_id] for _, _, obs_id in scored))
+
+    def score(candidate: tuple[Fused, Observation]) -> float:
+        f = candidate[0]
+        return boosted(1.0 / (RRF_K + (rank(f) or 0)), own[f.id])
+
+    # a stable sort: equal scores keep the fused order
+    return list(dict.fromkeys(key[obs.id] for _, obs in sorted(candidates, key=score, reverse=True)))
 
 
 def floored(

@@ -202,9 +202,9 @@ async def chat_turn(uow: InMemoryUnitOfWork, tenant: str, user_text: str) -> tup
     return chat_id, session.id, answer
 
 
-async def turn_event(uow: InMemoryUnitOfWork, tenant: str, said: str) -> tuple[CloudEvent, uuid.UUID]:
+async def turn_event(uow: InMemoryUnitOfWork, tenant: str, said: str) -> tuple[CloudEvent, ChatTurnCompleted]:
     """A stored turn (`chat_turn`) and the `chat.turn.completed` event chat-turn publishes for it,
-    with the user's message id (the units of the turn cite it)."""
+    with its data (the user's message id, which the turn's units cite, and the session)."""
     chat_id, session_id, answer = await chat_turn(uow, tenant, said)
     user_msg = next(m.id for m in uow.data(tenant).messages.values() if m.role == "user" and m.session_id == session_id)
     completed = ChatTurnCompleted(
@@ -216,7 +216,7 @@ async def turn_event(uow: InMemoryUnitOfWork, tenant: str, said: str) -> tuple[C
         assistant_message="Noted.",
     )
     event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
-    return event, user_msg
+    return event, completed
 
 
 async def test_a_chat_turn_is_extracted_offline_and_its_trace_says_done(
@@ -371,20 +371,10 @@ async def test_a_completed_turn_is_memory_at_once_and_the_sessions_end_rewrites_
     assert reports(uow, tenant)[-1]["units"] == 0
 
     quiet = Extraction(uow, rules, types, chat_extractor=ChatExtractor(uow, gateway, types, chat_units=False))
-    other_chat, other_session, answer = await chat_turn(uow, tenant, "I moved to Hamburg last spring.")
-    said = next(m.id for m in uow.data(tenant).messages.values() if m.session_id == other_session and m.role == "user")
-    completed = ChatTurnCompleted(
-        chat_id=other_chat,
-        session_id=other_session,
-        user_message_id=said,
-        assistant_message_id=answer,
-        user_message="I moved to Hamburg last spring.",
-        assistant_message="Noted.",
-    )
-    event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/t", user_id="alice")
+    event, other = await turn_event(uow, tenant, "I moved to Hamburg last spring.")
     assert await deliver(quiet, event) == [None]
     stored = uow.data(tenant).observations.values()
-    assert not [o for o in stored if o.provenance.session_id == other_session and is_unit_key(o.key)]
+    assert not [o for o in stored if o.provenance.session_id == other.session_id and is_unit_key(o.key)]
 
 
 class ScriptedGateway:
@@ -418,7 +408,8 @@ async def test_a_turns_units_are_kept_while_the_model_is_down_or_its_output_is_i
     writes them again unchanged (no new revision, no second announcement)."""
     types = settings.engram_observation_types
     said = "By the way, I switched jobs: I work for Brandt Logistik now."
-    event, user_msg = await turn_event(uow, tenant, said)
+    event, completed = await turn_event(uow, tenant, said)
+    user_msg = completed.user_message_id
     invalid = {"observations": [{"type": "fact", "title": ""}]}
     works = {"observations": [{"type": "fact", "title": "Alice works for Brandt Logistik"}]}
     gateway = ScriptedGateway(
@@ -457,7 +448,8 @@ async def test_a_turns_units_are_kept_while_the_model_is_down_or_its_output_is_i
 
     # the user is erased while the model is called: their units are not written on the failure
     said = "My new address is Hafenstrasse 3."
-    event, user_msg = await turn_event(uow, tenant, said)
+    event, completed = await turn_event(uow, tenant, said)
+    user_msg = completed.user_message_id
 
     class ErasedMeanwhile(ScriptedGateway):
         async def complete(self, task: str, build: Any, priority: Any = None) -> Any:
