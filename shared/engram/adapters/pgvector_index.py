@@ -197,14 +197,19 @@ class PgVectorIndex:
         """Write the documents; the tenant's document count afterwards."""
         ids = [doc.observation_id for doc in documents]
         # two workers indexing one observation at once take turns (FOR UPDATE locks only rows
-        # that exist: both would insert a new entry); in id order, so they never deadlock
+        # that exist: both would insert a new entry); in id order, so they never deadlock. The
+        # locks come in a statement of their own: a statement that waited for them inside
+        # itself would read with the snapshot it started with, miss the entries the other
+        # worker committed meanwhile, and let an older revision replace a newer one
+        await conn.execute(
+            "SELECT count(pg_advisory_xact_lock(hashtextextended(i::text, 0)))"
+            " FROM (SELECT i FROM unnest($1::uuid[]) AS i ORDER BY i) ordered",
+            ids,
+        )
         existing = {
             str(r["observation_id"]): r["revision"]
             for r in await conn.fetch(
-                "WITH locked AS (SELECT pg_advisory_xact_lock(hashtextextended(i::text, 0))"
-                " FROM (SELECT i FROM unnest($1::uuid[]) AS i ORDER BY i) ordered)"
-                " SELECT observation_id, revision FROM search_documents"
-                " WHERE observation_id = ANY($1::uuid[]) AND (SELECT count(*) FROM locked) >= 0 FOR UPDATE",
+                "SELECT observation_id, revision FROM search_documents WHERE observation_id = ANY($1::uuid[]) FOR UPDATE",
                 ids,
             )
         }
