@@ -3,7 +3,10 @@
 `--sizes 1k,10k,100k,1m`: one tenant per size, filled with generated German and English
 observations from 40 users in 6 teams, with private, team, public, tenant-wide and sensitive
 scopes. `--tenants N`: besides them, N tenants of 1k-10k observations each (log-uniform, the
-first n the same for any N), their rows interleaved the way a shared database fills up.
+first n the same for any N), their rows interleaved the way a shared database fills up;
+a tenant over the exact-scan threshold gets its graph before its rows (filled row by row, as
+embed-index does), or with `--graphs-after-load` once its group of 100 tenants is loaded
+(one build each, as a restore would: 2.5x faster to load).
 Corpora are loaded with COPY and indexed by the pgvector adapter's own SQL
 (`bench.latency_corpus`); vectors come from the fast 64-dim static model, lifted to the
 default embedder's width (384) by a fixed random projection, so a million loads in minutes on
@@ -301,8 +304,12 @@ async def loaded_count(db: Database, tenant: str) -> int:
         )
 
 
-async def load(db: Database, index: PgVectorIndex, plan: dict[str, int], *, interleave: bool) -> float:
-    """Load what is missing of `plan` (tenant -> observations) with COPY; seconds taken."""
+async def load(
+    db: Database, index: PgVectorIndex, plan: dict[str, int], *, interleave: bool, graphs_after: bool = False
+) -> float:
+    """Load what is missing of `plan` (tenant -> observations) with COPY; seconds taken.
+    `graphs_after`: every tenant's graph is built once its group's rows are in (as a restore
+    would), not filled row by row; 2.5x faster for many small tenants."""
     missing = {t: n for t, n in plan.items() if await loaded_count(db, t) != n}
     if not missing:
         for tenant, n in plan.items():  # a graph an interrupted run left unbuilt
@@ -318,8 +325,9 @@ async def load(db: Database, index: PgVectorIndex, plan: dict[str, int], *, inte
         await conn.execute("DELETE FROM observations WHERE tenant_id = ANY($1::text[])", list(missing), timeout=LONG)
     # graphs of small tenants before their rows (filled one vector at a time, as embed-index
     # does; an index build scans the whole table), of large ones after (one build)
+    after = index.exact_below if graphs_after else GRAPH_AFTER_LOAD
     for tenant, n in missing.items():
-        if index.exact_below <= n < GRAPH_AFTER_LOAD:
+        if index.exact_below <= n < after:
             assert await index.ensure_graph(tenant), tenant
     embedder = ProjectedStatic(index.dimensions)
     names = list(missing)
@@ -333,11 +341,12 @@ async def load(db: Database, index: PgVectorIndex, plan: dict[str, int], *, inte
         else:
             chunks = itertools.chain.from_iterable(single(t, n, SEED, drafts) for t, n in part.items())
         await bulk_load(db, chunks, total, embedder.embed_passages, index.dimensions, log=console.print)
-    for tenant, n in missing.items():
-        if n >= GRAPH_AFTER_LOAD:
-            t0 = time.perf_counter()
-            assert await index.ensure_graph(tenant), tenant
-            console.print(f"  {tenant}: graph built in {time.perf_counter() - t0:.0f} s")
+        t0 = time.perf_counter()
+        built = [t for t, n in part.items() if n >= after]
+        for tenant in built:
+            assert await index.ensure_graph(tenant, concurrently=False), tenant
+        if built:
+            console.print(f"  {len(built)} graph(s) built in {time.perf_counter() - t0:.0f} s")
     async with db.pool.acquire() as conn:  # VACUUM cannot run inside a transaction
         for table in ("observations", "search_documents", "search_terms", "search_term_stats"):
             await conn.execute(f"VACUUM ANALYZE {table}", timeout=LONG)
@@ -718,7 +727,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             singles = {f"latency-{label(n)}": n for n in args.sizes}
             many = many_sizes(args.tenants) if args.tenants else {}
             figures["load_seconds"] = round(await load(db, index, singles, interleave=False), 1)
-            figures["many.load_seconds"] = round(await load(db, index, many, interleave=True), 1)
+            loaded = await load(db, index, many, interleave=True, graphs_after=args.graphs_after_load)
+            figures["many.load_seconds"] = round(loaded, 1)
             figures.update({f"storage.{k}": v for k, v in (await storage(db)).items()})
             if args.load_only:
                 return figures
@@ -811,6 +821,11 @@ def main(argv: list[str] | None = None) -> int:
         "--database-url", default=None, help="a running, migrated PostgreSQL instead of the state's own"
     )
     parser.add_argument("--load-only", action="store_true", help="load the corpora, measure nothing")
+    parser.add_argument(
+        "--graphs-after-load",
+        action="store_true",
+        help="build each of the --tenants' graphs after its rows (as a restore would) instead of filling it row by row",
+    )
     parser.add_argument(
         "--recall-only", action="store_true", help="skip the kNN-alone and time-to-searchable measurements"
     )

@@ -54,3 +54,21 @@ async def test_migration_gives_large_tenants_their_graph(db: Any, tenant: str, o
         async with db.system() as conn:
             await conn.execute("DELETE FROM observations WHERE tenant_id = ANY($1::text[])", [tenant, other_tenant])
         await PgVectorIndex(db, DIMS).drop_graph(tenant)
+
+
+async def test_a_bulk_import_builds_the_graph_in_one_scan(db: Any, tenant: str, other_tenant: str) -> None:
+    async with db.system() as conn:
+        await conn.execute(FILL, tenant, 400)
+        await conn.execute(FILL, other_tenant, 400)
+    index = PgVectorIndex(db, DIMS, exact_below=300)
+    try:
+        assert await index.ensure_graph(tenant, concurrently=False)
+        assert await graphs_of(db, tenant, other_tenant) == {tenant: True}
+        async with db.tenant(tenant) as conn:
+            assert not (await index.prepare(conn, tenant, 10)).exact
+        async with db.tenant(other_tenant) as conn:  # the other tenant has no graph yet: scanned exactly
+            assert (await index.prepare(conn, other_tenant, 10)).exact
+    finally:
+        async with db.system() as conn:
+            await conn.execute("DELETE FROM observations WHERE tenant_id = ANY($1::text[])", [tenant, other_tenant])
+        await index.drop_graph(tenant)

@@ -133,10 +133,12 @@ class PgVectorIndex:
         self._graphs: set[str] = set()  # tenants whose graph this process saw valid
         self._graph_failed: dict[str, float] = {}  # tenant -> monotonic time of a failed build
 
-    async def ensure_graph(self, tenant_id: str) -> bool:
+    async def ensure_graph(self, tenant_id: str, *, concurrently: bool = True) -> bool:
         """The tenant's own HNSW index, built if it is missing (or left invalid by a failed
         concurrent build). Writers of other tenants are not blocked; a build that cannot get
-        its locks in `GRAPH_LOCK_TIMEOUT` is given up and tried again after a minute."""
+        its locks in `GRAPH_LOCK_TIMEOUT` is given up and tried again after a minute.
+        `concurrently=False` is for a bulk import no one writes beside: one scan of the table
+        instead of two, while writes to `search_documents` wait."""
         if tenant_id in self._graphs:
             return True
         failed = self._graph_failed.get(tenant_id)
@@ -152,8 +154,9 @@ class PgVectorIndex:
                     # a build takes as long as the tenant is large: not the pool's command timeout
                     if valid is not None:
                         await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}", timeout=GRAPH_BUILD_SECONDS)
+                    how = "CONCURRENTLY " if concurrently else ""
                     await conn.execute(
-                        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON search_documents"
+                        f"CREATE INDEX {how}IF NOT EXISTS {name} ON search_documents"
                         f" USING hnsw ((embedding::halfvec({d})) halfvec_cosine_ops)"
                         f" WHERE tenant_id = {literal} AND dims = {d}",
                         timeout=GRAPH_BUILD_SECONDS,
@@ -209,7 +212,8 @@ class PgVectorIndex:
         existing = {
             str(r["observation_id"]): r["revision"]
             for r in await conn.fetch(
-                "SELECT observation_id, revision FROM search_documents WHERE observation_id = ANY($1::uuid[]) FOR UPDATE",
+                "SELECT observation_id, revision FROM search_documents"
+                " WHERE observation_id = ANY($1::uuid[]) FOR UPDATE",
                 ids,
             )
         }
