@@ -1,19 +1,24 @@
 """Cold tenants for `python -m bench.recall_latency --cold N`: the first question to a tenant
-none of whose pages are in memory, and PostgreSQL's read-ahead settings compared on it.
+none of whose pages are in memory, and what PostgreSQL and the index do about it compared.
 
 A database of many mostly idle tenants does not keep them all in memory: the first question
 to an idle tenant reads its rows, postings and hits from disk. For each of N tenants (a fixed
-random choice) and each setting of `SETTINGS`: PostgreSQL is stopped, the page cache dropped
+random choice) and each variant of `VARIANTS`: PostgreSQL is stopped, the page cache dropped
 (`sync; echo 3 > /proc/sys/vm/drop_caches`, root only: otherwise the figures say so and hold
 only for PostgreSQL's own buffers), PostgreSQL started with that setting, one recall to an
 empty tenant loads the catalogues (a running server has them), and then the tenant's first
 question is timed (query embedding included), then a second one, warm, as the baseline of the
-same restart. The settings alternate per tenant, so the machine's noise falls on both alike.
+same restart. The variants alternate per tenant, so the machine's noise falls on all alike.
 
-What is compared: PostgreSQL 18 reads the pages of a bitmap heap scan (the plan of a small
-tenant's exact kNN scan) through a read stream, with up to `effective_io_concurrency` reads
-in flight, carried out by `io_workers` processes (io_method=worker). The defaults are 16 and
-3; `engram.development.embedded.IO_SETTINGS` and the Kubernetes manifests set 64 and 8.
+What is compared (each variant is PostgreSQL settings and `PgVectorIndex` arguments):
+- `pg_default` against `engram`: PostgreSQL 18 reads the pages of a bitmap heap scan (the
+  plan of a small tenant's exact kNN scan) through a read stream, with up to
+  `effective_io_concurrency` reads in flight, carried out by `io_workers` processes
+  (io_method=worker). The defaults are 16 and 3; `engram.development.embedded.IO_SETTINGS`
+  and the Kubernetes manifests set 64 and 8.
+- `no_warming` against `engram`: a small tenant's graph read into shared_buffers at once
+  before its first search (`warm_blocks`, migration 0016) or, without it, page by page by the
+  search itself.
 """
 
 from __future__ import annotations
@@ -37,9 +42,11 @@ from engram.development.embedded import IO_SETTINGS, EmbeddedPostgres
 from engram.domain.recall import RecallQuery
 from engram.services.recall import RecallService
 
-SETTINGS: dict[str, dict[str, str]] = {
-    "pg_default": {"effective_io_concurrency": "16", "io_workers": "3"},
-    "engram": dict(IO_SETTINGS),
+# name -> (PostgreSQL settings, PgVectorIndex keyword arguments)
+VARIANTS: dict[str, tuple[dict[str, str], dict[str, int]]] = {
+    "pg_default": ({"effective_io_concurrency": "16", "io_workers": "3"}, {}),
+    "no_warming": (dict(IO_SETTINGS), {"warm_blocks": 0}),
+    "engram": (dict(IO_SETTINGS), {}),
 }
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 WARMUP_TENANT = "cold-warmup"  # no rows: its recall reads catalogues and index roots only
@@ -116,20 +123,21 @@ async def measure_cold(
     rng = random.Random(seed + 7)
     tenants = rng.sample(sorted(sizes), min(count, len(sizes)))
     base = dict(pg.settings)
-    cold: dict[str, list[float]] = {name: [] for name in SETTINGS}
-    warm: dict[str, list[float]] = {name: [] for name in SETTINGS}
+    cold: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    warm: dict[str, list[float]] = {name: [] for name in VARIANTS}
     phases: dict[str, list[float]] = {}
     dropped = True
     for i, tenant in enumerate(tenants):
-        names = list(SETTINGS) if i % 2 == 0 else list(reversed(SETTINGS))
+        names = list(VARIANTS) if i % 2 == 0 else list(reversed(VARIANTS))
         for name in names:
-            pg.settings = {**base, **SETTINGS[name]}
+            settings, arguments = VARIANTS[name]
+            pg.settings = {**base, **settings}
             dropped = (drop_page_cache() if drop_caches else False) and dropped
             pg.start()
             try:
                 db = await Database.connect(pg.url, max_size=2)
                 try:
-                    index = PgVectorIndex(db, embedder.dimensions, exact_below=exact_below)
+                    index = PgVectorIndex(db, embedder.dimensions, exact_below=exact_below, **arguments)
                     recall = RecallService(PgUnitOfWork(db, None), index, embedder, None)
                     asker = random.Random(seed + i)
                     await recall.search(principal_for(WARMUP_TENANT, asker), RecallQuery(text=texts[0], limit=10))
@@ -155,13 +163,14 @@ async def measure_cold(
         "cold.small_tenants": sum(1 for t in tenants if sizes[t] < exact_below),
         "cold.page_cache_dropped": dropped,
     }
-    for name in SETTINGS:
+    for name in VARIANTS:
         for kind, values in (("first", cold[name]), ("second", warm[name])):
             for metric, value in _summary(values).items():
                 figures[f"cold.{name}.{kind}.{metric}"] = value
     for key, values in sorted(phases.items()):
         figures[f"cold.phase.{key}.p50"] = round(statistics.median(values), 1)
-    figures["cold.ratio_p50_engram_to_default"] = round(
-        figures["cold.engram.first.p50"] / figures["cold.pg_default.first.p50"], 2
-    )
+    for other, label in (("pg_default", "default"), ("no_warming", "no_warming")):
+        figures[f"cold.ratio_p50_engram_to_{label}"] = round(
+            figures["cold.engram.first.p50"] / figures[f"cold.{other}.first.p50"], 2
+        )
     return figures

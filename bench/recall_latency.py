@@ -55,7 +55,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from bench.latency_cold import PHASES, SETTINGS, measure_cold
+from bench.latency_cold import PHASES, VARIANTS, measure_cold
 from bench.latency_corpus import LONG, bulk_load, interleaved, single
 from bench.locomo import CollectingBus
 from engram.adapters.embedders import E5Embedder, StaticEmbedder
@@ -794,17 +794,18 @@ def print_cold(figures: dict[str, Any]) -> None:
     table = Table(title=f"Cold tenants: first question after a restart, {dropped} (ms)")
     for col in ("settings", "question", "p50", "p95", "max"):
         table.add_column(col, justify="right")
-    for name in SETTINGS:
+    for name in VARIANTS:
         for kind in ("first", "second"):
             values = (str(figures[f"cold.{name}.{kind}.{m}"]) for m in ("p50", "p95", "max"))
             table.add_row(name, kind, *values)
     table.add_row("ratio", "first p50 engram / default", str(figures["cold.ratio_p50_engram_to_default"]), "", "")
+    table.add_row("ratio", "first p50 engram / no_warming", str(figures["cold.ratio_p50_engram_to_no_warming"]), "", "")
     Console().print(table)
     phases = Table(title="Cold tenants: median ms per phase (phases overlap)")
     names = (*PHASES.values(), "knn_exact", "knn_graph")  # the kNN of exact and graph tenants apart
     for col in ("settings", "question", *names):
         phases.add_column(col, justify="right")
-    for name in SETTINGS:
+    for name in VARIANTS:
         for kind in ("first", "second"):
             phases.add_row(name, kind, *(str(figures.get(f"cold.phase.{name}.{kind}.{p}.p50", "")) for p in names))
     Console().print(phases)

@@ -293,6 +293,7 @@ def build_index(settings: Settings, db: Database | None, dimensions: int) -> Sea
         dimensions,
         exact_below=settings.engram_pgvector_exact_below,
         postings_per_term=settings.engram_postings_per_term,
+        warm_blocks=settings.engram_pgvector_warm_blocks,
     )
 
 

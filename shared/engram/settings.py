@@ -59,6 +59,11 @@ class Settings(BaseSettings):
         ge=0,
         description="exact kNN and BM25 below this many docs (a tenant's own HNSW graph from there on)",
     )
+    engram_pgvector_warm_blocks: int = Field(
+        default=2_048,
+        ge=0,
+        description="a tenant graph of up to this many 8 kB pages is read at once before its first search (0: never)",
+    )
     engram_postings_per_term: int = Field(
         default=300, ge=10, le=100_000, description="BM25 postings per term, large tenants"
     )
