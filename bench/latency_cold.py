@@ -150,9 +150,12 @@ async def measure_cold(
                             into[name].append((time.perf_counter() - t0) * 1000)
                         for phase, ms in spent.items():
                             phases.setdefault(f"{name}.{kind}.{phase}", []).append(ms)
-                        # the kNN of tenants scanned exactly apart from those searched by graph
+                        # the kNN, `prepare` (a graph's warming) and the whole question of tenants
+                        # scanned exactly apart from those searched by graph
                         path = "exact" if sizes[tenant] < exact_below else "graph"
                         phases.setdefault(f"{name}.{kind}.knn_{path}", []).append(spent.get("knn", 0.0))
+                        phases.setdefault(f"{name}.{kind}.prepare_{path}", []).append(spent.get("prepare", 0.0))
+                        phases.setdefault(f"{name}.{kind}.total_{path}", []).append(into[name][-1])
                 finally:
                     await db.close()
             finally:

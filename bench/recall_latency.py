@@ -723,7 +723,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             embedder = E5Embedder()
             await embedder.embed_query("warm up")
-            index = PgVectorIndex(db, embedder.dimensions, exact_below=args.exact_below)
+            warming = {} if args.warm_blocks is None else {"warm_blocks": args.warm_blocks}
+            index = PgVectorIndex(db, embedder.dimensions, exact_below=args.exact_below, **warming)
             singles = {f"latency-{label(n)}": n for n in args.sizes}
             many = many_sizes(args.tenants) if args.tenants else {}
             figures["load_seconds"] = round(await load(db, index, singles, interleave=False), 1)
@@ -802,7 +803,8 @@ def print_cold(figures: dict[str, Any]) -> None:
     table.add_row("ratio", "first p50 engram / no_warming", str(figures["cold.ratio_p50_engram_to_no_warming"]), "", "")
     Console().print(table)
     phases = Table(title="Cold tenants: median ms per phase (phases overlap)")
-    names = (*PHASES.values(), "knn_exact", "knn_graph")  # the kNN of exact and graph tenants apart
+    # the kNN, the warming and the whole question of exact and graph tenants apart
+    names = (*PHASES.values(), "knn_exact", "knn_graph", "prepare_graph", "total_exact", "total_graph")
     for col in ("settings", "question", *names):
         phases.add_column(col, justify="right")
     for name in VARIANTS:
@@ -838,6 +840,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cold-only", action="store_true", help="with --cold: measure only the cold tenants")
     parser.add_argument("--exact-below", type=int, default=5_000, help="ENGRAM_PGVECTOR_EXACT_BELOW for the run")
+    parser.add_argument(
+        "--warm-blocks", type=int, default=None, help="ENGRAM_PGVECTOR_WARM_BLOCKS for the run (0: no graph warming)"
+    )
     parser.add_argument("--shared-buffers", default="2GB", help="PostgreSQL shared_buffers for the run")
     parser.add_argument("--maintenance-work-mem", default="2GB", help="for the graph builds")
     parser.add_argument(

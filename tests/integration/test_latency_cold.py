@@ -111,6 +111,9 @@ async def test_cold_tenants_are_measured_under_both_settings(tmp_path: Path) -> 
     small = figures["cold.small_tenants"]
     assert ("cold.phase.engram.first.knn_exact.p50" in figures) == (small > 0)
     assert ("cold.phase.engram.first.knn_graph.p50" in figures) == (small < figures["cold.tenants"])
+    for path, present in (("exact", small > 0), ("graph", small < figures["cold.tenants"])):
+        for part in ("prepare", "total"):
+            assert (f"cold.phase.engram.first.{part}_{path}.p50" in figures) == present
     assert getattr(RecallService._hydrate, "__wrapped__", None) is None  # timers removed
     for other, label in (("pg_default", "default"), ("no_warming", "no_warming")):
         ratio = figures["cold.engram.first.p50"] / figures[f"cold.{other}.first.p50"]
