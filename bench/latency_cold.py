@@ -5,7 +5,8 @@ A database of many mostly idle tenants does not keep them all in memory: the fir
 to an idle tenant reads its rows, postings and hits from disk. For each of N tenants (a fixed
 random choice) and each variant of `VARIANTS`: PostgreSQL is stopped, the page cache dropped
 (`sync; echo 3 > /proc/sys/vm/drop_caches`, root only: otherwise the figures say so and hold
-only for PostgreSQL's own buffers), PostgreSQL started with that setting, one recall to an
+only for PostgreSQL's own buffers), PostgreSQL started with that setting and without
+autoprewarm (which would read back the pages of the previous start), one recall to an
 empty tenant loads the catalogues (a running server has them), and then the tenant's first
 question is timed (query embedding included), then a second one, warm, as the baseline of the
 same restart. The variants alternate per tenant, so the machine's noise falls on all alike.
@@ -48,6 +49,7 @@ VARIANTS: dict[str, tuple[dict[str, str], dict[str, int]]] = {
     "no_warming": (dict(IO_SETTINGS), {"warm_blocks": 0}),
     "engram": (dict(IO_SETTINGS), {}),
 }
+NO_AUTOPREWARM = {"pg_prewarm.autoprewarm": "off"}
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 WARMUP_TENANT = "cold-warmup"  # no rows: its recall reads catalogues and index roots only
 # where a question's time goes: (class, method) -> phase
@@ -131,7 +133,9 @@ async def measure_cold(
         names = list(VARIANTS) if i % 2 == 0 else list(reversed(VARIANTS))
         for name in names:
             settings, arguments = VARIANTS[name]
-            pg.settings = {**base, **settings}
+            # autoprewarm would read back the pages of the previous start (this tenant's, for
+            # the second variant) in the background: neither cold nor quiet
+            pg.settings = {**base, **settings, **NO_AUTOPREWARM}
             dropped = (drop_page_cache() if drop_caches else False) and dropped
             pg.start()
             try:

@@ -317,7 +317,12 @@ async def load(
                 assert await index.ensure_graph(tenant), tenant
         if plan:
             async with db.pool.acquire() as conn:  # an interrupted run may not have analysed
-                await conn.execute("ANALYZE search_documents", timeout=LONG)
+                analysed = await conn.fetchval(
+                    "SELECT coalesce(last_analyze, last_autoanalyze) IS NOT NULL FROM pg_stat_user_tables"
+                    " WHERE relname = 'search_documents'"
+                )
+                if not analysed:  # (its sample reads pages of every tenant: not before a cold run)
+                    await conn.execute("ANALYZE search_documents", timeout=LONG)
             console.print(f"{len(plan)} tenant(s) already loaded")
         return 0.0
     started = time.perf_counter()
@@ -357,7 +362,9 @@ async def storage(db: Database) -> dict[str, float]:
     """Disk per million indexed observations (MB): tables with their indexes, the graphs."""
     async with db.system() as conn:
         row = await conn.fetchrow(
-            "SELECT (SELECT count(*) FROM search_documents) AS docs,"
+            # documents from the tenants' statistics: counting the table would read all of it into
+            # the page cache, and the questions after it would not be asked of cold tenants
+            "SELECT (SELECT coalesce(sum(doc_count), 0) FROM search_stats) AS docs,"
             " pg_total_relation_size('observations') AS observations,"
             " pg_relation_size('search_documents') AS documents_heap,"
             " pg_total_relation_size('search_documents') AS documents_total,"

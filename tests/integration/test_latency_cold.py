@@ -94,9 +94,20 @@ async def test_cold_tenants_are_measured_under_both_settings(tmp_path: Path) -> 
     finally:
         pg.stop()
     texts = queries(10, random.Random(SEED))
+    starts: list[dict[str, str]] = []
+    start = pg.start
+
+    def recorded_start() -> EmbeddedPostgres:
+        starts.append(dict(pg.settings))
+        return start()
+
+    pg.start = recorded_start  # type: ignore[method-assign]
     figures = await latency_cold.measure_cold(
         pg, embedder, sizes, texts, 2, 100, principal_for, SEED, drop_caches=False
     )
+    # every first question on a fresh start without autoprewarm (it would read back the last start's pages)
+    assert len(starts) == 2 * len(latency_cold.VARIANTS)
+    assert all(settings["pg_prewarm.autoprewarm"] == "off" for settings in starts)
     assert pg.proc is None  # stopped on return
     assert pg.settings == {}  # the caller's settings are restored
     assert figures["cold.tenants"] == 2
