@@ -381,7 +381,8 @@ def test_functions_connect_as_their_own_bus_user(rendered: dict[str, Docs]) -> N
 def test_postgres_reads_ahead_as_the_embedded_default(rendered: dict[str, Docs], overlay: str) -> None:
     """The read-ahead measured in bench/RESULTS.md (cold tenants) and the autoprewarm worker
     (restarts) reach every deployed PostgreSQL: the CloudNativePG Cluster's parameters and
-    preloaded libraries (prod), the StatefulSet's flags (dev)."""
+    preloaded libraries (prod), the StatefulSet's flags (dev). The Cluster's superuser creates
+    pg_prewarm (the dev image's migrations run as its superuser)."""
     from engram.development.embedded import BUFFER_SETTINGS, IO_SETTINGS
 
     assert BUFFER_SETTINGS == {"shared_preload_libraries": "pg_prewarm"}
@@ -394,6 +395,10 @@ def test_postgres_reads_ahead_as_the_embedded_default(rendered: dict[str, Docs],
         parameters = cluster["spec"]["postgresql"]["parameters"]
         assert {k: parameters.get(k) for k in IO_SETTINGS} == IO_SETTINGS
         assert "pg_prewarm" in cluster["spec"]["postgresql"].get("shared_preload_libraries", [])
+        # graph warming (migration 0016) needs the extension, which only a superuser may create
+        assert "CREATE EXTENSION IF NOT EXISTS pg_prewarm" in cluster["spec"]["bootstrap"]["initdb"].get(
+            "postInitApplicationSQL", []
+        )
     for stateful in sets:
         args = next(c for c in stateful["spec"]["template"]["spec"]["containers"] if c["name"] == "postgres")["args"]
         flags = dict(v.split("=", 1) for k, v in itertools.pairwise(args) if k == "-c")
