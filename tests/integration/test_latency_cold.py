@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from bench import latency_cold
 from bench.recall_latency import SEED, load, principal_for, queries
 from engram.adapters.embedders import E5Embedder
 from engram.adapters.migrations import migrate
-from engram.adapters.pgvector_index import PgVectorIndex
+from engram.adapters.pgvector_index import PgVectorIndex, graph_name
 from engram.adapters.postgres import Database
 from engram.development.embedded import BUFFER_SETTINGS, IO_SETTINGS, EmbeddedPostgres
 from engram.services.recall import RecallService
@@ -79,7 +80,7 @@ async def test_embedded_postgres_reads_its_buffers_back_after_a_restart(tmp_path
         pg.stop()
 
 
-async def test_cold_tenants_are_measured_under_both_settings(tmp_path: Path) -> None:
+async def test_cold_tenants_are_measured_under_every_variant(tmp_path: Path) -> None:
     pg = EmbeddedPostgres(tmp_path / "pg").start()
     sizes = {"cold-a": 120, "cold-b": 80, "cold-c": 60}
     try:
@@ -154,3 +155,22 @@ def test_cold_arguments_that_would_measure_nothing_are_refused(
         recall_latency.main(["--sizes", "", *argv])
     assert exited.value.code == 2
     assert "--cold" in capsys.readouterr().err
+
+
+async def test_a_load_can_build_the_graphs_after_the_rows(db: Any, tenant: str, other_tenant: str) -> None:
+    index = PgVectorIndex(db, 384, exact_below=100)
+    sizes = {tenant: 150, other_tenant: 60}
+    try:
+        assert await load(db, index, sizes, interleave=True, graphs_after=True) > 0
+        async with db.system() as conn:
+            valid = {
+                t: await conn.fetchval("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)", name)
+                for t, name in ((t, graph_name(t, 384)) for t in sizes)
+            }
+            docs = {t: await conn.fetchval("SELECT doc_count FROM search_stats WHERE tenant_id = $1", t) for t in sizes}
+        assert valid == {tenant: True, other_tenant: None}  # only the tenant over the threshold
+        assert docs == sizes
+    finally:
+        async with db.system() as conn:
+            await conn.execute("DELETE FROM observations WHERE tenant_id = ANY($1::text[])", list(sizes))
+        await index.drop_graph(tenant)
