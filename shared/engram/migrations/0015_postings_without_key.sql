@@ -10,8 +10,9 @@
 --
 -- What it enforced still holds without it: a document's postings are written once, in the
 -- transaction that inserts the document (one row per stemmed term: `GROUP BY lexeme`), after
--- its old row and with it its old postings are deleted; two writers of the same document meet
--- on `search_documents`' primary key, not here.
+-- its old row and with it its old postings are deleted; two writers of the same document take
+-- turns on its advisory lock (`PgVectorIndex._upsert`), and `search_documents`' primary key
+-- refuses a second entry of one document.
 --
 -- Dropping the constraint drops its index (no rewrite). It waits at most a minute for its
 -- lock; the migration then fails and is run again.
