@@ -499,6 +499,10 @@ class _Explaining:
         self.plan = (json.loads(found) if isinstance(found, str) else found)[0]  # the pool decodes json
         return []
 
+    async def execute(self, sql: str, *args: Any) -> str:  # the statement's settings
+        result: str = await self.conn.execute(sql, *args)
+        return result
+
 
 async def _explained(
     index: PgVectorIndex, tenant: str, statement: Callable[[_Explaining, SearchPlan], Awaitable[object]]

@@ -260,6 +260,10 @@ async def explain_vector(index: Any, db: Any, visibility: Visibility, query: np.
             self.plan = "\n".join(r[0] for r in await self.conn.fetch("EXPLAIN " + sql, *args))
             return []
 
+        async def execute(self, sql: str, *args: Any) -> str:  # the statement's settings
+            result: str = await self.conn.execute(sql, *args)
+            return result
+
     async with db.tenant(visibility.tenant_id) as conn:
         plan = await index.prepare(conn, visibility.tenant_id, 10)
         # a few dozen rows: sorting them would be cheaper; the question is whether the graph applies
@@ -318,3 +322,21 @@ async def test_pgvector_tenant_graph_keeps_scopes_and_tenants_apart(db: Any, ten
     await index.drop_tenant(tenant)
     async with db.system() as conn:
         assert await conn.fetchval("SELECT to_regclass($1)", graph_name(tenant, DIMS)) is None
+
+
+async def test_pgvector_exact_scan_reads_the_tenants_pages_ahead(db: Any, tenant: str) -> None:
+    """A tenant under `exact_below` is scanned through a bitmap heap scan (its pages read ahead
+    on cold storage) whatever the planner would have picked, and only that statement runs with
+    index scans off: hydration's primary-key probes after it keep theirs."""
+    from engram.adapters.pgvector_index import PgVectorIndex
+
+    index = PgVectorIndex(db, DIMS, exact_below=10_000)
+    observations = await put(index, db, [draft(tenant, f"exact item {i}", user_id="alice") for i in range(30)])
+    alice = vis(tenant, "alice")
+    assert "Bitmap Heap Scan" in await explain_vector(index, db, alice, unit("exact item 3"))
+    async with db.tenant(tenant) as conn:
+        plan = await index.prepare(conn, tenant, 10)
+        assert plan.exact
+        found = await index.vector_in(conn, alice, unit("exact item 3"), now(), 10, plan)
+        assert await conn.fetchval("SHOW enable_indexscan") == "on"
+    assert found[0].id == str(observations[3].id)

@@ -13,7 +13,7 @@ the scan is index-only: no table page per posting.
 
 Vector: cosine distance on pgvector, over half-precision vectors (`halfvec`, migration 0014:
 half the bytes of `vector`, the same ranking for unit vectors). A tenant below `exact_below`
-documents is scanned exactly (a bitmap heap scan of its rows through the (tenant, type) btree;
+documents is scanned exactly (a bitmap heap scan of its rows through the tenant's btree, forced;
 on cold pages one 8 kB page per 8 rows at 384 dims, read ahead by PostgreSQL 18's read stream
 with the `effective_io_concurrency`/`io_workers` of `development.embedded.IO_SETTINGS`; a
 covering index with the vectors is no smaller than the heap). From that size on a tenant has
@@ -440,7 +440,16 @@ class PgVectorIndex:
             )
             SELECT observation_id::text AS id, type, distance FROM c ORDER BY distance, id
             """
-        rows = await conn.fetch(sql, *params)
+        if not plan.exact:
+            rows = await conn.fetch(sql, *params)
+        else:
+            # a bitmap heap scan reads the tenant's pages ahead (PostgreSQL 18's read stream); the
+            # plain index scan the planner may prefer reads them one at a time: 50-87 ms instead
+            # of 13-17 on cold pages, the same warm (bench/RESULTS.md). Only for this statement:
+            # hydration's probes by primary key need index scans
+            await conn.execute("SET LOCAL enable_indexscan = off")
+            rows = await conn.fetch(sql, *params)
+            await conn.execute("SET LOCAL enable_indexscan = on")
         return [Ranked(r["id"], 1.0 - float(r["distance"]), r["type"]) for r in rows]
 
     def within(self, tx: TenantTx) -> TenantSearch:
