@@ -3,7 +3,7 @@
 The observations are the bench's generated German/English notes (`bench.recall_latency.drafts`);
 they are written with `COPY` into `observations`, and the index side is built by the same SQL
 the pgvector adapter uses for one batch: documents with their BM25 length from PostgreSQL's
-stemmers, postings with their precomputed impact (`_INSERT_POSTINGS`), per-tenant statistics
+stemmers, postings with their precomputed impact (`pgvector_writes.INSERT_POSTINGS`), per-tenant statistics
 and document frequencies by the tables' own triggers. Vectors come from the static model
 lifted to 384 dims (`ProjectedStatic`), as before.
 
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from engram.adapters.pgvector_index import _INSERT_POSTINGS, BODY_WEIGHT
+from engram.adapters.pgvector_writes import BODY_WEIGHT, INSERT_POSTINGS
 from engram.adapters.postgres import Database
 from engram.domain.language import detect_language, search_config
 from engram.domain.observation import ObservationDraft
@@ -160,7 +160,7 @@ async def bulk_load(
                 by_tenant.setdefault(d.tenant_id, []).append(i)
             for tenant, members in sorted(by_tenant.items()):
                 await conn.execute(
-                    _INSERT_POSTINGS,
+                    INSERT_POSTINGS,
                     tenant,
                     [rows[i][0] for i in members],
                     [headlines[i] for i in members],

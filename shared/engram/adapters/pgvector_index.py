@@ -2,14 +2,14 @@
 
 Lexical: BM25 over a postings table. Each (document, term) row stores the document side of
 BM25 (saturated term frequency, normalised by the document's length against the tenant's
-average; headline terms count fully, body terms `BODY_WEIGHT`); the IDF is computed at query
-time from exact document frequencies. Terms come from PostgreSQL's English or German
-stemmer, chosen per document by its language; a query is stemmed both ways. Each query term
-reads its best postings through an (tenant, term, impact) index with the visibility filter
-applied in that scan: all of them in tenants below `exact_below` documents (exact BM25), at
-most `postings_per_term` in larger ones, so the cost stays bounded (top-k per term, the usual
-impact-ordered approximation). That index carries the filter's columns (migration 0013), so
-the scan is index-only: no table page per posting.
+average; headline terms count fully, body terms `pgvector_writes.BODY_WEIGHT`; the statements
+are in `pgvector_writes`); the IDF is computed at query time from exact document frequencies.
+Terms come from PostgreSQL's English or German stemmer, chosen per document by its language;
+a query is stemmed both ways. Each query term reads its best postings through an (tenant,
+term, impact) index with the visibility filter applied in that scan: all of them in tenants
+below `exact_below` documents (exact BM25), at most `postings_per_term` in larger ones, so
+the cost stays bounded (top-k per term, the usual impact-ordered approximation). That index
+carries the filter's columns (migration 0013), so the scan is index-only: no table page per posting.
 
 Vector: cosine distance on pgvector, over half-precision vectors (`halfvec`, migration 0014:
 half the bytes of `vector`, the same ranking for unit vectors). A tenant below `exact_below`
@@ -43,16 +43,16 @@ import numpy as np
 import structlog
 
 from engram.adapters.observation_rows import visibility_sql
+from engram.adapters.pgvector_writes import INSERT_DOCUMENTS, INSERT_POSTINGS
 from engram.adapters.postgres import Connection, Database, vector_literal
 from engram.adapters.unit_of_work import connection_of
-from engram.domain.ranking import BM25_B, BM25_K1, query_words
+from engram.domain.ranking import query_words
 from engram.domain.scopes import Visibility
 from engram.domain.search import IndexDocument, Ranked, SearchFilter, SearchPlan, Vector
 from engram.ports import TenantSearch, TenantTx
 
 log = structlog.get_logger(__name__)
 
-BODY_WEIGHT = 0.5
 SEARCH_CONFIGS = ("english", "german")
 GRAPH_RETRY_SECONDS = 60.0
 HALF_MAX = 65504.0  # the largest float16: search_documents stores halfvec (migration 0014)
@@ -76,46 +76,6 @@ def filter_clause(where: SearchFilter, params: list[Any], alias: str) -> str:
         params.append(list(where.types))
         clause += f" AND {a}type = ANY(${len(params)}::text[])"
     return clause
-
-
-_INSERT_DOCUMENTS = f"""
-INSERT INTO search_documents (observation_id, tenant_id, user_id, team_ids, scope, type, valid_from, expires_at,
-                              revision, doc_length, language, dims, embedding)
-SELECT d.id, $1, d.user_id, ARRAY(SELECT jsonb_array_elements_text(d.team_ids)), d.scope, d.type,
-       d.valid_from, d.expires_at, d.revision,
-       round(coalesce((SELECT sum(cardinality(t.positions))
-                       FROM unnest(to_tsvector(d.language::regconfig, d.title)) t), 0)
-           + {BODY_WEIGHT} * coalesce((SELECT sum(cardinality(t.positions))
-                                       FROM unnest(to_tsvector(d.language::regconfig, d.body)) t), 0))::integer,
-       d.language, d.dims, d.embedding::halfvec
-FROM jsonb_to_recordset($2::jsonb) AS d(id uuid, user_id text, team_ids jsonb, scope text, type text,
-     valid_from timestamptz, expires_at timestamptz, revision timestamptz, language text, title text, body text,
-     dims integer, embedding text)
-"""
-
-_INSERT_POSTINGS = f"""
-WITH d AS (
-  SELECT x.id, x.title, x.body, s.user_id, s.team_ids, s.scope, s.type, s.valid_from, s.expires_at,
-         s.doc_length, s.language
-  FROM unnest($2::uuid[], $3::text[], $4::text[]) AS x(id, title, body)
-  JOIN search_documents s ON s.observation_id = x.id
-), stats AS (
-  SELECT greatest(1.0, total_length::float8 / greatest(doc_count, 1)) AS avgdl FROM search_stats WHERE tenant_id = $1
-)
-INSERT INTO search_terms (tenant_id, term, observation_id, impact,
-                          user_id, team_ids, scope, type, valid_from, expires_at)
-SELECT $1, l.lexeme, d.id,
-       (l.tf * ({BM25_K1} + 1)
-        / (l.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * d.doc_length / (SELECT avgdl FROM stats))))::real,
-       d.user_id, d.team_ids, d.scope, d.type, d.valid_from, d.expires_at
-FROM d CROSS JOIN LATERAL (
-  SELECT w.lexeme, sum(w.n) AS tf FROM (
-    SELECT t.lexeme, cardinality(t.positions)::float8 AS n FROM unnest(to_tsvector(d.language::regconfig, d.title)) t
-    UNION ALL
-    SELECT t.lexeme, {BODY_WEIGHT} * cardinality(t.positions) FROM unnest(to_tsvector(d.language::regconfig, d.body)) t
-  ) w GROUP BY w.lexeme
-) l
-"""
 
 
 class PgVectorIndex:
@@ -257,9 +217,9 @@ class PgVectorIndex:
             }
             for d in fresh
         ]
-        await conn.execute(_INSERT_DOCUMENTS, tenant_id, payload)
+        await conn.execute(INSERT_DOCUMENTS, tenant_id, payload)
         await conn.execute(
-            _INSERT_POSTINGS,
+            INSERT_POSTINGS,
             tenant_id,
             [d.observation_id for d in fresh],
             [d.title for d in fresh],
