@@ -543,3 +543,64 @@ async def test_a_sweep_run_ends_at_most_its_limit_the_longest_idle_first(
     assert await statuses() == ["completed", "active"]
     assert await end_idle_sessions(services.uow, services.maintenance, timedelta(minutes=30), now=now, limit=1) == 1
     assert await statuses() == ["completed", "completed"]
+
+
+async def test_a_secret_said_in_a_chat_is_not_memory_but_that_it_was_said_is(
+    services: Any,
+    workers: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    auth: Any,
+    tenant: str,
+) -> None:
+    """The chat path end to end (offline extractor, units, the session's summary): a password and
+    a card number the user typed are in no stored memory, no index entry and no summary; the
+    memory says that they were given ("[withheld]") and is recalled for the question; the chat's
+    own history keeps the message as sent."""
+    chat_id = uuid.uuid4()
+    said = "Merk dir: unser WLAN-Passwort lautet Sonnenblume7. Bezahlt habe ich mit 4111 1111 1111 1111."
+    first = await turn(chat_api, auth(tenant), chat_id, said)
+
+    async def stored() -> list[Any]:
+        rows = await observations(services, tenant, units=True)
+        return rows if any("WLAN" in o["narrative"] for o in rows) and len(rows) >= 2 else []
+
+    rows = await eventually(stored, timeout=15)
+    await turn(chat_api, auth(tenant), chat_id, "Danke, das war alles.", end_session=True)
+
+    async def summary() -> Any:
+        async with services.db.tenant(tenant) as conn:
+            return await conn.fetchrow("SELECT * FROM summaries WHERE session_id = $1", uuid.UUID(first["session_id"]))
+
+    row = await eventually(summary, timeout=15)
+    rows = await observations(services, tenant, units=True)
+
+    async def terms() -> list[str]:  # the index's postings, once the units are indexed
+        async with services.db.tenant(tenant) as conn:
+            found = [r["term"] for r in await conn.fetch("SELECT DISTINCT term FROM search_terms")]
+        return found if any(t.startswith("wlan") for t in found) else []
+
+    indexed = await eventually(terms, timeout=15)
+    async with services.db.tenant(tenant) as conn:
+        history = await conn.fetchval(
+            "SELECT content FROM chat_messages WHERE chat_id = $1 AND role = 'user' ORDER BY created_at LIMIT 1",
+            chat_id,
+        )
+    everything = json.dumps([dict(r) for r in [*rows, row]], default=str).casefold() + " ".join(indexed)
+    assert "sonnenblume" not in everything and "4111" not in everything
+    assert any("WLAN-Passwort lautet [withheld]" in o["narrative"] for o in rows)
+    assert any("[card number withheld]" in o["narrative"] for o in rows)
+    assert history == said  # the chat's history is the conversation, not memory
+
+    from engram.domain.recall import RecallQuery
+    from engram.domain.scopes import Permission, Principal
+    from engram.services.recall import RecallService
+
+    reader = Principal(tenant_id=tenant, user_id="alice", permissions=frozenset({Permission.read_observation}))
+    recall = RecallService(services.uow, services.index, services.embedder, None)
+
+    async def recalled() -> bool:
+        result = await recall.search(reader, RecallQuery(text="Wie lautet unser WLAN-Passwort?", limit=3))
+        return any("[withheld]" in h.observation.narrative for h in result.hits)
+
+    assert await eventually(recalled, timeout=15)

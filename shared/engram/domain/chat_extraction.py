@@ -26,6 +26,7 @@ from engram.domain.observation import (
     TriggerSource,
     is_unit_key,
 )
+from engram.domain.secrets import without_secrets
 
 # ---- LLM output schema --------------------------------------------------------------------------
 
@@ -303,6 +304,11 @@ class SummaryOutput(BaseModel):
     completed: str = Field(default="", max_length=4_000)
     next_steps: str = Field(default="", max_length=4_000)
     notes: str = Field(default="", max_length=4_000)
+
+    def withheld(self) -> SummaryOutput:
+        """The summary without the credentials, card numbers and tokens of the chat (`secrets`):
+        its row in `summaries` is read back like a memory, as is its observation."""
+        return self.model_copy(update={name: without_secrets(value) for name, value in self if isinstance(value, str)})
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from engram.domain.hashing import content_hash
+from engram.domain.secrets import without_secrets
 
 DEFAULT_OBSERVATION_TYPES: frozenset[str] = frozenset(
     {
@@ -144,6 +145,20 @@ class ObservationDraft(BaseModel):
             tags = [*tags[:49], INSTRUCTION_FLAG]
             self.confidence = min(self.confidence, FLAGGED_CONFIDENCE)
         self.tags = tags
+        return self
+
+    @model_validator(mode="after")
+    def _withhold_secrets(self) -> ObservationDraft:
+        """What Engram derives by itself from a chat or a business event (`chat`, `hook`) keeps no
+        credential, card number or token (`engram.domain.secrets`); a person's own `manual` write
+        and a consolidation of stored memories are kept as written."""
+        if self.trigger_source not in (TriggerSource.chat, TriggerSource.hook):
+            return self
+        self.title = without_secrets(self.title)[:500]
+        self.narrative = without_secrets(self.narrative)[:20_000]
+        self.facts = [without_secrets(f)[:2_000] for f in self.facts]
+        self.concepts = [without_secrets(c)[:200] for c in self.concepts]
+        self.discovery_tokens = [without_secrets(t)[:200] for t in self.discovery_tokens]
         return self
 
     @model_validator(mode="after")

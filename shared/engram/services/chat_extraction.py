@@ -379,6 +379,7 @@ class ChatExtractor:
             model_name = reply.model
         else:
             summary = offline_summary(turns, language)
+        summary = summary.withheld()
         async with self.uow.tenant(tenant) as tx:
             await tx.chats.save_summary(session.id, session.user_id, summary.model_dump(), model_name)
         drafts: list[ObservationDraft] = []

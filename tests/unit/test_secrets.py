@@ -1,0 +1,132 @@
+"""Secrets are not memory: what Engram derives from a chat or an event keeps no credential, card
+number or token (`engram.domain.secrets`); a person's own write is kept as written."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from stdnum import luhn
+
+from bench.secrets import LOCOMO, XQUAD, run
+from bench.secrets_set import BENIGN, SECRETS
+from engram.domain.conversation import chat_units
+from engram.domain.observation import ObservationDraft, TriggerSource
+from engram.domain.secrets import CARD_WITHHELD, WITHHELD, withhold, without_secrets
+
+
+def test_the_labelled_set_both_languages() -> None:
+    assert len(SECRETS) >= 30 and len(BENIGN) >= 30
+    kept = [t for t, values in SECRETS if any(v in without_secrets(t) for v in values)]
+    changed = [t for t in BENIGN if without_secrets(t) != t]
+    assert kept == [] and changed == []  # bench.secrets reports the held-out set too (RESULTS.md)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "kinds"),
+    [
+        ("my PIN is 4711", "my PIN is [withheld]", {"credential"}),
+        ("Das WLAN-Passwort lautet Sonnenblume7.", "Das WLAN-Passwort lautet [withheld].", {"credential"}),
+        ("the password is swordfish.", "the password is [withheld].", {"credential"}),
+        ('password for my bank is "Blue Sea 9" ok', "password for my bank is [withheld] ok", {"credential"}),
+        ("I changed my password to Tulpe#22 today", "I changed my password to [withheld] today", {"credential"}),
+        ("paid with 4111-1111-1111-1111 on Monday", f"paid with {CARD_WITHHELD} on Monday", {"card"}),
+        ("key sk-ant-api03-abcdefghijklmnopqrstuv", "key sk-[redacted]", {"token"}),
+    ],
+)
+def test_what_is_withheld_and_the_words_around_it(text: str, expected: str, kinds: set[str]) -> None:
+    result = withhold(text)
+    assert result.text == expected and result.kinds == kinds
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My password is too long to type.",  # words that describe a password are not one
+        "I sent the password to Tom.",  # "to" takes only a token with a digit or a sign
+        "Tan is 34 years old.",  # a TAN is written in capitals; Tan is a name
+        "I noticed a spiderman pin on your purse. Is Spider-Man your favourite?",  # not across sentences
+        "My IBAN is DE89 3704 0044 0532 0130 00.",  # business facts stay
+        "Order 1234567890123456 shipped.",  # 16 digits that fail the Luhn check
+        "Call me on +49 1512 3456789.",
+    ],
+)
+def test_what_is_kept(text: str) -> None:
+    assert withhold(text) == withhold(text) and without_secrets(text) == text
+
+
+@given(
+    first=st.sampled_from("23456"),
+    body=st.text(alphabet="0123456789", min_size=11, max_size=17),
+    cuts=st.lists(st.integers(min_value=1, max_value=18), max_size=5),
+    separator=st.sampled_from([" ", "-", ""]),
+)
+def test_a_card_number_is_withheld_however_it_is_grouped(
+    first: str, body: str, cuts: list[int], separator: str
+) -> None:
+    """Any 13-19 digit number starting 2-6 that passes the Luhn check, written whole or in groups
+    of any size, is withheld, and withholding twice changes nothing."""
+    number = first + body + luhn.calc_check_digit(first + body)
+    grouped = "".join(d + (separator if i + 1 in cuts else "") for i, d in enumerate(number)).strip(" -")
+    out = without_secrets(f"paid with {grouped} today")
+    assert out == f"paid with {CARD_WITHHELD} today"
+    assert without_secrets(out) == out
+
+
+@given(
+    before=st.text(alphabet="0123456789", min_size=1, max_size=4),
+    first=st.sampled_from("23456"),
+    body=st.text(alphabet="0123456789", min_size=11, max_size=17),
+)
+def test_a_card_number_after_other_digits_is_not_left_whole(before: str, first: str, body: str) -> None:
+    """ "Table 1 4111 ...": a number before the card does not hide it. The first span that passes
+    the check is withheld; where that span starts in the number before, at most the card's last
+    digits stay."""
+    number = first + body + luhn.calc_check_digit(first + body)
+    out = without_secrets(f"table {before} {number} today")
+    assert number not in out and CARD_WITHHELD in out
+    assert without_secrets(out) == out
+
+
+def test_a_derived_draft_is_withheld_and_a_manual_one_kept() -> None:
+    said = "Remember: my PIN is 4711 and my card is 4111 1111 1111 1111"
+    fields = {"tenant_id": "t", "user_id": "u", "title": said, "narrative": said, "facts": [said]}
+    fields |= {"concepts": ["PIN 4711"], "discovery_tokens": [said]}
+    for trigger in (TriggerSource.chat, TriggerSource.hook):
+        draft = ObservationDraft(**fields, trigger_source=trigger)
+        stored = [draft.title, draft.narrative, *draft.facts, *draft.concepts, *draft.discovery_tokens]
+        assert all("4711" not in s and "4111" not in s for s in stored)
+        assert WITHHELD in draft.title and CARD_WITHHELD in draft.narrative
+    for trigger in (TriggerSource.manual, TriggerSource.consolidation):
+        assert ObservationDraft(**fields, trigger_source=trigger).title == said
+
+
+def test_a_chats_units_keep_that_a_secret_was_given_not_the_secret() -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    user, answer = uuid.uuid4(), uuid.uuid4()
+    units = chat_units(
+        tenant_id="t",
+        user_id="u",
+        chat_id=uuid.uuid4(),
+        session_id=uuid.uuid4(),
+        started_at=datetime(2026, 12, 5, tzinfo=UTC),
+        messages=[
+            (user, "user", "Our wifi password is Sonnenblume7. Can you write a note for the guests?"),
+            (answer, "assistant", "Sure: 'Welcome! The wifi password is Sonnenblume7.' Enjoy your stay."),
+        ],
+    )
+    assert units and all("Sonnenblume7" not in " ".join([u.title, u.narrative, *u.discovery_tokens]) for u in units)
+    assert any("wifi password is [withheld]" in u.narrative for u in units)
+
+
+@pytest.mark.skipif(not (LOCOMO.exists() and (XQUAD / "xquad.de.json").exists()), reason="reads ../shared/bench")
+def test_the_bench_reports_its_figures_and_the_corpora_stay_as_they_are() -> None:
+    """`bench.secrets` end to end; LoCoMo, XQuAD and the generated chats hold no secret, so
+    withholding leaves every one of their texts as it is (recall on them cannot move)."""
+    figures = run(LOCOMO, XQUAD)
+    assert figures["tuned_withhold_secrets_withheld"] == 1.0 and figures["tuned_withhold_benign_changed"] == 0.0
+    for corpus in ("locomo", "xquad", "assistant_chats"):
+        assert figures[f"{corpus}_texts"] > 1_000 and figures[f"{corpus}_changed"] == 0
+    assert figures["us_per_text"] > 0
