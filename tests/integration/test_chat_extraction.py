@@ -70,6 +70,17 @@ async def message_trace(services: Any, tenant: str, message_id: str) -> dict[str
     return dict(trace)
 
 
+async def recall_hits(services: Any, tenant: str, user: str, text: str, limit: int = 10) -> list[Any]:
+    """The real recall of what `user` may see (chat-turn's recall in these tests is a fake)."""
+    from engram.domain.recall import RecallQuery
+    from engram.domain.scopes import Permission, Principal
+    from engram.services.recall import RecallService
+
+    reader = Principal(tenant_id=tenant, user_id=user, permissions=frozenset({Permission.read_observation}))
+    recall = RecallService(services.uow, services.index, services.embedder, None)
+    return list((await recall.search(reader, RecallQuery(text=text, limit=limit))).hits)
+
+
 async def test_offline_extraction_keeps_salient_statements(
     services: Any, workers: Any, fake_recall: FakeRecall, chat_api: httpx.AsyncClient, auth: Any, tenant: str
 ) -> None:
@@ -427,15 +438,9 @@ async def test_a_chat_turn_is_memory_as_said_before_its_session_ends_even_what_n
     # the offline extractor kept nothing of it: only the units hold the fact
     assert not [o for o in await observations(services, tenant) if "ukulele" in o["title"] and not o["key"]]
 
-    async def found(user: str) -> list[str]:  # the real recall (chat-turn's here is the test's fake)
-        from engram.domain.recall import RecallQuery
-        from engram.domain.scopes import Permission, Principal
-        from engram.services.recall import RecallService
-
-        reader = Principal(tenant_id=tenant, user_id=user, permissions=frozenset({Permission.read_observation}))
-        recall = RecallService(services.uow, services.index, services.embedder, None)
-        result = await recall.search(reader, RecallQuery(text="what did my music teacher say about the ukulele"))
-        return [str(h.observation.id) for h in result.hits]
+    async def found(user: str) -> list[str]:
+        hits = await recall_hits(services, tenant, user, "what did my music teacher say about the ukulele")
+        return [str(h.observation.id) for h in hits]
 
     async def recalled() -> bool:
         return str(mine["id"]) in await found("alice")
@@ -592,15 +597,8 @@ async def test_a_secret_said_in_a_chat_is_not_memory_but_that_it_was_said_is(
     assert any("[card number withheld]" in o["narrative"] for o in rows)
     assert history == said  # the chat's history is the conversation, not memory
 
-    from engram.domain.recall import RecallQuery
-    from engram.domain.scopes import Permission, Principal
-    from engram.services.recall import RecallService
-
-    reader = Principal(tenant_id=tenant, user_id="alice", permissions=frozenset({Permission.read_observation}))
-    recall = RecallService(services.uow, services.index, services.embedder, None)
-
     async def recalled() -> bool:
-        result = await recall.search(reader, RecallQuery(text="Wie lautet unser WLAN-Passwort?", limit=3))
-        return any("[withheld]" in h.observation.narrative for h in result.hits)
+        hits = await recall_hits(services, tenant, "alice", "Wie lautet unser WLAN-Passwort?", limit=3)
+        return any("[withheld]" in h.observation.narrative for h in hits)
 
     assert await eventually(recalled, timeout=15)
