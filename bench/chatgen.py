@@ -14,7 +14,11 @@ The output has LoCoMo's layout (`sample_id`, `conversation` with `session_<n>` t
 - single-hop: the answer is one user sentence, buried among long assistant turns;
 - updated: the user stated the fact and later changed it; the evidence is the latest statement
   (recall@1 = "the current value ranks first"), `stale_evidence` the superseded ones;
-- multi-hop: the question asks for two facts; the evidence is both user turns.
+- multi-hop: the question asks for two facts; the evidence is both user turns;
+- advice: the user asks what the assistant said ("What was your trick for keeping herbs
+  fresh?"); the evidence is the one assistant turn with that sentence (`bench.chatgen_advice`).
+  Drawn from a random stream of their own, so the other questions and the conversations are
+  the same with or without them (`advice=0`).
 
 Questions paraphrase the facts (different words, the same meaning) and the user mentions each
 topic elsewhere without the fact ("I talked to my sister yesterday"), so keyword overlap alone
@@ -37,6 +41,8 @@ CATEGORIES = {
     4: "single-hop de",
     5: "updated de",
     6: "multi-hop de",
+    7: "advice en",
+    8: "advice de",
 }
 KINDS = ("single-hop", "updated", "multi-hop")
 LANGUAGES = ("en", "de")
@@ -124,8 +130,15 @@ def fill(template: str, slots: dict[str, str]) -> str:
 SESSIONS = 8
 
 
+ADVICE_QUESTIONS = 2  # per conversation
+
+
 def generate(
-    seed: int = 21, conversations: int = 10, languages: Sequence[str] = LANGUAGES, sessions: int = SESSIONS
+    seed: int = 21,
+    conversations: int = 10,
+    languages: Sequence[str] = LANGUAGES,
+    sessions: int = SESSIONS,
+    advice: int = ADVICE_QUESTIONS,
 ) -> list[dict[str, Any]]:
     """`conversations` samples per language, all drawn from one `random.Random(seed)`, of
     `sessions` sessions each (about eight turns per session). More sessions make a longer
@@ -138,8 +151,37 @@ def generate(
     samples = []
     for language in languages:
         for n in range(conversations):
-            samples.append(_conversation(rng, pack(language), f"chat-{language}-{n + 1}", sessions))
+            sample = _conversation(rng, pack(language), f"chat-{language}-{n + 1}", sessions)
+            own = random.Random(f"{seed}:{sample['sample_id']}:advice")
+            sample["qa"].extend(_advice_questions(own, language, sample["conversation"], advice))
+            samples.append(sample)
     return samples
+
+
+def _advice_questions(
+    rng: random.Random, language: str, conversation: dict[str, Any], count: int
+) -> list[dict[str, Any]]:
+    """`count` questions about sentences the assistant said in exactly one answer (so the answer
+    is one turn: recall counts the share of the evidence found, and a sentence repeated in
+    several answers would ask for all of them)."""
+    from bench.chatgen_advice import ADVICE
+
+    assistant = conversation["speaker_b"]
+    turns = [t for k, v in conversation.items() if k.startswith("session_") and isinstance(v, list) for t in v]
+    said = {
+        sentence: [t["dia_id"] for t in turns if t["speaker"] == assistant and sentence in t["text"]]
+        for sentence in ADVICE[language]
+    }
+    once = sorted(sentence for sentence, ids in said.items() if len(ids) == 1)
+    return [
+        {
+            "question": rng.choice(ADVICE[language][sentence]),
+            "answer": sentence,
+            "evidence": said[sentence],
+            "category": 7 + LANGUAGES.index(language),
+        }
+        for sentence in rng.sample(once, k=min(count, len(once)))
+    ]
 
 
 def _conversation(rng: random.Random, p: Pack, sample_id: str, sessions: int) -> dict[str, Any]:

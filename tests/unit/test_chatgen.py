@@ -40,10 +40,33 @@ def test_evidence_is_a_user_turn_among_long_assistant_answers(samples: list[dict
         answers = [t["text"] for t in turns.values() if t["speaker"] != user]
         assert min(len(a.split()) for a in answers) >= 100 and len(answers) >= 20
         for qa in sample["qa"]:
+            if CATEGORIES[qa["category"]].startswith("advice"):
+                continue  # what the assistant said: below
             gold = gold_ids(qa["evidence"], set(turns))  # LoCoMo's own parser reads them
             assert gold == set(qa["evidence"]) and all(turns[g]["speaker"] == user for g in gold)
             assert len(gold) == (2 if CATEGORIES[qa["category"]].startswith("multi-hop") else 1)
             assert qa["answer"].casefold() not in qa["question"].casefold()
+
+
+def test_an_advice_question_asks_for_the_one_answer_that_said_it_in_other_words(samples: list[dict[str, Any]]) -> None:
+    asked = 0
+    for sample in samples:
+        turns = turns_of(sample)
+        assistant = sample["conversation"]["speaker_b"]
+        for qa in sample["qa"]:
+            if not CATEGORIES[qa["category"]].startswith("advice"):
+                continue
+            asked += 1
+            [gold] = gold_ids(qa["evidence"], set(turns))
+            assert turns[gold]["speaker"] == assistant and qa["answer"] in turns[gold]["text"]
+            assert [t for t, turn in turns.items() if qa["answer"] in turn["text"]] == [gold]  # said once
+            assert qa["answer"].casefold() not in qa["question"].casefold()
+    assert asked >= len(samples)
+    # drawn apart: without them, the conversations and the other questions are the same
+    plain = generate(seed=7, conversations=3, advice=0)
+    for with_advice, without in zip(samples, plain, strict=True):
+        assert with_advice["conversation"] == without["conversation"]
+        assert [q for q in with_advice["qa"] if q["category"] < 7] == without["qa"]
 
 
 def test_an_updated_fact_has_its_current_statement_after_the_stale_ones(samples: list[dict[str, Any]]) -> None:
@@ -107,9 +130,9 @@ def test_a_longer_history_has_more_sessions_and_the_same_kind_of_questions(sampl
         categories = set()
         for qa in sample["qa"]:
             categories.add(CATEGORIES[qa["category"]].split()[0])
-            if not CATEGORIES[qa["category"]].startswith("multi-hop"):
+            if CATEGORIES[qa["category"]].split()[0] in ("single-hop", "updated"):
                 said = [*qa.get("stale_evidence", []), *qa["evidence"]]  # in the order said
                 assert int(said[0][1:].split(":")[0]) <= 24 * 5 // 8  # stated in the first five eighths
-        assert categories == {"single-hop", "updated", "multi-hop"}
+        assert categories >= {"single-hop", "updated", "multi-hop"}
     with pytest.raises(ValueError, match="two sessions"):
         generate(seed=7, conversations=1, sessions=1)
