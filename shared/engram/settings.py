@@ -112,6 +112,11 @@ class Settings(BaseSettings):
         description="a chat's messages are stored as memory units as each turn is extracted (the user's turns"
         " with their context, private to the user) beside what extraction keeps",
     )
+    engram_chat_answer_passages: bool = Field(
+        default=False,
+        description="an assistant's answers are also stored as passages of a few sentences, each embedded, so"
+        " 'what did you tell me about ...' finds what was said; costs about three times the embedding work",
+    )
     engram_max_body_bytes: int = Field(default=1_000_000, ge=1_024)
     engram_log_level: str = "INFO"
 

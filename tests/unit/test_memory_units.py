@@ -22,6 +22,7 @@ from engram.domain.conversation import (
     turn_units,
 )
 from engram.domain.memory_units import (
+    PASSAGE_CHARS,
     SUPPORT_WEIGHT,
     UnitKind,
     collapse,
@@ -101,6 +102,22 @@ def test_a_users_sentences_become_units_of_their_turn_the_assistants_prose_does_
     assert ref is not None and ref.kind is UnitKind.statement and ref.turns == ("D1:1",) and ref.single
     # between people (no assistant named) nothing is split: their turns are short already
     assert not [d for d in units() if d.key and d.key.startswith("unit:statement:")]
+
+
+def test_an_assistants_answer_in_passages_of_whole_sentences_mapped_to_its_turn() -> None:
+    drafts = [d for d in units(assistants=frozenset({"Assistant"})) if d.key and d.key.startswith("unit:passage:")]
+    first = [d for d in drafts if turn_id_of(d.provenance.source_event_id) == "D1:2"]
+    sentences = [f"Here is point number {n} about planning meals for a busy week." for n in range(30)]
+    # whole sentences, in order, each said once, up to PASSAGE_CHARS per passage
+    assert " ".join(d.title.removeprefix("Assistant: ") for d in first) == " ".join(sentences)
+    assert all(len(d.title) <= len("Assistant: ") + PASSAGE_CHARS for d in first) and len(first) > 5
+    assert all(d.priority is Priority.low and d.tags == ["assistant"] for d in drafts)
+    ref = unit_ref(stored(first[0]))
+    assert ref is not None and ref.kind is UnitKind.passage and ref.turns == ("D1:2",) and ref.single
+    assert not embedded_by_title(stored(first[0]))  # a passage is embedded: that is what it is for
+    # a person's turns and a chat between people have none
+    assert {turn_id_of(d.provenance.source_event_id) for d in drafts} == {"D1:2", "D1:4", "D2:2"}
+    assert not [d for d in units() if d.key and d.key.startswith("unit:passage:")]
 
 
 def test_session_and_entity_units_map_to_their_session_and_turns() -> None:

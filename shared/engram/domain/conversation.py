@@ -25,6 +25,7 @@ from engram.domain.memory_units import (
     derived_key,
     entity_units,
     first_turn,
+    passage_units,
     session_unit,
     source_ref,
     statement_units,
@@ -291,6 +292,8 @@ def derived_units(
                 units.append(unit)
     if UnitKind.entity in kinds:
         units.extend(entity_units(speech, assistants))
+    if UnitKind.passage in kinds:
+        units.extend(passage_units(speech, assistants))
     drafts = []
     for unit in units:
         session = by_key[unit.session_key]
@@ -305,6 +308,8 @@ def derived_units(
                 title=unit.text[:TITLE_MAX],
                 tags=[unit.tag[:64]] if unit.tag else [],
                 key=derived_key(unit.kind, conversation_id, unit.local),
+                # an assistant's passage is low priority, as its answer is (`turn_units`)
+                priority=Priority.low if unit.kind is UnitKind.passage else Priority.normal,
                 source=source,
                 verified=False,
                 confidence=1.0,
@@ -343,8 +348,8 @@ def chat_units(
     context reaches it); none when it is not among the messages. A completed chat turn writes
     these at once, so what was said is memory before the session ends; the session's end then
     writes the same units again, unchanged except where later turns were added. Its cost is that
-    of the turns reached, not of the session. Only turn and statement units (`kinds`): session
-    and entity units span the whole session."""
+    of the turns reached, not of the session. Only turn, statement and passage units (`kinds`):
+    session and entity units span the whole session."""
     turns = [
         Turn(str(message), CHAT_SPEAKERS[role], content)
         for message, role, content in messages
@@ -354,7 +359,7 @@ def chat_units(
         return []
     reached: set[str] | None = None
     if reaching is not None:
-        if kinds - {UnitKind.statement}:
+        if kinds - {UnitKind.statement, UnitKind.passage}:
             raise ValueError("session and entity units span the session: build them without `reaching`")
         merged = bursts(turns)
         at = next((i for i, t in enumerate(merged) if str(reaching) in t.turn_id.split()), None)

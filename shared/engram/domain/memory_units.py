@@ -12,6 +12,11 @@ write path), whose provenance names the turn(s) it comes from:
   the offline session summary); it maps to the session, whose turns it supports.
 - `entity`: everything the people said about one name (a person, a customer, a place) that
   comes up in at least two turns, joined in one unit; it maps to those turns.
+- `passage`: in a chat with an assistant, a few sentences of the assistant's answer (up to
+  `PASSAGE_CHARS`), so "what did you tell me about ...?" finds the sentence said, which the
+  answer's turn unit, embedded by its opening (`embedded_by_title`), does not hold; low
+  priority like the answer, and it maps to its turn. Built on request: it embeds the whole
+  answer again (bench/RESULTS.md).
 
 `unit_ref` reads a unit back from an observation (its key and provenance), and `collapse`
 turns a ranked list of units into a ranked list of turns: a turn's score is the best of its
@@ -38,6 +43,7 @@ SESSION_CHARS = 600
 ENTITY_MIN_TURNS = 2  # a name said in fewer turns joins nothing
 ENTITY_MAX_TURNS = 12
 ENTITY_CHARS = 600
+PASSAGE_CHARS = 300  # `passage_units`: sentences of an assistant's answer joined up to this length
 SUPPORT_WEIGHT = 0.5  # share of a multi-turn unit's score each of its turns among the candidates gets
 REF_CHARS = 512  # `Provenance.source_event_id`
 
@@ -47,6 +53,7 @@ class UnitKind(StrEnum):
     statement = "statement"
     session = "session"
     entity = "entity"
+    passage = "passage"
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,7 @@ class UnitRef:
 
     @property
     def single(self) -> bool:
-        return self.kind in (UnitKind.turn, UnitKind.statement)
+        return self.kind in (UnitKind.turn, UnitKind.statement, UnitKind.passage)
 
 
 @dataclass(frozen=True)
@@ -180,6 +187,33 @@ def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> lis
                     UnitKind.statement,
                     f"{first_turn(turn.turn_id)}:{n}",
                     f"{turn.speaker}: {_clip(sentence, 480)}",
+                    tuple(turn.turn_id.split()),
+                    turn.session_key,
+                    turn.speaker,
+                )
+            )
+    return units
+
+
+def passage_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[DerivedUnit]:
+    """In a chat with an assistant: each answer of the assistant in passages of whole sentences
+    of up to `PASSAGE_CHARS` characters (a longer sentence is a passage of its own, clipped)."""
+    units = []
+    for turn in speech:
+        if turn.speaker not in assistants:
+            continue
+        passages: list[str] = []
+        for sentence in sentences(turn.text):
+            if passages and len(passages[-1]) + 1 + len(sentence) <= PASSAGE_CHARS:
+                passages[-1] = f"{passages[-1]} {sentence}"
+            else:
+                passages.append(sentence)
+        for n, passage in enumerate(passages):
+            units.append(
+                DerivedUnit(
+                    UnitKind.passage,
+                    f"{first_turn(turn.turn_id)}:{n}",
+                    f"{turn.speaker}: {_clip(passage, 480)}",
                     tuple(turn.turn_id.split()),
                     turn.session_key,
                     turn.speaker,

@@ -52,13 +52,14 @@ from engram.domain.chat_extraction import (
     summary_draft,
     to_drafts,
 )
-from engram.domain.conversation import chat_units
+from engram.domain.conversation import DERIVED_KINDS, chat_units
 from engram.domain.deliveries import Delivery, EventMeta
 from engram.domain.erasure import given_before_erasure
 from engram.domain.errors import InvalidEvent
 from engram.domain.events import ChatTurnCompleted, SessionEnded, change_events
 from engram.domain.language import detect_language
 from engram.domain.llm import LlmReply, LlmRequest, Priority, Profile, ToolSpec, Usage
+from engram.domain.memory_units import UnitKind
 from engram.domain.models import ChatMessage, Session, SessionStatus
 from engram.domain.observation import ObservationDraft
 from engram.domain.proposals import PROPOSAL_TTL, NewProposal, ProposalReason, approval_reason, proposal_id
@@ -133,12 +134,21 @@ def _problems(exc: ValidationError | InvalidExtraction) -> str:
 
 class ChatExtractor:
     def __init__(
-        self, uow: UnitOfWork, gateway: LlmGateway, observation_types: frozenset[str], *, chat_units: bool = True
+        self,
+        uow: UnitOfWork,
+        gateway: LlmGateway,
+        observation_types: frozenset[str],
+        *,
+        chat_units: bool = True,
+        answer_passages: bool = False,
     ) -> None:
         self.uow = uow
         self.gateway = gateway
         self.observation_types = observation_types
         self.chat_units = chat_units
+        # the assistant's answers in passages too (`memory_units.passage_units`): off by default, it
+        # embeds each answer whole again
+        self.unit_kinds = DERIVED_KINDS | ({UnitKind.passage} if answer_passages else set())
 
     async def __call__(self, delivery: Delivery[ChatEvent]) -> Extracted:
         data = delivery.data
@@ -334,6 +344,7 @@ class ChatExtractor:
             session_id=session.id,
             started_at=session.created_at,
             messages=[(m.id, m.role, m.content) for m in messages],
+            kinds=self.unit_kinds,
             reaching=reaching,
         )
         return permitted(extractor_for(tenant, user, may_store_sensitive=False), self._typed(units))

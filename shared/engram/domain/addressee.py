@@ -1,0 +1,81 @@
+"""Whom a question asks about: what the user said, or what the assistant said. Pure.
+
+In a chat with an assistant the memories asked for are mostly the user's own ("Which instrument
+am I learning?"), so an assistant's answers are low priority (`conversation.turn_units`) and lend
+no session support (`ranking.support_session`). A user also asks what the assistant said ("What
+was your trick for keeping herbs fresh?", "Was hast du mir gegen die Rückenschmerzen
+empfohlen?"): then the assistant's answers are what is asked for, and ranking them below the
+user's own requests on the topic lost them (assistant_chats "advice" questions, hybrid recall@10
+0.27 en / 0.19 de, below BM25 alone; bench/RESULTS.md).
+
+`asks_assistant(question)`: the question addresses the assistant about what it said, suggested
+or gave, in English or German: "did you say/tell/suggest/recommend...", "you said...", "your
+tip/idea/advice/recipe...", "hast du ... empfohlen/gesagt/geraten...", "laut dir", "dein
+Tipp/Rat/Vorschlag...". Questions about people in the third person ("What did Caroline say?")
+and the user's own facts ("Where do I live?") do not.
+"""
+
+from __future__ import annotations
+
+import re
+
+from engram.domain.memory_units import UnitKind, unit_ref
+from engram.domain.observation import Observation, Priority
+
+# an assistant's unit when the question asks what the assistant said (undoes its low priority,
+# and a little more: the user's own requests on the topic are not the answer)
+ADDRESSED_WEIGHT = 1.5
+# an assistant's passage when it does not: a passage holds the answer's words, not the user's facts
+UNADDRESSED_PASSAGE_WEIGHT = 0.5
+
+_EN_VERBS = r"say|tell|mention|suggest|recommend|advise|propose|write|explain|give|call|think|show|send|promise|note"
+_EN_PAST = (
+    r"said|told|mentioned|suggested|recommended|advised|proposed|wrote|explained|gave|called|meant|showed|sent"
+    r"|promised|noted"
+)
+_EN_THINGS = (
+    r"trick|tricks|idea|ideas|tip|tips|advice|suggestion|suggestions|recommendation|recommendations|answer|plan"
+    r"|proposal|recipe|recipes|list|draft|example|explanation|opinion|rule"
+)
+_DE_PARTICIPLES = (
+    r"gesagt|erzählt|erwähnt|empfohlen|geraten|vorgeschlagen|geschrieben|erklärt|gemeint|genannt|gegeben"
+    r"|gezeigt|geschickt|versprochen|notiert"
+)
+_DE_THINGS = (
+    r"trick|tricks|idee|ideen|tipp|tipps|rat|ratschlag|ratschläge|vorschlag|vorschläge|empfehlung|empfehlungen"
+    r"|antwort|plan|rezept|rezepte|liste|entwurf|beispiel|erklärung|meinung|regel"
+)
+_ASKS = re.compile(
+    rf"(?i)\b(?:(?:did|do|have|had|would|could) you\s+(?:\w+\s+){{0,2}}?(?:{_EN_VERBS})\b"
+    rf"|you\s+(?:{_EN_PAST})\b"
+    rf"|your\s+(?:\w+\s+)?(?:{_EN_THINGS})\b"
+    rf"|(?:hast|hattest) du\b[^?.!]*\b(?:{_DE_PARTICIPLES})\b"
+    rf"|laut dir\b|du (?:sagtest|meintest|riet(?:e)?st|empfahlst)\b"
+    rf"|dein(?:e|en|em|er|es)?\s+(?:\w+\s+)?(?:{_DE_THINGS})\b)"
+)
+
+
+def asks_assistant(question: str) -> bool:
+    """Whether `question` asks what the assistant said, suggested or gave (see the module)."""
+    return _ASKS.search(question) is not None
+
+
+def assistant_unit(obs: Observation) -> UnitKind | None:
+    """The kind of an assistant's memory unit (its answer's turn unit, or a passage of it), else
+    None: a low-priority turn unit (`conversation.turn_units`) or a passage unit."""
+    ref = unit_ref(obs)
+    if ref is None or obs.priority is not Priority.low:
+        return None
+    return ref.kind if ref.kind in (UnitKind.turn, UnitKind.passage) else None
+
+
+def addressee_support(obs: Observation, asked: bool) -> float:
+    """The multiplier of a candidate for who is asked about: `ADDRESSED_WEIGHT` for an assistant's
+    unit when the question asks the assistant, `UNADDRESSED_PASSAGE_WEIGHT` for an assistant's
+    passage when it does not, else 1."""
+    kind = assistant_unit(obs)
+    if kind is None:
+        return 1.0
+    if asked:
+        return ADDRESSED_WEIGHT
+    return UNADDRESSED_PASSAGE_WEIGHT if kind is UnitKind.passage else 1.0

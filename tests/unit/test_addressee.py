@@ -1,0 +1,136 @@
+"""Whom a question asks about (`engram.domain.addressee`): what the assistant said, found again
+when the user asks for it; the user's own facts first otherwise."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bench.chatgen_advice import ADVICE
+from engram.domain.addressee import (
+    ADDRESSED_WEIGHT,
+    UNADDRESSED_PASSAGE_WEIGHT,
+    addressee_support,
+    asks_assistant,
+)
+from engram.domain.conversation import ConversationSession, Turn, chat_units, derived_units, turn_units
+from engram.domain.memory_units import UnitKind
+from engram.domain.observation import Observation, ObservationDraft
+from engram.domain.ranking import rrf_fuse
+from engram.domain.recall import RecallQuery
+from engram.domain.scopes import Visibility
+from engram.domain.search import SearchFilter
+from engram.services.recall_plan import Plan
+from engram.services.recall_scoring import scored_hits
+
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+DAY = NOW - timedelta(days=20)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What was your trick for keeping fresh herbs from wilting?",
+        "How long did you say a nap can be before it ruins the night?",
+        "What did you recommend so I don't spend too much on food shopping?",
+        "Which recipe did you give me last week?",
+        "You mentioned a book about habits, which one was it?",
+        "Was hast du mir gegen die Rückenschmerzen empfohlen?",
+        "Welche Raumtemperatur sollte ich laut dir zum Schlafen haben?",
+        "Wie war nochmal dein Tipp für die Kräuter?",
+        "Was hattest du über Meetings ohne Agenda gesagt?",
+    ],
+)
+def test_a_question_about_what_the_assistant_said(question: str) -> None:
+    assert asks_assistant(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Which instrument am I learning?",
+        "Where does my sister live these days?",
+        "What did Caroline say about the adoption agency?",  # a person, in the third person
+        "Did Melanie recommend a book to Caroline?",
+        "Wo wohnt meine Schwester zurzeit?",
+        "Was hat Jon über sein Tanzstudio gesagt?",
+        "Do you know when my next check-up is?",  # asks the assistant for the user's fact
+    ],
+)
+def test_a_question_about_the_user_or_other_people(question: str) -> None:
+    assert not asks_assistant(question)
+
+
+def test_the_bench_advice_questions_all_ask_the_assistant() -> None:
+    assert all(asks_assistant(q) for questions in ADVICE.values() for qs in questions.values() for q in qs)
+
+
+def stored(draft: ObservationDraft) -> Observation:
+    data = draft.model_dump()
+    data.pop("merged_from", None)
+    return Observation(
+        **data, id=uuid.uuid4(), content_hash="h", relevance_count=0, superseded_by=None, created_at=DAY, updated_at=DAY
+    )
+
+
+def chat() -> list[Observation]:
+    turns = [
+        Turn("D1:1", "User", "How should I keep herbs? By the way, I'm learning the cello."),
+        Turn("D1:2", "Assistant", "Good question. Fresh herbs last longer in a glass of water in the fridge. " * 3),
+    ]
+    sessions = [ConversationSession("s1", DAY, turns)]
+    common = {"tenant_id": "t", "user_id": "u", "conversation_id": "c", "sessions": sessions}
+    assistants = frozenset({"Assistant"})
+    drafts = turn_units(**common, assistants=assistants)
+    drafts += derived_units(**common, assistants=assistants, kinds=frozenset({UnitKind.passage}))
+    return [stored(d) for d in drafts]
+
+
+def test_an_assistants_units_rank_up_when_asked_and_its_passages_down_when_not() -> None:
+    request, answer, *passages = chat()
+    assert addressee_support(request, asked=True) == addressee_support(request, asked=False) == 1.0
+    assert addressee_support(answer, asked=True) == ADDRESSED_WEIGHT
+    assert addressee_support(answer, asked=False) == 1.0  # as before: low priority only
+    assert passages and all(addressee_support(p, asked=True) == ADDRESSED_WEIGHT for p in passages)
+    assert all(addressee_support(p, asked=False) == UNADDRESSED_PASSAGE_WEIGHT for p in passages)
+
+
+@pytest.mark.parametrize(
+    ("question", "first"),
+    [("What was your trick for keeping herbs fresh?", "answer"), ("How do I keep my herbs fresh?", "request")],
+)
+def test_hybrid_recall_puts_the_answer_first_only_when_the_assistant_is_asked(question: str, first: str) -> None:
+    request, answer, *_ = chat()
+    found = {str(request.id): request, str(answer.id): answer}
+    plan = Plan(
+        RecallQuery(text=question, limit=5, mode="hybrid"),
+        question,
+        question,
+        Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
+        SearchFilter(now=NOW),
+        pool=20,
+    )
+    plan.lexical = []  # no floors: the order is the boosted fused score
+    plan.fused = rrf_fuse([str(request.id), str(answer.id)], [str(request.id), str(answer.id)])
+    hits = scored_hits(plan, found, NOW)
+    assert hits[0].observation.id == {"answer": answer, "request": request}[first].id
+    assert ("addressee" in hits[0].boosts) is (first == "answer")
+
+
+def test_a_chat_can_keep_its_answers_in_passages_as_each_turn_completes() -> None:
+    user, answer = uuid.uuid4(), uuid.uuid4()
+    messages = [(user, "user", "How do I keep herbs?"), (answer, "assistant", "Put them in water. " * 40)]
+    common = {"tenant_id": "t", "user_id": "u", "chat_id": uuid.uuid4(), "session_id": uuid.uuid4()}
+    plain = chat_units(**common, started_at=DAY, messages=messages, reaching=user)
+    both = chat_units(
+        **common,
+        started_at=DAY,
+        messages=messages,
+        reaching=user,
+        kinds=frozenset({UnitKind.statement, UnitKind.passage}),
+    )
+    assert not [d for d in plain if (d.key or "").startswith("unit:passage:")]
+    passages = [d for d in both if (d.key or "").startswith("unit:passage:")]
+    assert len(passages) > 1 and all(d.provenance.chat_message_id == answer for d in passages)
