@@ -25,7 +25,14 @@ from typing import Any
 
 from bench._common import emit_json, machine, table
 from bench.chatgen import generate
-from bench.secrets_set import BENIGN, HELD_OUT_BENIGN, HELD_OUT_SECRETS, SECRETS
+from bench.secrets_set import (
+    BENIGN,
+    HELD_OUT_2_BENIGN,
+    HELD_OUT_2_SECRETS,
+    HELD_OUT_BENIGN,
+    HELD_OUT_SECRETS,
+    SECRETS,
+)
 from engram.domain.conversation import turn_units
 from engram.domain.observation import ObservationDraft, TriggerSource
 from engram.domain.secrets import without_secrets
@@ -106,17 +113,23 @@ def changes(texts: Iterable[str]) -> list[list[str]]:
     return [[t, out] for t in texts if (out := without_secrets(t)) != t]
 
 
-def run(locomo: Path, xquad: Path) -> dict[str, Any]:
+def run(locomo: Path, xquad: Path, repeats: int = 3) -> dict[str, Any]:
     figures: dict[str, Any] = {"bench": "secrets", **machine()}
-    sets = {"tuned": (SECRETS, BENIGN), "held_out": (HELD_OUT_SECRETS, HELD_OUT_BENIGN)}
+    # round 1 tuned the rules on `tuned`; round 2 widened them on the misses of `held_out`, whose
+    # figures are since then tuned ones too; `held_out_2` was written before round 2
+    sets = {
+        "tuned": (SECRETS, BENIGN),
+        "held_out": (HELD_OUT_SECRETS, HELD_OUT_BENIGN),
+        "held_out_2": (HELD_OUT_2_SECRETS, HELD_OUT_2_BENIGN),
+    }
     for name, (bad, good) in sets.items():
         for label, rule in (("withhold", without_secrets), ("naive", naive)):
             figures[f"{name}_{label}_secrets_withheld"] = round(withheld_share(rule, bad), 3)
             figures[f"{name}_{label}_benign_changed"] = round(changed_share(rule, good), 3)
         figures[f"{name}_sizes"] = [len(bad), len(good)]
-    everything = [*SECRETS, *HELD_OUT_SECRETS]
+    everything = [*SECRETS, *HELD_OUT_SECRETS, *HELD_OUT_2_SECRETS]
     figures["missed"] = [t for t, values in everything if any(v in without_secrets(t) for v in values)]
-    figures["benign_changed"] = changes([*BENIGN, *HELD_OUT_BENIGN])
+    figures["benign_changed"] = changes([*BENIGN, *HELD_OUT_BENIGN, *HELD_OUT_2_BENIGN])
     corpora = {"locomo": locomo_texts(locomo), "xquad": xquad_texts(xquad), "assistant_chats": chat_texts()}
     for name, texts in corpora.items():
         changed = changes(texts)
@@ -132,8 +145,8 @@ def run(locomo: Path, xquad: Path) -> dict[str, Any]:
     figures["chars_per_text"] = round(sum(map(len, texts)) / len(texts))
     fields = unit_fields(locomo)
     figures["unit_drafts"] = len(fields)
-    figures["draft_us_manual"] = round(draft_us(fields, TriggerSource.manual), 1)
-    figures["draft_us_chat"] = round(draft_us(fields, TriggerSource.chat), 1)
+    figures["draft_us_manual"] = round(draft_us(fields, TriggerSource.manual, repeats), 1)
+    figures["draft_us_chat"] = round(draft_us(fields, TriggerSource.chat, repeats), 1)
     return figures
 
 
@@ -145,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     f = run(args.locomo, args.xquad)
     rows = []
-    for name in ("tuned", "held_out"):
+    for name in ("tuned", "held_out", "held_out_2"):
         n_bad, n_good = f[f"{name}_sizes"]
         rows.append(
             [

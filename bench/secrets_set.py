@@ -123,3 +123,51 @@ HELD_OUT_BENIGN: tuple[str, ...] = (
     "Ich habe die PIN-Sperre aufgehoben.",
     "Seine Telefonnummer ist 089 1234567.",
 )
+
+# A second held-out set, written before the rules were widened on the first one's misses (which
+# then joined the tuned set as `SECOND_ROUND_*`): the estimate after that round.
+HELD_OUT_2_SECRETS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("btw the garage door code is 7314", ("7314",)),
+    ("My gym locker combination: 28-14-03", ("28-14-03",)),
+    ("Our office wifi key is Bluebird#44, for the guests", ("Bluebird#44",)),
+    ("My password for the tax portal is Kestrel2026", ("Kestrel2026",)),
+    ("The safe code is 9182, don't tell anyone", ("9182",)),
+    ("The PIN of my SIM card is 6021", ("6021",)),
+    ("Use this card for the booking: 3714 496353 98431", ("3714 496353 98431",)),
+    ("GitHub token: ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", ("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",)),
+    ("login is mark.b and the pass is Otter!992", ("Otter!992",)),
+    ("the verification code they texted me is 551902", ("551902",)),
+    ("Der Code für die Haustür ist 4470", ("4470",)),
+    ("Mein Passwort fürs Steuerportal lautet Kranich2026", ("Kranich2026",)),
+    ("Das WLAN-Passwort im Büro: Sonnenuhr#12", ("Sonnenuhr#12",)),
+    ("Die PIN meiner SIM-Karte ist 3390", ("3390",)),
+    ("Der Tresorcode lautet 8642", ("8642",)),
+    ("Bitte zahl mit meiner Karte 4111-1111-1111-1111", ("4111-1111-1111-1111",)),
+    ("Mein Zugangspasswort für das Intranet ist Eisvogel55", ("Eisvogel55",)),
+    ("Die Bestätigungsnummer per SMS war 730215", ("730215",)),
+    ("Das Kennwort für den Router lautet jetzt Leuchtturm9", ("Leuchtturm9",)),
+    ("Mein Online-Banking-PIN: 40517", ("40517",)),
+)
+
+HELD_OUT_2_BENIGN: tuple[str, ...] = (
+    "The garage door code needs to be changed by the landlord.",
+    "I forgot the combination of my bike lock again.",
+    "Our office wifi is slow in the afternoons.",
+    "The tax portal asks for a new password every year.",
+    "Please remind me to renew my SIM card contract in March.",
+    "The booking reference is ABX-4471, flight on 12 May.",
+    "The verification took three days longer than promised.",
+    "My pass for the museum expires in June.",
+    "Invoice 2026-0415 over 1,180 EUR is still open.",
+    "She scored 4 out of 5 in the code review.",
+    "Der Code der Haustür klemmt, der Hausmeister kommt morgen.",
+    "Mein Passwort fürs Steuerportal muss ich bald erneuern.",
+    "Das WLAN im Büro fällt öfter aus.",
+    "Die PIN-Abfrage am Handy habe ich ausgeschaltet.",
+    "Der Tresor im Hotel war zu klein für den Laptop.",
+    "Die Karte für das Konzert kostet 49 Euro.",
+    "Ich habe das Intranet-Passwort gestern geändert.",
+    "Die Bestätigung kam per SMS nach zehn Minuten.",
+    "Der Router steht im Flur neben dem Schuhschrank.",
+    "Kundennummer 100-234-567, Vertrag Nummer 88123.",
+)

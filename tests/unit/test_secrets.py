@@ -32,6 +32,10 @@ def test_the_labelled_set_both_languages() -> None:
         ("I changed my password to Tulpe#22 today", "I changed my password to [withheld] today", {"credential"}),
         ("paid with 4111-1111-1111-1111 on Monday", f"paid with {CARD_WITHHELD} on Monday", {"card"}),
         ("key sk-ant-api03-abcdefghijklmnopqrstuv", "key sk-[redacted]", {"token"}),
+        ("btw the garage door code is 7314", "btw the garage door code is [withheld]", {"credential"}),
+        ("Der Tresorcode lautet 8642.", "Der Tresorcode lautet [withheld].", {"credential"}),
+        ("WLAN-Schlüssel lautet Kaffeetasse99", "WLAN-Schlüssel lautet [withheld]", {"credential"}),
+        ("the wifi pw: Garten2019", "the wifi pw: [withheld]", {"credential"}),
     ],
 )
 def test_what_is_withheld_and_the_words_around_it(text: str, expected: str, kinds: set[str]) -> None:
@@ -49,6 +53,12 @@ def test_what_is_withheld_and_the_words_around_it(text: str, expected: str, kind
         "My IBAN is DE89 3704 0044 0532 0130 00.",  # business facts stay
         "Order 1234567890123456 shipped.",  # 16 digits that fail the Luhn check
         "Call me on +49 1512 3456789.",
+        "My passport is valid until 2030.",  # "pass" is a whole word, and then needs a digit or a sign
+        "The bus pass is valid.",
+        "What must the Parliament go through to pass legislation?",  # a "?" that ends a word is no sign
+        "The code is on GitHub.",
+        "Our zip code is 10115.",  # a zip, post, area or QR code is no secret
+        "Der Dresscode ist elegant.",
     ],
 )
 def test_what_is_kept(text: str) -> None:
@@ -125,8 +135,11 @@ def test_a_chats_units_keep_that_a_secret_was_given_not_the_secret() -> None:
 def test_the_bench_reports_its_figures_and_the_corpora_stay_as_they_are() -> None:
     """`bench.secrets` end to end; LoCoMo, XQuAD and the generated chats hold no secret, so
     withholding leaves every one of their texts as it is (recall on them cannot move)."""
-    figures = run(LOCOMO, XQUAD)
+    figures = run(LOCOMO, XQUAD, repeats=1)
     assert figures["tuned_withhold_secrets_withheld"] == 1.0 and figures["tuned_withhold_benign_changed"] == 0.0
+    assert (
+        figures["held_out_2_withhold_secrets_withheld"] >= 0.9 and figures["held_out_2_withhold_benign_changed"] <= 0.05
+    )
     for corpus in ("locomo", "xquad", "assistant_chats"):
         assert figures[f"{corpus}_texts"] > 1_000 and figures[f"{corpus}_changed"] == 0
     assert figures["us_per_text"] > 0

@@ -36,13 +36,29 @@ WITHHELD = "[withheld]"
 CARD_WITHHELD = "[card number withheld]"
 
 # what names a credential: compounds end in the longer words ("Bankpasswort", "WLAN-Passwort",
-# "Onlinebanking-PIN" by its hyphen); the short ones stand alone
-_LONG_CUES = r"passwor[dt]s?|passphrase|kennwort|passcode|geheimzahl|zugangscode|sicherheitscode|pin-?code|pin-?nummer"
+# "Haustürcode", "Onlinebanking-PIN" by its hyphen); the short ones stand alone
+_LONG_CUES = (
+    r"passwor[dt]s?|passphrase|kennwort|passcode|geheimzahl|zugangscode|sicherheitscode|pin-?code|pin-?nummer"
+    r"|(?:tür|tor|garagen|tresor|safe|schließfach|alarm|schlüssel|entsperr|sim)-?code"
+    r"|(?:wlan|netzwerk)-?(?:schlüssel|key)|zahlenkombination"
+)
 _SHORT_CUES = (
     r"pin|(?-i:TAN)|cvv|cvc|api[- ]?key|api[- ]?schlüssel|access[- ]?key|secret[- ]?key|access[- ]?token|token"
     r"|security[- ]code|verification[- ]code|one[- ]time[- ]code|login[- ]code|bestätigungscode|einmalcode"
+    r"|(?:door|gate|garage|alarm|safe|lock|locker|entry|entrance|building|unlock)[- ]code"
+    r"|(?:wifi|wi-fi|wlan|network)[- ]?key|confirmation[- ]code"
 )
-_CUE = rf"(?:[^\W\d_]*(?:{_LONG_CUES})|(?<![^\W\d_])(?:{_SHORT_CUES}))"
+# names that are a credential only with a digit or a sign ("the code is 4470", "pw: Garten2019",
+# "the pass is Otter!992"; not "the pass is valid", "the code is on GitHub", "zip code 10115")
+_WEAK_CUES = (
+    r"pw|pwd|pass|combination|kombination"
+    r"|(?<!zip )(?<!post )(?<!area )(?<!country )(?<!dress )(?<!bar )(?<!source )(?<!qr )(?<!qr-)(?<!promo )code"
+)
+_WEAK = re.compile(rf"(?i)(?:{_WEAK_CUES})")
+_CUE = (
+    rf"(?:[^\W\d_]*(?:{_LONG_CUES})|(?<![^\W\d_])(?:{_SHORT_CUES})|(?<![^\W\d_-])(?:{_WEAK_CUES}))"
+    r"(?![^\W\d_])"  # a whole word: "pass" is not "passport", "pin" not "pink"
+)
 # "is", "ist", "lautet", ":" ... between the cue and the secret, after at most four words of the
 # same sentence ("the passcode for the office alarm is ...", "das Passwort vom Router lautet ...")
 _SAYS = r"(?:is|was|are|ist|war|sind|lautet|lautete|heißt|heisst|reads|=|:)"
@@ -79,16 +95,24 @@ _CUE_STEMS = (
     "passphrase",
     "passcode",
     "geheimzahl",
-    "code",
-    "pin",
+    "schlüssel",
+    "kombination",
+    "combination",
+    "token",
     "cvv",
     "cvc",
     "api",
     "access",
     "secret",
-    "token",
-    "schlüssel",
+    "wifi",
+    "wi-fi",
+    "wlan",
+    "network",
+    "netzwerk",
+    "code",
 )
+_SHORT_STEMS = ("pin", "pw", "pass")  # as substrings in many words: a whole word is looked for
+_SHORT_WORD = re.compile(r"\b(?:pin|pwd?|pass)\b")
 _TOKEN_MARKS = ("eyj", "bearer", "agentkey", "egk_", "sk-", "://")
 _SEED_MARKS = ("SU", "SA", "SO")  # an NKey seed, in capitals
 # a run of digits grouped by single spaces or hyphens, not inside a word, a phone number ("+49 ...")
@@ -110,7 +134,7 @@ def _token_secret(token: str, followed_by: str, *, signs_only: bool = False) -> 
     word = token.rstrip(_TRAILING)
     if len(word) < 3 or word.casefold() in _NOT_SECRETS:
         return False
-    if any(not c.isalpha() for c in word):
+    if _has_sign(word):
         return True
     if signs_only:
         return False
@@ -140,8 +164,19 @@ def _cards(run: str) -> str:
     return run
 
 
+def _has_sign(word: str) -> bool:
+    """A digit or a sign in `word`, not counting a "!" or "?" that ends it ("legislation?")."""
+    return any(not c.isalpha() for c in word.rstrip("!?"))
+
+
 def _card(match: re.Match[str]) -> str:
     return _cards(match.group(0))
+
+
+def _names_credential(text: str, lowered: str) -> bool:
+    if "TAN" in text or any(stem in lowered for stem in _CUE_STEMS):
+        return True
+    return any(stem in lowered for stem in _SHORT_STEMS) and _SHORT_WORD.search(lowered) is not None
 
 
 def withhold(text: str) -> Withheld:
@@ -156,7 +191,7 @@ def withhold(text: str) -> Withheld:
             kinds.add("credential")
             return f"{cue}{between}{WITHHELD}"
         token = match.group(5)
-        weak = connector.casefold() in ("to", "auf")
+        weak = connector.casefold() in ("to", "auf") or _WEAK.fullmatch(cue) is not None
         if token.startswith("[") or not _token_secret(token, text[match.end() : match.end() + 2], signs_only=weak):
             return match.group(0)
         kinds.add("credential")
@@ -166,14 +201,14 @@ def withhold(text: str) -> Withheld:
     def bare(match: re.Match[str]) -> str:
         token = match.group(3)
         word = token.rstrip(_TRAILING)
-        if len(word) < 3 or word.startswith("[") or word.casefold() in _NOT_SECRETS:
+        if len(word) < 3 or word.startswith("[") or word.casefold() in _NOT_SECRETS or not _has_sign(word):
             return match.group(0)
         kinds.add("credential")
         return f"{match.group(1)}{match.group(2)}{WITHHELD}{token[len(word) :]}"
 
     lowered = text.casefold()
     out = text
-    if "TAN" in text or any(stem in lowered for stem in _CUE_STEMS):
+    if _names_credential(text, lowered):
         out = _BARE.sub(bare, _SAID.sub(said, out))
     carded = _DIGIT_RUN.sub(_card, out)
     if carded != out:
