@@ -11,8 +11,9 @@ import pytest
 from bench.chatgen_advice import ADVICE
 from engram.domain.addressee import (
     ADDRESSED_WEIGHT,
-    UNADDRESSED_PASSAGE_WEIGHT,
+    UNASKED_WEIGHT,
     addressee_support,
+    asks_about_user,
     asks_assistant,
 )
 from engram.domain.conversation import ConversationSession, Turn, chat_units, derived_units, turn_units
@@ -88,18 +89,40 @@ def chat() -> list[Observation]:
     return [stored(d) for d in drafts]
 
 
-def test_an_assistants_units_rank_up_when_asked_and_its_passages_down_when_not() -> None:
+def test_an_assistants_units_rank_up_when_asked_and_down_for_the_users_own_facts() -> None:
     request, answer, *passages = chat()
-    assert addressee_support(request, asked=True) == addressee_support(request, asked=False) == 1.0
+    for asked, about_user in ((True, False), (False, True), (False, False)):
+        assert addressee_support(request, asked, about_user) == 1.0  # the user's words: never moved
     assert addressee_support(answer, asked=True) == ADDRESSED_WEIGHT
-    assert addressee_support(answer, asked=False) == 1.0  # as before: low priority only
+    assert addressee_support(answer, asked=False, about_user=True) == UNASKED_WEIGHT
+    assert addressee_support(answer, asked=False, about_user=False) == 1.0  # low priority only, as before
     assert passages and all(addressee_support(p, asked=True) == ADDRESSED_WEIGHT for p in passages)
-    assert all(addressee_support(p, asked=False) == UNADDRESSED_PASSAGE_WEIGHT for p in passages)
+    assert all(addressee_support(p, asked=False) == UNASKED_WEIGHT for p in passages)
+
+
+@pytest.mark.parametrize(
+    ("question", "about_user"),
+    [
+        ("Which instrument am I learning?", True),
+        ("Wo wohnt meine Schwester zurzeit?", True),
+        ("Was ist das Ziel unserer nächsten Reise?", True),
+        ("What was your trick for keeping herbs fresh?", False),  # asks the assistant
+        ("Was hast du mir gegen Rückenschmerzen empfohlen?", False),
+        ("How long do roasted vegetables keep?", False),  # neither
+        ("What did Caroline paint?", False),
+    ],
+)
+def test_a_question_about_the_users_own_facts(question: str, about_user: bool) -> None:
+    assert asks_about_user(question) is about_user
 
 
 @pytest.mark.parametrize(
     ("question", "first"),
-    [("What was your trick for keeping herbs fresh?", "answer"), ("How do I keep my herbs fresh?", "request")],
+    [
+        ("What was your trick for keeping herbs fresh?", "answer"),
+        ("How do I keep my herbs fresh?", "request"),
+        ("How long do fresh herbs keep?", "request"),
+    ],
 )
 def test_hybrid_recall_puts_the_answer_first_only_when_the_assistant_is_asked(question: str, first: str) -> None:
     request, answer, *_ = chat()
@@ -134,3 +157,29 @@ def test_a_chat_can_keep_its_answers_in_passages_as_each_turn_completes() -> Non
     assert not [d for d in plain if (d.key or "").startswith("unit:passage:")]
     passages = [d for d in both if (d.key or "").startswith("unit:passage:")]
     assert len(passages) > 1 and all(d.provenance.chat_message_id == answer for d in passages)
+
+
+@pytest.mark.parametrize(
+    ("question", "first"),
+    [("How do I keep my herbs fresh?", "request"), ("How long do fresh herbs keep?", "answer")],
+)
+def test_a_question_about_the_users_facts_puts_their_words_above_an_answer_both_lists_found(
+    question: str, first: str
+) -> None:
+    """The answer tops both lists (it shares the question's words); the user's turn is only the
+    kNN list's second. For a question in the first person the user's words come first; for a
+    question in neither person the fusion stays as it was."""
+    request, answer, *_ = chat()
+    found = {str(request.id): request, str(answer.id): answer}
+    plan = Plan(
+        RecallQuery(text=question, limit=5, mode="hybrid"),
+        question,
+        question,
+        Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
+        SearchFilter(now=NOW),
+        pool=20,
+    )
+    plan.lexical = []
+    plan.fused = rrf_fuse([str(answer.id)], [str(answer.id), str(request.id)])
+    hits = scored_hits(plan, found, NOW)
+    assert hits[0].observation.id == {"answer": answer, "request": request}[first].id

@@ -13,6 +13,13 @@ or gave, in English or German: "did you say/tell/suggest/recommend...", "you sai
 tip/idea/advice/recipe...", "hast du ... empfohlen/gesagt/geraten...", "laut dir", "dein
 Tipp/Rat/Vorschlag...". Questions about people in the third person ("What did Caroline say?")
 and the user's own facts ("Where do I live?") do not.
+
+`asks_about_user(question)`: the question is in the first person ("Which instrument am I
+learning?", "Wo wohnt meine Schwester?") and does not ask the assistant: the user's own words are
+the evidence, and the assistant's answers on the topic, which share the question's words, rank
+down by half (`UNASKED_WEIGHT`): assistant_chats hybrid recall@10 on the user's facts 0.900 ->
+0.932, its kNN list alone 0.939 (bench/RESULTS.md, part 11). A question in neither person ("How
+long do roasted vegetables keep?") leaves the answers as they are.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from engram.domain.observation import Observation, Priority
 # an assistant's unit when the question asks what the assistant said (undoes its low priority,
 # and a little more: the user's own requests on the topic are not the answer)
 ADDRESSED_WEIGHT = 1.5
-# an assistant's passage when it does not: a passage holds the answer's words, not the user's facts
-UNADDRESSED_PASSAGE_WEIGHT = 0.5
+# an assistant's unit when a question about the user's own facts does not ask the assistant, and an
+# assistant's passage when a question does not ask the assistant
+UNASKED_WEIGHT = 0.5
 
 _EN_VERBS = r"say|tell|mention|suggest|recommend|advise|propose|write|explain|give|call|think|show|send|promise|note"
 _EN_PAST = (
@@ -55,9 +63,20 @@ _ASKS = re.compile(
 )
 
 
+_FIRST_PERSON = re.compile(
+    r"(?i)\b(?:i|i'm|i've|i'd|i'll|my|me|mine|myself|we|our|ours|us|ich|mein|meine|meinen|meinem|meiner|meines"
+    r"|mir|mich|wir|unser|unsere|unseren|unserem|unserer|unseres|uns)\b"
+)
+
+
 def asks_assistant(question: str) -> bool:
     """Whether `question` asks what the assistant said, suggested or gave (see the module)."""
     return _ASKS.search(question) is not None
+
+
+def asks_about_user(question: str) -> bool:
+    """Whether `question` is in the first person and does not ask the assistant (see the module)."""
+    return not asks_assistant(question) and _FIRST_PERSON.search(question) is not None
 
 
 def assistant_unit(obs: Observation) -> UnitKind | None:
@@ -69,13 +88,14 @@ def assistant_unit(obs: Observation) -> UnitKind | None:
     return ref.kind if ref.kind in (UnitKind.turn, UnitKind.passage) else None
 
 
-def addressee_support(obs: Observation, asked: bool) -> float:
-    """The multiplier of a candidate for who is asked about: `ADDRESSED_WEIGHT` for an assistant's
-    unit when the question asks the assistant, `UNADDRESSED_PASSAGE_WEIGHT` for an assistant's
-    passage when it does not, else 1."""
+def addressee_support(obs: Observation, asked: bool, about_user: bool = False) -> float:
+    """The multiplier of a candidate for whom the question asks about: for an assistant's unit,
+    `ADDRESSED_WEIGHT` when the question asks the assistant (`asked`), `UNASKED_WEIGHT` when it
+    asks about the user's own facts (`about_user`), and for a passage when it does neither; 1
+    for everything else."""
     kind = assistant_unit(obs)
     if kind is None:
         return 1.0
     if asked:
         return ADDRESSED_WEIGHT
-    return UNADDRESSED_PASSAGE_WEIGHT if kind is UnitKind.passage else 1.0
+    return UNASKED_WEIGHT if about_user or kind is UnitKind.passage else 1.0
