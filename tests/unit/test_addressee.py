@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -126,7 +127,14 @@ def test_a_question_about_the_users_own_facts(question: str, about_user: bool) -
 )
 def test_hybrid_recall_puts_the_answer_first_only_when_the_assistant_is_asked(question: str, first: str) -> None:
     request, answer, *_ = chat()
-    found = {str(request.id): request, str(answer.id): answer}
+    hits = scored(question, [request, answer], lexical=[request, answer], vector=[request, answer])
+    assert hits[0].observation.id == {"answer": answer, "request": request}[first].id
+    assert ("addressee" in hits[0].boosts) is (first == "answer")
+
+
+def scored(question: str, candidates: list[Observation], lexical: list[Observation], vector: list[Observation]) -> Any:
+    """Hybrid scoring of `candidates` found at these ranks (no floors: the order is the boosted
+    fused score)."""
     plan = Plan(
         RecallQuery(text=question, limit=5, mode="hybrid"),
         question,
@@ -135,11 +143,9 @@ def test_hybrid_recall_puts_the_answer_first_only_when_the_assistant_is_asked(qu
         SearchFilter(now=NOW),
         pool=20,
     )
-    plan.lexical = []  # no floors: the order is the boosted fused score
-    plan.fused = rrf_fuse([str(request.id), str(answer.id)], [str(request.id), str(answer.id)])
-    hits = scored_hits(plan, found, NOW)
-    assert hits[0].observation.id == {"answer": answer, "request": request}[first].id
-    assert ("addressee" in hits[0].boosts) is (first == "answer")
+    plan.lexical = []
+    plan.fused = rrf_fuse([str(o.id) for o in lexical], [str(o.id) for o in vector])
+    return scored_hits(plan, {str(o.id): o for o in candidates}, NOW)
 
 
 def test_a_chat_can_keep_its_answers_in_passages_as_each_turn_completes() -> None:
@@ -170,16 +176,5 @@ def test_a_question_about_the_users_facts_puts_their_words_above_an_answer_both_
     kNN list's second. For a question in the first person the user's words come first; for a
     question in neither person the fusion stays as it was."""
     request, answer, *_ = chat()
-    found = {str(request.id): request, str(answer.id): answer}
-    plan = Plan(
-        RecallQuery(text=question, limit=5, mode="hybrid"),
-        question,
-        question,
-        Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
-        SearchFilter(now=NOW),
-        pool=20,
-    )
-    plan.lexical = []
-    plan.fused = rrf_fuse([str(answer.id)], [str(answer.id), str(request.id)])
-    hits = scored_hits(plan, found, NOW)
+    hits = scored(question, [request, answer], lexical=[answer], vector=[answer, request])
     assert hits[0].observation.id == {"answer": answer, "request": request}[first].id

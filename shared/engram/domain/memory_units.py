@@ -181,18 +181,23 @@ def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> lis
         said = [s for s in sentences(turn.text) if len(s) >= STATEMENT_MIN_CHARS]
         if len(said) < 2:
             continue
-        for n, sentence in enumerate(said):
-            units.append(
-                DerivedUnit(
-                    UnitKind.statement,
-                    f"{first_turn(turn.turn_id)}:{n}",
-                    f"{turn.speaker}: {_clip(sentence, 480)}",
-                    tuple(turn.turn_id.split()),
-                    turn.session_key,
-                    turn.speaker,
-                )
-            )
+        units.extend(_pieces(UnitKind.statement, turn, said))
     return units
+
+
+def _pieces(kind: UnitKind, turn: Speech, texts: Sequence[str]) -> list[DerivedUnit]:
+    """Units of `kind` for pieces of one turn, numbered in order, each mapped to the turn."""
+    return [
+        DerivedUnit(
+            kind,
+            f"{first_turn(turn.turn_id)}:{n}",
+            f"{turn.speaker}: {_clip(text, 480)}",
+            tuple(turn.turn_id.split()),
+            turn.session_key,
+            turn.speaker,
+        )
+        for n, text in enumerate(texts)
+    ]
 
 
 def passage_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[DerivedUnit]:
@@ -208,17 +213,7 @@ def passage_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[
                 passages[-1] = f"{passages[-1]} {sentence}"
             else:
                 passages.append(sentence)
-        for n, passage in enumerate(passages):
-            units.append(
-                DerivedUnit(
-                    UnitKind.passage,
-                    f"{first_turn(turn.turn_id)}:{n}",
-                    f"{turn.speaker}: {_clip(passage, 480)}",
-                    tuple(turn.turn_id.split()),
-                    turn.session_key,
-                    turn.speaker,
-                )
-            )
+        units.extend(_pieces(UnitKind.passage, turn, passages))
     return units
 
 
