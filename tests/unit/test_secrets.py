@@ -12,7 +12,7 @@ from bench.secrets import LOCOMO, XQUAD, run
 from bench.secrets_set import BENIGN, SECRETS
 from engram.domain.conversation import chat_units
 from engram.domain.observation import ObservationDraft, TriggerSource
-from engram.domain.secrets import CARD_WITHHELD, WITHHELD, withhold, without_secrets
+from engram.domain.secrets import CARD_WITHHELD, WITHHELD, may_hold_secrets, withhold, without_secrets
 
 
 def test_the_labelled_set_both_languages() -> None:
@@ -143,3 +143,41 @@ def test_the_bench_reports_its_figures_and_the_corpora_stay_as_they_are() -> Non
     for corpus in ("locomo", "xquad", "assistant_chats"):
         assert figures[f"{corpus}_texts"] > 1_000 and figures[f"{corpus}_changed"] == 0
     assert figures["us_per_text"] > 0
+
+
+_PIECES = st.sampled_from(
+    [
+        "my ",
+        "PIN ",
+        "pin",
+        " is ",
+        "Passwort ",
+        "lautet ",
+        "code ",
+        ": ",
+        "4111 1111 1111 1111",
+        "sk-",
+        "eyJ",
+        "7314",
+        "x" * 16,
+        " ",
+        "TAN ",
+        "pw ",
+        "Schlüssel",
+        "12345678901234",
+        ".",
+        "?",
+        "SU",
+        "A" * 56,
+    ]
+)
+
+
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=12)), max_size=12), st.integers(min_value=1, max_value=4))
+def test_the_quick_test_never_lets_a_text_through_that_withholding_would_change(pieces: list[str], parts: int) -> None:
+    """`may_hold_secrets` lets a draft skip `withhold`: it may say yes for nothing, never no for a
+    text that `withhold` changes."""
+    text = "".join(pieces)
+    fields = [text[i::parts] for i in range(parts)] + [text]
+    if not may_hold_secrets(*fields):
+        assert all(without_secrets(f) == f for f in fields)

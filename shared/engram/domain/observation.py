@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from engram.domain.hashing import content_hash
-from engram.domain.secrets import without_secrets
+from engram.domain.secrets import may_hold_secrets, without_secrets
 
 DEFAULT_OBSERVATION_TYPES: frozenset[str] = frozenset(
     {
@@ -153,6 +153,8 @@ class ObservationDraft(BaseModel):
         credential, card number or token (`engram.domain.secrets`); a person's own `manual` write
         and a consolidation of stored memories are kept as written."""
         if self.trigger_source not in (TriggerSource.chat, TriggerSource.hook):
+            return self
+        if not may_hold_secrets(self.title, self.narrative, *self.facts, *self.concepts, *self.discovery_tokens):
             return self
         self.title = without_secrets(self.title)[:500]
         self.narrative = without_secrets(self.narrative)[:20_000]
