@@ -59,6 +59,14 @@ def test_a_question_about_what_the_assistant_said(question: str) -> None:
         "Wo wohnt meine Schwester zurzeit?",
         "Was hat Jon über sein Tanzstudio gesagt?",
         "Do you know when my next check-up is?",  # asks the assistant for the user's fact
+        # a request to the assistant now, the user's message in a chat: not about its earlier answers
+        "Could you suggest a recipe? I'm allergic to nuts.",
+        "Do you think I should move?",
+        "What's your advice on budgeting?",
+        "Would you write me an email to my landlord?",
+        "Have you got any tips for my garden?",
+        "Kannst du mir etwas gegen Rückenschmerzen empfehlen?",
+        "Was ist dein Rat?",
     ],
 )
 def test_a_question_about_the_user_or_other_people(question: str) -> None:

@@ -8,11 +8,13 @@ empfohlen?"): then the assistant's answers are what is asked for, and ranking th
 user's own requests on the topic lost them (assistant_chats "advice" questions, hybrid recall@10
 0.27 en / 0.19 de, below BM25 alone; bench/RESULTS.md).
 
-`asks_assistant(question)`: the question addresses the assistant about what it said, suggested
-or gave, in English or German: "did you say/tell/suggest/recommend...", "you said...", "your
-tip/idea/advice/recipe...", "hast du ... empfohlen/gesagt/geraten...", "laut dir", "dein
-Tipp/Rat/Vorschlag...". Questions about people in the third person ("What did Caroline say?")
-and the user's own facts ("Where do I live?") do not.
+`asks_assistant(question)`: the question asks the assistant about what it said, suggested or
+gave before, in English or German: "did you say/tell/suggest/recommend...", "you said...", "what
+was your tip/idea/advice/recipe...", "hast du ... empfohlen/gesagt/geraten...", "laut dir", "was
+war dein Tipp/Rat/Vorschlag...". A request to it now ("Could you suggest a recipe?", "What's your
+advice?", "Kannst du mir etwas empfehlen?") is not: in a chat, the user's message is the query,
+and a request is answered with the user's own facts first. Questions about people in the third
+person ("What did Caroline say?") and the user's own facts ("Where do I live?") are not either.
 
 `asks_about_user(question)`: the question is in the first person ("Which instrument am I
 learning?", "Wo wohnt meine Schwester?") and does not ask the assistant: the user's own words are
@@ -41,6 +43,10 @@ _EN_PAST = (
     r"said|told|mentioned|suggested|recommended|advised|proposed|wrote|explained|gave|called|meant|showed|sent"
     r"|promised|noted"
 )
+_EN_PERFECT = (
+    r"said|told|mentioned|suggested|recommended|advised|proposed|written|explained|given|called|meant|shown|sent"
+    r"|promised|noted"
+)
 _EN_THINGS = (
     r"trick|tricks|idea|ideas|tip|tips|advice|suggestion|suggestions|recommendation|recommendations|answer|plan"
     r"|proposal|recipe|recipes|list|draft|example|explanation|opinion|rule"
@@ -53,13 +59,18 @@ _DE_THINGS = (
     r"trick|tricks|idee|ideen|tipp|tipps|rat|ratschlag|ratschläge|vorschlag|vorschläge|empfehlung|empfehlungen"
     r"|antwort|plan|rezept|rezepte|liste|entwurf|beispiel|erklärung|meinung|regel"
 )
+# what the assistant said before, in the past: a request to it now ("Could you suggest a recipe?",
+# "What's your advice?", "Kannst du mir etwas empfehlen?") is not a question about its answers
 _ASKS = re.compile(
-    rf"(?i)\b(?:(?:did|do|have|had|would|could) you\s+(?:\w+\s+){{0,2}}?(?:{_EN_VERBS})\b"
+    rf"(?i)\b(?:did you\s+(?:\w+\s+){{0,2}}?(?:{_EN_VERBS})\b"
+    rf"|(?:have|had) you\s+(?:\w+\s+){{0,2}}?(?:{_EN_PERFECT})\b"
     rf"|you\s+(?:{_EN_PAST})\b"
-    rf"|your\s+(?:\w+\s+)?(?:{_EN_THINGS})\b"
+    rf"|(?:was|were)\s+(?:\w+\s+)?your\s+(?:\w+\s+)?(?:{_EN_THINGS})\b"
+    rf"|your\s+(?:earlier|last|previous|old|first)\s+(?:\w+\s+)?(?:{_EN_THINGS})\b"
     rf"|(?:hast|hattest) du\b[^?.!]*\b(?:{_DE_PARTICIPLES})\b"
     rf"|laut dir\b|du (?:sagtest|meintest|riet(?:e)?st|empfahlst)\b"
-    rf"|dein(?:e|en|em|er|es)?\s+(?:\w+\s+)?(?:{_DE_THINGS})\b)"
+    rf"|(?:war|waren)\s+(?:\w+\s+)?dein(?:e|en|em|er|es)?\s+(?:\w+\s+)?(?:{_DE_THINGS})\b"
+    rf"|dein(?:e|en|em|er|es)?\s+(?:frühere[nrs]?|letzte[nrs]?|damalige[nrs]?)\s+(?:\w+\s+)?(?:{_DE_THINGS})\b)"
 )
 
 
