@@ -4,13 +4,15 @@ A chat's messages become memory units as they were said (`conversation.chat_unit
 extraction, conversation imports and business events write what they carry. A user who types
 "the wifi password is Sonnenblume7" or pastes a card number to the assistant has not asked for
 it to be remembered, and a memory is recalled into later chats and sent to a model with them.
-So every observation Engram derives (trigger `chat`, `hook`, `consolidation`; not a person's
-own `manual` write, see `ObservationDraft`) has these withheld in its title, narrative, facts,
-concepts and discovery tokens, the words around them kept:
+So every observation Engram derives (trigger `chat` or `hook`; not a person's own `manual`
+write, nor a `consolidation` of stored memories, see `ObservationDraft`) and every session
+summary has these withheld in its text, the words around them kept:
 
 - credentials said in words, German and English: a password, passphrase, PIN, passcode, TAN,
-  security code, CVV, one-time or access code, API key or token ("my PIN is 4711", "WLAN-Passwort
-  lautet Sonnenblume7", "password: hunter2!") becomes "my PIN is [withheld]";
+  security, one-time, access, door or safe code, CVV, lock combination, wifi key, API key or
+  token ("my PIN is 4711", "WLAN-Passwort lautet Sonnenblume7", "password: hunter2!", "der
+  Tresorcode ist 8642") becomes "my PIN is [withheld]"; the short names ("code", "pass", "pw",
+  "combination") only with a digit or a sign in the value ("the code is on GitHub" stays);
 - payment card numbers: 13-19 digits, alone or grouped by spaces or hyphens, starting 2-6 and
   passing the Luhn check (python-stdnum), become "[card number withheld]";
 - the tokens `redaction.scrub` removes from logs: JWTs, bearer tokens, agent keys, `sk-` API
@@ -18,8 +20,8 @@ concepts and discovery tokens, the words around them kept:
 
 A memory then still says that a secret was given ("What is my wifi password?" recalls "the wifi
 password is [withheld]"), not what it was. IBANs, phone numbers, customer and order numbers are
-business facts and stay. Pure and deterministic; `bench.secrets` measures what it withholds on a
-labelled set of both languages and what it changes in the benchmark corpora (LoCoMo, XQuAD,
+business facts and stay. Pure and deterministic; `bench.secrets` measures what it withholds on
+labelled sets of both languages and what it changes in the benchmark corpora (LoCoMo, XQuAD,
 the generated user-assistant chats).
 """
 
