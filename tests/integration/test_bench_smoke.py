@@ -56,6 +56,31 @@ async def test_assistant_chats_report_every_category_and_rankings(services: Any,
     assert set(stale_first(samples, rows)) == {"lexical", "vector", "hybrid", "ts_rank"}
 
 
+async def test_assistant_chats_with_the_answers_passages(services: Any, tmp_path: Path) -> None:
+    """`--units statement,passage`: the answers' passages are written, embedded and found as
+    their turns (the advice questions ask for them)."""
+    samples = generate(seed=3, conversations=1, languages=("en",))
+    args = argparse.Namespace(
+        embedder="static",
+        window=2,
+        limit=10,
+        candidates=10,
+        ranked_out=tmp_path / "ranked.jsonl",
+        categories=CATEGORIES,
+        units=locomo.parse_units("statement,passage"),
+        assistant="auto",
+        via="units",
+    )
+    figures = await locomo.evaluate(services.db, samples, args)
+    assert figures["embedded.passage.texts"] > 20 and figures["embedded.ratio_to_turn_units"] > 2.0
+    rows = [json.loads(line) for line in args.ranked_out.read_text().splitlines()]
+    advice = [r for r in rows if r["category"] == 7]
+    assert advice and all(r["ranked"]["hybrid"] for r in advice)
+    for r in advice:  # an answer's passages come back as its turn, once
+        hybrid = r["ranked"]["hybrid"]
+        assert len(set(hybrid)) == len(hybrid) and all(t.startswith("D") for t in hybrid)
+
+
 async def test_a_chat_replayed_through_extraction_is_scored_by_the_turns_extracted_from(
     services: Any, tmp_path: Path
 ) -> None:
