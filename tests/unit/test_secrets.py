@@ -11,7 +11,7 @@ from stdnum import luhn
 from bench.secrets import LOCOMO, XQUAD, run
 from bench.secrets_set import BENIGN, SECRETS
 from engram.domain.conversation import chat_units
-from engram.domain.observation import ObservationDraft, TriggerSource
+from engram.domain.observation import ObservationDraft, Source, TriggerSource
 from engram.domain.secrets import CARD_WITHHELD, WITHHELD, may_hold_secrets, withhold, without_secrets
 
 
@@ -109,6 +109,12 @@ def test_a_derived_draft_is_withheld_and_a_manual_one_kept() -> None:
         assert WITHHELD in draft.title and CARD_WITHHELD in draft.narrative
     for trigger in (TriggerSource.manual, TriggerSource.consolidation):
         assert ObservationDraft(**fields, trigger_source=trigger).title == said
+    # an agent's own write (an agent key, MCP `remember`) is withheld; a person's is not
+    agent = ObservationDraft(**fields, trigger_source=TriggerSource.manual, source=Source.agent)
+    assert "4711" not in agent.title and WITHHELD in agent.title
+    assert ObservationDraft(**fields, trigger_source=TriggerSource.manual, source=Source.user).title == said
+    merged = ObservationDraft(**fields, trigger_source=TriggerSource.consolidation, source=Source.agent)
+    assert merged.title == said  # a consolidation keeps what its sources hold
 
 
 def test_a_chats_units_keep_that_a_secret_was_given_not_the_secret() -> None:

@@ -149,10 +149,13 @@ class ObservationDraft(BaseModel):
 
     @model_validator(mode="after")
     def _withhold_secrets(self) -> ObservationDraft:
-        """What Engram derives by itself from a chat or a business event (`chat`, `hook`) keeps no
-        credential, card number or token (`engram.domain.secrets`); a person's own `manual` write
-        and a consolidation of stored memories are kept as written."""
-        if self.trigger_source not in (TriggerSource.chat, TriggerSource.hook):
+        """What Engram derives by itself from a chat or a business event (`chat`, `hook`) and what
+        an agent writes (`remember` with an agent key, MCP) keeps no credential, card number or
+        token (`engram.domain.secrets`); a person's own `manual` write and a consolidation of
+        stored memories are kept as written."""
+        derived = self.trigger_source in (TriggerSource.chat, TriggerSource.hook)
+        by_agent = self.trigger_source is TriggerSource.manual and self.source is Source.agent
+        if not (derived or by_agent):
             return self
         if not may_hold_secrets(self.title, self.narrative, *self.facts, *self.concepts, *self.discovery_tokens):
             return self

@@ -4,9 +4,10 @@ A chat's messages become memory units as they were said (`conversation.chat_unit
 extraction, conversation imports and business events write what they carry. A user who types
 "the wifi password is Sonnenblume7" or pastes a card number to the assistant has not asked for
 it to be remembered, and a memory is recalled into later chats and sent to a model with them.
-So every observation Engram derives (trigger `chat` or `hook`; not a person's own `manual`
-write, nor a `consolidation` of stored memories, see `ObservationDraft`) and every session
-summary has these withheld in its text, the words around them kept:
+So every observation Engram derives (trigger `chat` or `hook`) or an agent writes (`manual`
+with source `agent`: an agent key, MCP), but not a person's own write nor a `consolidation` of
+stored memories (see `ObservationDraft`), and every session summary has these withheld in its
+text, the words around them kept:
 
 - credentials said in words, German and English: a password, passphrase, PIN, passcode, TAN,
   security, one-time, access, door or safe code, CVV, lock combination, wifi key, API key or
