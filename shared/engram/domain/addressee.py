@@ -85,9 +85,14 @@ def asks_assistant(question: str) -> bool:
     return _ASKS.search(question) is not None
 
 
+def in_first_person(question: str) -> bool:
+    """Whether `question` says "I", "my", "we", "ich", "mein", "unser" ..."""
+    return _FIRST_PERSON.search(question) is not None
+
+
 def asks_about_user(question: str) -> bool:
     """Whether `question` is in the first person and does not ask the assistant (see the module)."""
-    return not asks_assistant(question) and _FIRST_PERSON.search(question) is not None
+    return not asks_assistant(question) and in_first_person(question)
 
 
 def assistant_unit(obs: Observation) -> UnitKind | None:

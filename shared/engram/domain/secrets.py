@@ -141,8 +141,7 @@ def _token_secret(token: str, followed_by: str, *, signs_only: bool = False) -> 
         return True
     if signs_only:
         return False
-    ended = token != word or not followed_by.strip() or followed_by.lstrip()[:1] in tuple(_TRAILING)
-    return ended
+    return token != word or not followed_by.strip() or followed_by.lstrip()[:1] in _TRAILING
 
 
 def _cards(run: str) -> str:
@@ -182,6 +181,17 @@ def _names_credential(text: str, lowered: str) -> bool:
     return any(stem in lowered for stem in _SHORT_STEMS) and _SHORT_WORD.search(lowered) is not None
 
 
+def _carries_token(text: str, lowered: str) -> bool:
+    return any(mark in lowered for mark in _TOKEN_MARKS) or any(mark in text for mark in _SEED_MARKS)
+
+
+def _withheld(head: str, token: str) -> str:
+    """`head` (the credential's name and what follows it) with `token`'s value withheld, the
+    punctuation that ends the sentence kept."""
+    word = token.rstrip(_TRAILING)
+    return f"{head}{WITHHELD}{token[len(word) :]}"
+
+
 def withhold(text: str) -> Withheld:
     """`text` with its credentials, card numbers and tokens replaced (see the module's doc)."""
     kinds: set[str] = set()
@@ -198,16 +208,14 @@ def withhold(text: str) -> Withheld:
         if token.startswith("[") or not _token_secret(token, text[match.end() : match.end() + 2], signs_only=weak):
             return match.group(0)
         kinds.add("credential")
-        word = token.rstrip(_TRAILING)
-        return f"{cue}{between}{WITHHELD}{token[len(word) :]}"
+        return _withheld(f"{cue}{between}", token)
 
     def bare(match: re.Match[str]) -> str:
         token = match.group(3)
-        word = token.rstrip(_TRAILING)
-        if len(word) < 3 or word.startswith("[") or word.casefold() in _NOT_SECRETS or not _has_sign(word):
+        if token.startswith("[") or not _token_secret(token, "", signs_only=True):
             return match.group(0)
         kinds.add("credential")
-        return f"{match.group(1)}{match.group(2)}{WITHHELD}{token[len(word) :]}"
+        return _withheld(f"{match.group(1)}{match.group(2)}", token)
 
     lowered = text.casefold()
     out = text
@@ -216,8 +224,7 @@ def withhold(text: str) -> Withheld:
     carded = _DIGIT_RUN.sub(_card, out)
     if carded != out:
         kinds.add("card")
-    tokens = any(mark in lowered for mark in _TOKEN_MARKS) or any(mark in text for mark in _SEED_MARKS)
-    scrubbed = scrub(carded) if tokens else carded
+    scrubbed = scrub(carded) if _carries_token(text, lowered) else carded
     if scrubbed != carded:
         kinds.add("token")
     return Withheld(scrubbed, frozenset(kinds))
@@ -234,8 +241,5 @@ def may_hold_secrets(*texts: str) -> bool:
     joined = "\n".join(texts)
     lowered = joined.casefold()
     return (
-        _names_credential(joined, lowered)
-        or _DIGIT_RUN.search(joined) is not None
-        or any(mark in lowered for mark in _TOKEN_MARKS)
-        or any(mark in joined for mark in _SEED_MARKS)
+        _names_credential(joined, lowered) or _DIGIT_RUN.search(joined) is not None or _carries_token(joined, lowered)
     )

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 
-from engram.domain.addressee import addressee_support, asks_about_user, asks_assistant
+from engram.domain.addressee import addressee_support, asks_assistant, in_first_person
 from engram.domain.dates import mentioned_dates
 from engram.domain.facts import content_tokens
 from engram.domain.language import language_of
@@ -61,7 +61,7 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
     dates = mentioned_dates(plan.text) if hybrid else ()
     query_words = padded_words(plan.text) if hybrid else ""
     asked = hybrid and asks_assistant(plan.text)
-    about_user = hybrid and asks_about_user(plan.text)
+    about_user = hybrid and not asked and in_first_person(plan.text)  # `addressee.asks_about_user`
     own: dict[str, dict[str, float]] = {}  # each candidate's boosts but the language gate
     for f, obs in visible:
         applied = boosts(obs, now, query.type_boosts)
