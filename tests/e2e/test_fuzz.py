@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,9 @@ import pytest
 from engram.adapters.chats import PgChatStore
 from engram.adapters.postgres import Connection, Database
 from engram.adapters.proposal_store import PgProposalStore
+from engram.adapters.tenant_stores import PgAgentKeyStore
 from engram.development.embedded import free_port
+from engram.domain.hashing import secret_hash
 from engram.domain.observation import ObservationDraft
 from engram.domain.proposals import NewProposal, ProposalReason
 from engram.services.auth import issue_jwt
@@ -85,6 +87,7 @@ GROUPS = {
 FUNCTIONS = sorted({module for module, *_ in GROUPS.values()})
 USER = "alice"
 DECIDE = "/api/ai/chats/{chat_id}/proposals/{proposal_id}"
+KEY_ACTIONS = ("/api/ai/agent-keys/{key_id}/revoke", "/api/ai/agent-keys/{key_id}/rotate")
 
 
 def tenant_of(group: str) -> str:
@@ -130,25 +133,66 @@ async def _proposal_status(database_url: str, tenant: str) -> list[str]:
         return [r["status"] for r in await conn.fetch("SELECT status FROM memory_proposals")]
 
 
-def operation_config(group: str, stack: dict[str, str], directory: Path) -> list[str]:
-    """`st --config-file` for the group: the proposal decision is fuzzed on a real pending
-    proposal of the fuzzing user. With random ids every valid case is a 404, schemathesis never
-    sees the operation served, and a scenario that happens to be mostly refusals (401) then warns
-    "missing auth" (it did, once in a while, depending on how far the time-boxed run got)."""
-    if GROUPS[group][0] != "chat_turn":
-        return []
-    chat_id, proposal = asyncio.run(_seed_proposal(stack["database_url"], tenant_of(group)))
+async def _seed_keys(database_url: str, tenant: str, count: int) -> list[uuid.UUID]:
+    """`count` live agent keys of the fuzzing user."""
+    keys = [uuid.uuid4() for _ in range(count)]
+    async with _tenant(database_url, tenant) as conn:
+        for key in keys:
+            await PgAgentKeyStore(conn, tenant).create(
+                key, name="fuzz", key_hash=secret_hash(str(key)), user_id=USER, teams=[], permissions=PERMISSIONS[:1]
+            )
+    return keys
+
+
+async def _revoked(database_url: str, tenant: str, keys: list[uuid.UUID]) -> list[bool]:
+    async with _tenant(database_url, tenant) as conn:
+        listed = {k.id: k for k in await PgAgentKeyStore(conn, tenant).list(include_revoked=True)}
+    return [listed[key].revoked_at is not None for key in keys]
+
+
+# schemathesis' "missing auth" heuristic judges by the order in which scenarios finish (a scenario
+# of refusals before the first served one warns), which the time box decides: red in 1 of 5
+# clean-clone runs for the proposal decision after its pinning, and once for the agent key
+# rotation under load. It is off for the operations pinned to a seeded resource; the test asserts
+# instead that the resource was acted on, which only an authenticated request can do.
+QUIET = "warnings = false\n"
+
+
+def operation_config(group: str, stack: dict[str, str], directory: Path) -> tuple[list[str], Callable[[], bool]]:
+    """`st --config-file` for the group, and a check to run afterwards. Operations on one
+    resource are fuzzed on a real one of the fuzzing user: the proposal decision on a pending
+    proposal, agent key revocation and rotation on a live key each. With random ids every valid
+    case is a 404, schemathesis never sees the operation served, and a scenario that happens to be
+    mostly refusals (401) then warns "missing auth" (it did, once in a while, depending on how far
+    the time-boxed run got)."""
+    url, tenant = stack["database_url"], tenant_of(group)
+    if GROUPS[group][0] == "chat_turn":
+        chat_id, proposal = asyncio.run(_seed_proposal(url, tenant))
+        text = (
+            f'[[operations]]\ninclude-path = "{DECIDE}"\n'
+            f'parameters = {{ "path.chat_id" = "{chat_id}", "path.proposal_id" = "{proposal}" }}\n{QUIET}'
+        )
+
+        def decided() -> bool:
+            return asyncio.run(_proposal_status(url, tenant)) in (["approved"], ["rejected"])
+
+        check = decided
+    elif group == "memory_api:agent_keys":
+        keys = asyncio.run(_seed_keys(url, tenant, len(KEY_ACTIONS)))
+        text = "".join(
+            f'[[operations]]\ninclude-path = "{path}"\nparameters = {{ "path.key_id" = "{key}" }}\n{QUIET}'
+            for path, key in zip(KEY_ACTIONS, keys, strict=True)
+        )
+
+        def revoked() -> bool:  # rotation revokes the old key too
+            return all(asyncio.run(_revoked(url, tenant, keys)))
+
+        check = revoked
+    else:
+        return [], lambda: True
     config = directory / "schemathesis.toml"
-    # schemathesis' "missing auth" heuristic is off for this operation: it judges by the order in
-    # which scenarios finish (a scenario of refusals before the first served one warns), which
-    # the time box decides (red in 1 of 5 clean-clone runs after the pinning); the test asserts
-    # instead that the seeded proposal was decided, which only an authenticated request can do
-    config.write_text(
-        f'[[operations]]\ninclude-path = "{DECIDE}"\n'
-        f'parameters = {{ "path.chat_id" = "{chat_id}", "path.proposal_id" = "{proposal}" }}\n'
-        "warnings = false\n"
-    )
-    return ["--config-file", str(config)]
+    config.write_text(text)
+    return ["--config-file", str(config)], check
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +245,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(
     module, paths, budget, phases = GROUPS[group]
     selection = ["--include-path-regex", paths] if paths else []
     token = issue_jwt(JWT_SECRET, tenant_id=tenant_of(group), user_id=USER, permissions=PERMISSIONS)
-    config = operation_config(group, stack, tmp_path)
+    config, acted_on = operation_config(group, stack, tmp_path)
     report = tmp_path / "report.json"
     run = subprocess.run(
         [
@@ -250,5 +294,4 @@ def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(
     assert result["warnings"]["missing_auth"] == [], summary
     assert result["test_cases"]["generated"] > 100, summary
     assert run.returncode == 0, summary
-    if config:  # the seeded proposal was decided: the fuzzer did reach it
-        assert asyncio.run(_proposal_status(stack["database_url"], tenant_of(group))) in (["approved"], ["rejected"])
+    assert acted_on(), "the seeded resources were not acted on: the fuzzer never reached their operations"
