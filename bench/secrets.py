@@ -17,25 +17,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from stdnum import luhn
+
 from bench._common import emit_json, machine, table
 from bench.chatgen import generate
 from bench.secrets_set import (
     BENIGN,
+    CARD_CONTEXTS,
     HELD_OUT_2_BENIGN,
     HELD_OUT_2_SECRETS,
     HELD_OUT_BENIGN,
     HELD_OUT_SECRETS,
+    ID_CONTEXTS,
     SECRETS,
 )
 from engram.domain.conversation import turn_units
 from engram.domain.observation import ObservationDraft, TriggerSource
-from engram.domain.secrets import without_secrets
+from engram.domain.secrets import _DIGIT_RUN, _cards, without_secrets
 
 LOCOMO = Path("/work/shared/bench/locomo/dev.json")
 XQUAD = Path("/work/shared/bench/xquad")
@@ -90,7 +95,7 @@ def unit_fields(path: Path) -> list[dict[str, Any]]:
     """The LoCoMo conversations' turn units as the fields of their drafts."""
     from bench.locomo import sessions_of
 
-    fields = []
+    fields: list[dict[str, Any]] = []
     for sample in json.loads(path.read_text(encoding="utf-8")):
         units = turn_units(
             tenant_id="t", user_id="u", conversation_id=sample["sample_id"], sessions=sessions_of(sample)
@@ -113,6 +118,45 @@ def changes(texts: Iterable[str]) -> list[list[str]]:
     return [[t, out] for t in texts if (out := without_secrets(t)) != t]
 
 
+def luhn_numbers(count: int, seed: int = 21) -> list[str]:
+    """`count` random numbers of 13-19 digits that start 2-6 and pass the Luhn check: what a card
+    number looks like, and what one in ten business ids of that length looks like too."""
+    rng = random.Random(seed)
+    numbers = []
+    for _ in range(count):
+        body = str(rng.randint(2, 6)) + "".join(str(rng.randint(0, 9)) for _ in range(rng.randint(12, 18) - 1))
+        numbers.append(body + luhn.calc_check_digit(body))
+    return numbers
+
+
+def grouped(number: str) -> str:
+    return " ".join(number[i : i + 4] for i in range(0, len(number), 4))
+
+
+def luhn_alone(text: str) -> str:
+    """The card rule without the business-id exception (as before it): every Luhn-valid run."""
+    return _DIGIT_RUN.sub(lambda m: _cards(m.group(0)), text)
+
+
+def named_numbers(count: int = 300) -> dict[str, float]:
+    """Luhn-valid numbers named as business ids (they must stay) and as cards (withheld; half of
+    them written in groups of four): the share of texts whose number was withheld."""
+    numbers = luhn_numbers(count)
+    ids = [t.format(n=n) for i, n in enumerate(numbers) for t in ID_CONTEXTS[i % len(ID_CONTEXTS) :][:1]]
+    cards = [
+        t.format(n=grouped(n) if i % 2 else n)
+        for i, n in enumerate(numbers)
+        for t in CARD_CONTEXTS[i % len(CARD_CONTEXTS) :][:1]
+    ]
+    return {
+        "ids_withheld": round(changed_share(without_secrets, ids), 3),
+        "ids_withheld_luhn_alone": round(changed_share(luhn_alone, ids), 3),
+        "cards_withheld": round(changed_share(without_secrets, cards), 3),
+        "cards_withheld_luhn_alone": round(changed_share(luhn_alone, cards), 3),
+        "named_numbers": count,
+    }
+
+
 def run(locomo: Path, xquad: Path, repeats: int = 3) -> dict[str, Any]:
     figures: dict[str, Any] = {"bench": "secrets", **machine()}
     # round 1 tuned the rules on `tuned`; round 2 widened them on the misses of `held_out`, whose
@@ -130,6 +174,7 @@ def run(locomo: Path, xquad: Path, repeats: int = 3) -> dict[str, Any]:
     everything = [*SECRETS, *HELD_OUT_SECRETS, *HELD_OUT_2_SECRETS]
     figures["missed"] = [t for t, values in everything if any(v in without_secrets(t) for v in values)]
     figures["benign_changed"] = changes([*BENIGN, *HELD_OUT_BENIGN, *HELD_OUT_2_BENIGN])
+    figures.update(named_numbers())
     corpora = {"locomo": locomo_texts(locomo), "xquad": xquad_texts(xquad), "assistant_chats": chat_texts()}
     for name, texts in corpora.items():
         changed = changes(texts)
@@ -173,6 +218,14 @@ def main(argv: list[str] | None = None) -> int:
         "labelled messages",
         ["set", "withhold: secrets withheld", "withhold: benign changed", "naive: withheld", "naive: benign changed"],
         rows,
+    )
+    table(
+        f"Luhn-valid numbers of 13-19 digits ({f['named_numbers']} random ones in each set)",
+        ["named as", "withheld", "withheld by the Luhn check alone"],
+        [
+            ["a business id (must stay)", f"{f['ids_withheld']:.0%}", f"{f['ids_withheld_luhn_alone']:.0%}"],
+            ["a card (must be withheld)", f"{f['cards_withheld']:.0%}", f"{f['cards_withheld_luhn_alone']:.0%}"],
+        ],
     )
     table(
         f"texts changed in corpora without secrets ({f['us_per_text']} us per text of {f['chars_per_text']} chars)",

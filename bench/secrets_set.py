@@ -171,3 +171,33 @@ HELD_OUT_2_BENIGN: tuple[str, ...] = (
     "Der Router steht im Flur neben dem Schuhschrank.",
     "Kundennummer 100-234-567, Vertrag Nummer 88123.",
 )
+
+
+# Numbers that pass the Luhn check (`bench.secrets` fills in random ones): named as a business id
+# they stay, named as a card they are withheld. Written with the business-id rule (tuned).
+ID_CONTEXTS: tuple[str, ...] = (
+    "Order {n} shipped on Monday.",
+    "Order #{n} was paid with Visa.",
+    "Invoice no. {n} is due on 1 March.",
+    "The tracking number is {n}.",
+    "Tracking number: {n}",
+    "Customer {n} asked for a callback.",
+    "Reference {n}, contract renewed.",
+    "Ticket {n} was closed by support.",
+    "Bestellung {n} ist unterwegs.",
+    "Bestellnummer: {n}",
+    "Rechnungsnr. {n} ist noch offen.",
+    "Kundennummer {n} wünscht einen Rückruf.",
+    "Sendungsnummer {n} wurde zugestellt.",
+    "Auftrag {n} storniert, Zahlung per Kreditkarte erstattet.",
+)
+CARD_CONTEXTS: tuple[str, ...] = (
+    "My card number is {n}.",
+    "here's my visa {n} exp 09/29",
+    "Pay order 77 with card {n} please.",
+    "Use this card for the booking: {n}",
+    "Kreditkarte: {n}",
+    "Meine Karte ist {n}, gültig bis 10/28.",
+    "paid with {n} on Monday",
+    "Bitte zahl mit {n}.",
+)

@@ -84,6 +84,30 @@ def test_a_card_number_is_withheld_however_it_is_grouped(
 
 
 @given(
+    first=st.sampled_from("23456"),
+    body=st.text(alphabet="0123456789", min_size=11, max_size=17),
+    named=st.sampled_from(
+        ["Order", "Order #", "order no.", "Invoice number:", "the tracking number is", "Bestellnummer:", "Rechnungsnr."]
+    ),
+    card=st.sampled_from(["with card", "Kreditkarte", "visa:", "card for the booking:", "my credit card is"]),
+)
+def test_a_number_a_business_id_names_stays_unless_a_card_is_named(
+    first: str, body: str, named: str, card: str
+) -> None:
+    """One in ten 16-digit order numbers passes the Luhn check: named as an order, invoice or
+    tracking number right before it, such a number stays; a card named before it is withheld
+    whatever else is said ("pay order 77 with card ...")."""
+    number = first + body + luhn.calc_check_digit(first + body)
+    assert (
+        without_secrets(f"{named} {number} shipped, paid by credit card")
+        == f"{named} {number} shipped, paid by credit card"
+    )
+    assert without_secrets(f"Pay {named} 77 {card} {number}") == f"Pay {named} 77 {card} {CARD_WITHHELD}"
+    # a business word further back does not name it ("the order ... came with my card ...")
+    assert CARD_WITHHELD in without_secrets(f"{named} 77: payment {number}")
+
+
+@given(
     before=st.text(alphabet="0123456789", min_size=1, max_size=4),
     first=st.sampled_from("23456"),
     body=st.text(alphabet="0123456789", min_size=11, max_size=17),
