@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
-from engram.domain.chat_extraction import salient, sentences
+from engram.domain.chat_extraction import asks, salient, sentences
 from engram.domain.observation import Observation, Priority
 
 STATEMENT_MIN_CHARS = 20
@@ -169,7 +169,7 @@ class DerivedUnit:
 
 def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[DerivedUnit]:
     """In a chat with an assistant: one unit per sentence of a person's turn that has more than
-    one sentence. The assistant's turns are the prose a user's sentence drowns in; they are not
+    one sentence, but not for a question. The assistant's turns are the prose a user's sentence drowns in; they are not
     split. Between people (no assistant) nothing is split: their turns are short already, and
     LoCoMo dev lost recall@10 with sentence units (0.792 -> 0.779) at 3.3x the embedded texts."""
     if not assistants:
@@ -181,12 +181,15 @@ def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> lis
         said = [s for s in sentences(turn.text) if len(s) >= STATEMENT_MIN_CHARS]
         if len(said) < 2:
             continue
-        units.extend(_pieces(UnitKind.statement, turn, said))
+        # a question asks and states nothing of its own ("Can you make it shorter?"): as a unit of
+        # its own it ranks near any question asked later; the turn's unit keeps its words
+        units.extend(_pieces(UnitKind.statement, turn, [(n, s) for n, s in enumerate(said) if not asks(s)]))
     return units
 
 
-def _pieces(kind: UnitKind, turn: Speech, texts: Sequence[str]) -> list[DerivedUnit]:
-    """Units of `kind` for pieces of one turn, numbered in order, each mapped to the turn."""
+def _pieces(kind: UnitKind, turn: Speech, pieces: Sequence[tuple[int, str]]) -> list[DerivedUnit]:
+    """Units of `kind` for pieces of one turn, numbered by their place in it (the same key for
+    the same piece however many others are left out), each mapped to the turn."""
     return [
         DerivedUnit(
             kind,
@@ -196,7 +199,7 @@ def _pieces(kind: UnitKind, turn: Speech, texts: Sequence[str]) -> list[DerivedU
             turn.session_key,
             turn.speaker,
         )
-        for n, text in enumerate(texts)
+        for n, text in pieces
     ]
 
 
@@ -213,7 +216,7 @@ def passage_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[
                 passages[-1] = f"{passages[-1]} {sentence}"
             else:
                 passages.append(sentence)
-        units.extend(_pieces(UnitKind.passage, turn, passages))
+        units.extend(_pieces(UnitKind.passage, turn, list(enumerate(passages))))
     return units
 
 
