@@ -33,6 +33,8 @@ from bench.secrets_set import (
     CARD_CONTEXTS,
     HELD_OUT_2_BENIGN,
     HELD_OUT_2_SECRETS,
+    HELD_OUT_3_BENIGN,
+    HELD_OUT_3_SECRETS,
     HELD_OUT_BENIGN,
     HELD_OUT_SECRETS,
     ID_CONTEXTS,
@@ -165,15 +167,16 @@ def run(locomo: Path, xquad: Path, repeats: int = 3) -> dict[str, Any]:
         "tuned": (SECRETS, BENIGN),
         "held_out": (HELD_OUT_SECRETS, HELD_OUT_BENIGN),
         "held_out_2": (HELD_OUT_2_SECRETS, HELD_OUT_2_BENIGN),
+        "held_out_3": (HELD_OUT_3_SECRETS, HELD_OUT_3_BENIGN),
     }
     for name, (bad, good) in sets.items():
         for label, rule in (("withhold", without_secrets), ("naive", naive)):
             figures[f"{name}_{label}_secrets_withheld"] = round(withheld_share(rule, bad), 3)
             figures[f"{name}_{label}_benign_changed"] = round(changed_share(rule, good), 3)
         figures[f"{name}_sizes"] = [len(bad), len(good)]
-    everything = [*SECRETS, *HELD_OUT_SECRETS, *HELD_OUT_2_SECRETS]
+    everything = [*SECRETS, *HELD_OUT_SECRETS, *HELD_OUT_2_SECRETS, *HELD_OUT_3_SECRETS]
     figures["missed"] = [t for t, values in everything if any(v in without_secrets(t) for v in values)]
-    figures["benign_changed"] = changes([*BENIGN, *HELD_OUT_BENIGN, *HELD_OUT_2_BENIGN])
+    figures["benign_changed"] = changes([*BENIGN, *HELD_OUT_BENIGN, *HELD_OUT_2_BENIGN, *HELD_OUT_3_BENIGN])
     figures.update(named_numbers())
     corpora = {"locomo": locomo_texts(locomo), "xquad": xquad_texts(xquad), "assistant_chats": chat_texts()}
     for name, texts in corpora.items():
@@ -203,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     f = run(args.locomo, args.xquad)
     rows = []
-    for name in ("tuned", "held_out", "held_out_2"):
+    for name in ("tuned", "held_out", "held_out_2", "held_out_3"):
         n_bad, n_good = f[f"{name}_sizes"]
         rows.append(
             [

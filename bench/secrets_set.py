@@ -201,3 +201,51 @@ CARD_CONTEXTS: tuple[str, ...] = (
     "paid with {n} on Monday",
     "Bitte zahl mit {n}.",
 )
+
+# A third held-out set, written on 2026-12-05 before round 4 of the rules (see RESULTS) and
+# measured before it: its first figures are the estimate, its later ones tuned.
+HELD_OUT_3_SECRETS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("can you save this for me: netflix login is jo@mail.com / Brightwater#81", ("Brightwater#81",)),
+    ("The alarm code at the shop is 4-8-1-5", ("4-8-1-5",)),
+    ("my bank's security answer is Rosebud, in case I forget", ("Rosebud",)),
+    ("Remember the Wi-Fi: network Olive_Guest, password olive2024", ("olive2024",)),
+    ("here's the 2FA backup code: 8391-2274", ("8391-2274",)),
+    ("My Amex is 3782 822463 10005, expiry 11/27", ("3782 822463 10005",)),
+    ("Padlock combo for the storage unit: 0374", ("0374",)),
+    ("the door code for grandma's building changed to 2291#", ("2291#",)),
+    ("ssh passphrase is 'tiny green frog'", ("tiny green frog",)),
+    ("OTP from the bank: 662910, what do I do with it?", ("662910",)),
+    ("Kannst du dir merken: der Code fürs Fahrradschloss ist 5521", ("5521",)),
+    ("Meine PIN fürs Handy lautet 0815", ("0815",)),
+    ("Zugangsdaten Webmail: benutzer k.meier, pw Sturmvogel!3", ("Sturmvogel!3",)),
+    ("Die TAN aus der SMS ist 448201", ("448201",)),
+    ("Mastercard-Nummer 5555 5555 5555 4444, Ablauf 08/28", ("5555 5555 5555 4444",)),
+    ("Das Passwort für die Fritzbox steht hier: Blauwal2020", ("Blauwal2020",)),
+    ("Sicherheitsfrage: Name des ersten Haustiers — Flocke", ("Flocke",)),
+    ("Unser Alarmanlagen-Code ist 7 3 9 1", ("7 3 9 1",)),
+    ("Einmalpasswort: 209933", ("209933",)),
+    ("Mein Apple-ID Kennwort ist jetzt Leuchtkäfer77", ("Leuchtkäfer77",)),
+)
+
+HELD_OUT_3_BENIGN: tuple[str, ...] = (
+    "What makes a good password these days?",
+    "My Netflix login stopped working after the update.",
+    "The alarm at the shop went off twice last night.",
+    "Our guest wifi network is called Olive_Guest.",
+    "I lost my 2FA backup codes, how do I recover the account?",
+    "The order total was 3782 dollars, paid in two instalments.",
+    "Please pin this message so everyone sees the new schedule.",
+    "The building's door code changes every month, annoying.",
+    "Tracking number 1Z999AA10123456784 says it's in Leipzig.",
+    "My OTP app shows the wrong time.",
+    "Das Fahrradschloss hat einen Zahlencode, den ich immer vergesse.",
+    "Ich habe meine PIN dreimal falsch eingegeben, jetzt ist die Karte gesperrt.",
+    "Die Webmail-Anmeldung dauert ewig.",
+    "Die TAN-Liste auf Papier gibt es nicht mehr.",
+    "Meine Mastercard läuft im August ab.",
+    "Die Fritzbox blinkt rot, was bedeutet das?",
+    "Die Sicherheitsfrage bei der Bank nervt mich.",
+    "Rufnummer der Hotline: 0800 330 1000.",
+    "Versicherungsnummer 12 150385 M 012, bitte im Antrag eintragen.",
+    "Die Bestellnummer lautet 4929 1234 5678 9012.",
+)

@@ -36,6 +36,18 @@ def test_the_labelled_set_both_languages() -> None:
         ("Der Tresorcode lautet 8642.", "Der Tresorcode lautet [withheld].", {"credential"}),
         ("WLAN-Schlüssel lautet Kaffeetasse99", "WLAN-Schlüssel lautet [withheld]", {"credential"}),
         ("the wifi pw: Garten2019", "the wifi pw: [withheld]", {"credential"}),
+        # round 4: a login as a pair, OTP, a security answer, a lock's combo, a code digit by digit,
+        # and a fifth word between the name and the value when the value has a digit or a sign
+        ("netflix login is jo@mail.com / Bright#81", "netflix login is jo@mail.com / [withheld]", {"credential"}),
+        ("OTP from the bank: 662910, what now?", "OTP from the bank: [withheld], what now?", {"credential"}),
+        ("my security answer is Rosebud, ok", "my security answer is [withheld], ok", {"credential"}),
+        ("Padlock combo for the shed: 0374", "Padlock combo for the shed: [withheld]", {"credential"}),
+        ("Der Alarmanlagen-Code ist 7 3 9 1.", "Der Alarmanlagen-Code ist [withheld].", {"credential"}),
+        (
+            "Das Passwort für die Fritzbox steht hier: Blauwal2020",
+            "Das Passwort für die Fritzbox steht hier: [withheld]",
+            {"credential"},
+        ),
     ],
 )
 def test_what_is_withheld_and_the_words_around_it(text: str, expected: str, kinds: set[str]) -> None:
@@ -59,6 +71,10 @@ def test_what_is_withheld_and_the_words_around_it(text: str, expected: str, kind
         "The code is on GitHub.",
         "Our zip code is 10115.",  # a zip, post, area or QR code is no secret
         "Der Dresscode ist elegant.",
+        "The PIN pad at the front desk is broken.",  # a fifth word between takes only digits or signs
+        "The combo meal was 9.99 today.",  # "combo" only for a lock's
+        "login problems since 12/2024",  # a pair's second part needs a letter
+        "The login page was down on 3/4.",
     ],
 )
 def test_what_is_kept(text: str) -> None:

@@ -10,10 +10,12 @@ stored memories (see `ObservationDraft`), and every session summary has these wi
 text, the words around them kept:
 
 - credentials said in words, German and English: a password, passphrase, PIN, passcode, TAN,
-  security, one-time, access, door or safe code, CVV, lock combination, wifi key, API key or
-  token ("my PIN is 4711", "WLAN-Passwort lautet Sonnenblume7", "password: hunter2!", "der
-  Tresorcode ist 8642") becomes "my PIN is [withheld]"; the short names ("code", "pass", "pw",
-  "combination") only with a digit or a sign in the value ("the code is on GitHub" stays);
+  OTP, security, one-time, backup, access, door or safe code, CVV, lock combination, wifi key,
+  API key, token or security answer ("my PIN is 4711", "WLAN-Passwort lautet Sonnenblume7",
+  "password: hunter2!", "der Tresorcode ist 8642", "the alarm code is 7 3 9 1") becomes "my PIN
+  is [withheld]"; the short names ("code", "pass", "pw", "combination") only with a digit or a
+  sign in the value ("the code is on GitHub" stays), as does a value five words after the name;
+- a login given as a pair ("netflix login is jo@mail.com / Brightwater#81"): its second part;
 - payment card numbers: 13-19 digits, alone or grouped by spaces or hyphens, starting 2-6 and
   passing the Luhn check (python-stdnum), become "[card number withheld]", unless a business id
   names the number right before it ("Order 4532015112830366", "Rechnungsnr. ...") and no card
@@ -45,13 +47,15 @@ CARD_WITHHELD = "[card number withheld]"
 _LONG_CUES = (
     r"passwor[dt]s?|passphrase|kennwort|passcode|geheimzahl|zugangscode|sicherheitscode|pin-?code|pin-?nummer"
     r"|(?:tür|tor|garagen|tresor|safe|schließfach|alarm|schlüssel|entsperr|sim)-?code"
-    r"|(?:wlan|netzwerk)-?(?:schlüssel|key)|zahlenkombination"
+    r"|(?:wlan|netzwerk)-?(?:schlüssel|key)|zahlenkombination|sicherheitsantwort"
 )
 _SHORT_CUES = (
     r"pin|(?-i:TAN)|cvv|cvc|api[- ]?key|api[- ]?schlüssel|access[- ]?key|secret[- ]?key|access[- ]?token|token"
     r"|security[- ]code|verification[- ]code|one[- ]time[- ]code|login[- ]code|bestätigungscode|einmalcode"
     r"|(?:door|gate|garage|alarm|safe|lock|locker|entry|entrance|building|unlock)[- ]code"
     r"|(?:wifi|wi-fi|wlan|network)[- ]?key|confirmation[- ]code"
+    r"|otp|one[- ]time[- ]password|(?:2fa|backup|recovery|padlock)[- ]code|(?:security|secret)[- ]answer"
+    r"|(?:lock|padlock|locker|safe)[- ]combo"
 )
 # names that are a credential only with a digit or a sign ("the code is 4470", "pw: Garten2019",
 # "the pass is Otter!992"; not "the pass is valid", "the code is on GitHub", "zip code 10115")
@@ -64,20 +68,34 @@ _CUE = (
     rf"(?:[^\W\d_]*(?:{_LONG_CUES})|(?<![^\W\d_])(?:{_SHORT_CUES})|(?<![^\W\d_-])(?:{_WEAK_CUES}))"
     r"(?![^\W\d_])"  # a whole word: "pass" is not "passport", "pin" not "pink"
 )
-# "is", "ist", "lautet", ":" ... between the cue and the secret, after at most four words of the
-# same sentence ("the passcode for the office alarm is ...", "das Passwort vom Router lautet ...")
+# "is", "ist", "lautet", ":" ... between the cue and the secret, after at most five words of the
+# same sentence ("the passcode for the office alarm is ...", "das Passwort für die Fritzbox steht
+# hier: ...")
 _SAYS = r"(?:is|was|are|ist|war|sind|lautet|lautete|heißt|heisst|reads|=|:)"
 # "changed my password to ...", "die PIN auf ... geändert": only a token with a digit or a sign
 _TO = r"(?:to|auf)"
+# the words of `_SAYS`, `_TO` and the "now" after them, as `withhold` counts the words between
+_LINKS = frozenset(
+    ["", *"is was are ist war sind lautet lautete heißt heisst reads to auf now jetzt still noch nun".split()]
+)
 _QUOTED = r"[\"'“„‚‘«»]([^\"'“”„‚‘’«»\n]{1,80})[\"'”“‘’«»]"
 _TOKEN = r"([^\s\"'“”„‚‘’«»]{3,80})"
+_SPACED = r"(\d(?: \d){3,11})(?![^\W_])"  # "7 3 9 1": a code said digit by digit
 _SAID = re.compile(
-    rf"(?i)(?<![^\W\d_-])({_CUE})((?:\s+(?!(?:{_SAYS}|{_TO})\b)[^\s:=.!?]+){{0,4}}?\s*({_SAYS}|{_TO})"
+    rf"(?i)(?<![^\W\d_-])({_CUE})((?:\s+(?!(?:{_SAYS}|{_TO})\b)[^\s:=.!?]+){{0,5}}?\s*({_SAYS}|{_TO})"
     rf"(?:\s+(?:now|jetzt|still|noch|nun))?\s*)"
-    rf"(?:{_QUOTED}|{_TOKEN})"
+    rf"(?:{_QUOTED}|{_SPACED}|{_TOKEN})"
 )
 # "PIN 4711", "Passwort: Sommer2024!": a token with a digit or a sign right after the cue
 _BARE = re.compile(rf"(?i)(?<![^\W\d_-])({_CUE})(\s*[:=]?\s*)([^\s\"'“”„‚‘’«»]*[\d!#$%&*+/=?@^_~][^\s\"'“”„‚‘’«»]*)")
+# a login given as a pair ("netflix login is jo@mail.com / Brightwater#81", "Zugangsdaten: k.meier /
+# Sturmvogel!3"): the part after the slash, if it has a letter and a digit or a sign (not "since
+# 12/2024")
+_PAIR = re.compile(
+    r"(?i)(?<![^\W\d_])(?:login|log-in|credentials|zugangsdaten|anmeldedaten|logindaten)(?![^\W\d_])"
+    r"[^.!?\n]{0,60}?[^\s/]*[^\W\d_@.][^\s/]*\s*/\s*"
+    r"([^\s\"'“”„‚‘’«»/]*[^\W\d_][^\s\"'“”„‚‘’«»/]*)"
+)
 # words that describe a credential instead of being one ("my password is wrong")
 _NOT_SECRETS = frozenset(
     """
@@ -115,6 +133,18 @@ _CUE_STEMS = (
     "network",
     "netzwerk",
     "code",
+    "otp",
+    "combo",
+    "security answer",
+    "secret answer",
+    "security-answer",
+    "secret-answer",
+    "sicherheitsantwort",
+    "login",
+    "log-in",
+    "credential",
+    "zugangsdaten",
+    "anmeldedaten",
 )
 _SHORT_STEMS = ("pin", "pw", "pass")  # as substrings in many words: a whole word is looked for
 _SHORT_WORD = re.compile(r"\b(?:pin|pwd?|pass)\b")
@@ -217,11 +247,14 @@ def withhold(text: str) -> Withheld:
 
     def said(match: re.Match[str]) -> str:
         cue, between, connector = match.group(1), match.group(2), match.group(3)
-        if match.group(4) is not None:  # quoted
+        if match.group(4) is not None or match.group(5) is not None:  # quoted, or digit by digit
             kinds.add("credential")
             return f"{cue}{between}{WITHHELD}"
-        token = match.group(5)
-        weak = connector.casefold() in ("to", "auf") or _WEAK.fullmatch(cue) is not None
+        token = match.group(6)
+        # the fifth word between takes only a token with a digit or a sign ("the PIN pad at the
+        # front desk is broken" stays)
+        far = sum(1 for w in between.split() if w.strip(":=").casefold() not in _LINKS) >= 5
+        weak = far or connector.casefold() in ("to", "auf") or _WEAK.fullmatch(cue) is not None
         if token.startswith("[") or not _token_secret(token, text[match.end() : match.end() + 2], signs_only=weak):
             return match.group(0)
         kinds.add("credential")
@@ -234,10 +267,17 @@ def withhold(text: str) -> Withheld:
         kinds.add("credential")
         return _withheld(f"{match.group(1)}{match.group(2)}", token)
 
+    def pair(match: re.Match[str]) -> str:
+        token = match.group(1)
+        if not _token_secret(token, "", signs_only=True):
+            return match.group(0)
+        kinds.add("credential")
+        return _withheld(match.group(0)[: match.start(1) - match.start()], token)
+
     lowered = text.casefold()
     out = text
     if _names_credential(text, lowered):
-        out = _BARE.sub(bare, _SAID.sub(said, out))
+        out = _PAIR.sub(pair, _BARE.sub(bare, _SAID.sub(said, out)))
     carded = _DIGIT_RUN.sub(_card, out)
     if carded != out:
         kinds.add("card")
