@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 
 from engram.domain.addressee import addressee_support, asks_assistant, in_first_person
+from engram.domain.answer_kind import answer_support, asked_kind
 from engram.domain.dates import mentioned_dates
 from engram.domain.facts import content_tokens
 from engram.domain.language import language_of
@@ -62,6 +63,7 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
     query_words = padded_words(plan.text) if hybrid else ""
     asked = hybrid and asks_assistant(plan.text)
     about_user = hybrid and not asked and in_first_person(plan.text)  # `addressee.asks_about_user`
+    answers = answer_support([obs for _, obs in visible], asked_kind(plan.text)) if hybrid else {}
     own: dict[str, dict[str, float]] = {}  # each candidate's boosts but the language gate
     for f, obs in visible:
         applied = boosts(obs, now, query.type_boosts)
@@ -75,6 +77,8 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
             applied["tag"] = named
         if hybrid and (addressee := addressee_support(obs, asked, about_user)) != 1.0:
             applied["addressee"] = addressee
+        if obs.id in answers:
+            applied["answer"] = answers[obs.id]
         own[f.id] = {name: value for name, value in applied.items() if name != "cross_language"}
         hits.append(
             SearchHit(
