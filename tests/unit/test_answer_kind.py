@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from engram.domain.answer_kind import ANSWER_WEIGHT, AnswerKind, answer_support, asked_kind, holds
 from engram.domain.conversation import ConversationSession, Turn, turn_units
 from engram.domain.observation import Observation, ObservationDraft
+from engram.domain.ranking import rrf_fuse
+from engram.domain.recall import RecallQuery
+from engram.domain.scopes import Visibility
+from engram.domain.search import SearchFilter
+from engram.services.recall_plan import Plan
+from engram.services.recall_scoring import scored_hits
 
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -95,3 +102,31 @@ def test_no_weight_where_most_candidates_hold_one_or_for_paragraphs() -> None:
         ObservationDraft(tenant_id="t", user_id="u", title="Dentist", narrative="The appointment is on 12 February.")
     )
     assert answer_support([note, *turns("My sister likes the sea.")], AnswerKind.time) == {}
+
+
+def test_recall_ranks_the_utterance_that_holds_the_asked_kind_first() -> None:
+    """Through hybrid scoring: the request both lists rank first falls behind the turn with the
+    date when the question asks "when", and keeps its place when it asks for neither kind."""
+    date, request, other = turns(
+        "I finally booked the dentist for 12 February.",
+        "Can you turn that into a simple checklist?",
+        "My sister likes the sea.",
+    )
+
+    def ranked(question: str) -> list[Any]:
+        plan = Plan(
+            RecallQuery(text=question, limit=3, mode="hybrid"),
+            question,
+            question,
+            Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
+            SearchFilter(now=DAY),
+            pool=20,
+        )
+        plan.lexical = []
+        plan.fused = rrf_fuse([str(request.id), str(date.id)], [str(request.id), str(date.id), str(other.id)])
+        return scored_hits(plan, {str(o.id): o for o in (date, request, other)}, DAY)
+
+    first, *_ = ranked("When is my next check-up at the practice?")
+    assert first.observation.id == date.id and first.boosts["answer"] == ANSWER_WEIGHT
+    first, *_ = ranked("Where is my next check-up?")
+    assert first.observation.id == request.id and "answer" not in first.boosts
