@@ -20,12 +20,7 @@ from engram.domain.addressee import (
 from engram.domain.conversation import ConversationSession, Turn, chat_units, derived_units, turn_units
 from engram.domain.memory_units import UnitKind
 from engram.domain.observation import Observation, ObservationDraft
-from engram.domain.ranking import rrf_fuse
-from engram.domain.recall import RecallQuery
-from engram.domain.scopes import Visibility
-from engram.domain.search import SearchFilter
-from engram.services.recall_plan import Plan
-from engram.services.recall_scoring import scored_hits
+from tests.unit import recall_fixtures
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 DAY = NOW - timedelta(days=20)
@@ -78,11 +73,7 @@ def test_the_bench_advice_questions_all_ask_the_assistant() -> None:
 
 
 def stored(draft: ObservationDraft) -> Observation:
-    data = draft.model_dump()
-    data.pop("merged_from", None)
-    return Observation(
-        **data, id=uuid.uuid4(), content_hash="h", relevance_count=0, superseded_by=None, created_at=DAY, updated_at=DAY
-    )
+    return recall_fixtures.stored(draft, DAY)
 
 
 def chat() -> list[Observation]:
@@ -141,19 +132,7 @@ def test_hybrid_recall_puts_the_answer_first_only_when_the_assistant_is_asked(qu
 
 
 def scored(question: str, candidates: list[Observation], lexical: list[Observation], vector: list[Observation]) -> Any:
-    """Hybrid scoring of `candidates` found at these ranks (no floors: the order is the boosted
-    fused score)."""
-    plan = Plan(
-        RecallQuery(text=question, limit=5, mode="hybrid"),
-        question,
-        question,
-        Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
-        SearchFilter(now=NOW),
-        pool=20,
-    )
-    plan.lexical = []
-    plan.fused = rrf_fuse([str(o.id) for o in lexical], [str(o.id) for o in vector])
-    return scored_hits(plan, {str(o.id): o for o in candidates}, NOW)
+    return recall_fixtures.scored(question, candidates, lexical, vector, NOW)
 
 
 def test_a_chat_can_keep_its_answers_in_passages_as_each_turn_completes() -> None:

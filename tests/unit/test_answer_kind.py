@@ -4,21 +4,15 @@ candidates hold one; paragraphs and notes never."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
 from engram.domain.answer_kind import ANSWER_WEIGHT, AnswerKind, answer_support, asked_kind, holds
 from engram.domain.conversation import ConversationSession, Turn, turn_units
 from engram.domain.observation import Observation, ObservationDraft
-from engram.domain.ranking import rrf_fuse
-from engram.domain.recall import RecallQuery
-from engram.domain.scopes import Visibility
-from engram.domain.search import SearchFilter
-from engram.services.recall_plan import Plan
-from engram.services.recall_scoring import scored_hits
+from engram.domain.recall import SearchHit
+from tests.unit import recall_fixtures
 
 DAY = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -68,11 +62,7 @@ def test_what_a_text_holds(text: str, time: bool, quantity: bool) -> None:
 
 
 def stored(draft: ObservationDraft) -> Observation:
-    data = draft.model_dump()
-    data.pop("merged_from", None)
-    return Observation(
-        **data, id=uuid.uuid4(), content_hash="h", relevance_count=0, superseded_by=None, created_at=DAY, updated_at=DAY
-    )
+    return recall_fixtures.stored(draft, DAY)
 
 
 def turns(*texts: str) -> list[Observation]:
@@ -113,18 +103,9 @@ def test_recall_ranks_the_utterance_that_holds_the_asked_kind_first() -> None:
         "My sister likes the sea.",
     )
 
-    def ranked(question: str) -> list[Any]:
-        plan = Plan(
-            RecallQuery(text=question, limit=3, mode="hybrid"),
-            question,
-            question,
-            Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
-            SearchFilter(now=DAY),
-            pool=20,
-        )
-        plan.lexical = []
-        plan.fused = rrf_fuse([str(request.id), str(date.id)], [str(request.id), str(date.id), str(other.id)])
-        return scored_hits(plan, {str(o.id): o for o in (date, request, other)}, DAY)
+    def ranked(question: str) -> list[SearchHit]:
+        lexical, vector = [request, date], [request, date, other]
+        return recall_fixtures.scored(question, [date, request, other], lexical, vector, DAY, limit=3)
 
     first, *_ = ranked("When is my next check-up at the practice?")
     assert first.observation.id == date.id and first.boosts["answer"] == ANSWER_WEIGHT

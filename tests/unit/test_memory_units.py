@@ -37,6 +37,7 @@ from engram.domain.observation import Observation, ObservationDraft, Priority, P
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.search import passage_text
 from engram.services.recall_plan import as_turns, merge_parts, with_parts
+from tests.unit import recall_fixtures
 
 DAY = datetime(2025, 1, 6, 9, 30, tzinfo=UTC)
 PROSE = " ".join(f"Here is point number {n} about planning meals for a busy week." for n in range(30))
@@ -44,17 +45,7 @@ PROSE = " ".join(f"Here is point number {n} about planning meals for a busy week
 
 def stored(draft: ObservationDraft) -> Observation:
     """A draft as the store returns it (what recall hydrates)."""
-    data: dict[str, Any] = draft.model_dump()
-    data.pop("merged_from", None)
-    return Observation(
-        **data,
-        id=uuid.uuid4(),
-        content_hash="h",
-        relevance_count=0,
-        superseded_by=None,
-        created_at=DAY,
-        updated_at=DAY,
-    )
+    return recall_fixtures.stored(draft, DAY)
 
 
 def chat() -> list[ConversationSession]:
