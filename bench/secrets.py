@@ -144,12 +144,8 @@ def named_numbers(count: int = 300) -> dict[str, float]:
     """Luhn-valid numbers named as business ids (they must stay) and as cards (withheld; half of
     them written in groups of four): the share of texts whose number was withheld."""
     numbers = luhn_numbers(count)
-    ids = [t.format(n=n) for i, n in enumerate(numbers) for t in ID_CONTEXTS[i % len(ID_CONTEXTS) :][:1]]
-    cards = [
-        t.format(n=grouped(n) if i % 2 else n)
-        for i, n in enumerate(numbers)
-        for t in CARD_CONTEXTS[i % len(CARD_CONTEXTS) :][:1]
-    ]
+    ids = [ID_CONTEXTS[i % len(ID_CONTEXTS)].format(n=n) for i, n in enumerate(numbers)]
+    cards = [CARD_CONTEXTS[i % len(CARD_CONTEXTS)].format(n=grouped(n) if i % 2 else n) for i, n in enumerate(numbers)]
     return {
         "ids_withheld": round(changed_share(without_secrets, ids), 3),
         "ids_withheld_luhn_alone": round(changed_share(luhn_alone, ids), 3),

@@ -169,9 +169,10 @@ class DerivedUnit:
 
 def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[DerivedUnit]:
     """In a chat with an assistant: one unit per sentence of a person's turn that has more than
-    one sentence, but not for a question. The assistant's turns are the prose a user's sentence drowns in; they are not
-    split. Between people (no assistant) nothing is split: their turns are short already, and
-    LoCoMo dev lost recall@10 with sentence units (0.792 -> 0.779) at 3.3x the embedded texts."""
+    one sentence, but not for a question. The assistant's turns are the prose a user's sentence
+    drowns in; they are not split. Between people (no assistant) nothing is split: their turns
+    are short already, and LoCoMo dev lost recall@10 with sentence units (0.792 -> 0.779) at
+    3.3x the embedded texts."""
     if not assistants:
         return []
     units = []

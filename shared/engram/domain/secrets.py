@@ -135,10 +135,8 @@ _CUE_STEMS = (
     "code",
     "otp",
     "combo",
-    "security answer",
-    "secret answer",
+    "security answer",  # ("secret answer" has "secret")
     "security-answer",
-    "secret-answer",
     "sicherheitsantwort",
     "login",
     "log-in",
