@@ -10,6 +10,10 @@ scored in its format: recall@1/5/10 and nDCG@10 per category, per mode.
 
 For the "updated" categories it also reports `<mode>.stale_first`: the share of questions
 where a superseded statement of the fact ranks above its current one (among the 10 hits).
+For the single-fact questions (single-hop and updated) it reports recall by how the evidence
+states the fact: `<mode>.asked.recall@k` where the user said it inside a question ("What
+should we pack for our trip to Crete in August?"), `<mode>.stated.recall@k` where in a
+statement.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import locomo
-from bench.chatgen import CATEGORIES, SESSIONS, generate
+from bench.chatgen import ASKED, CATEGORIES, SESSIONS, generate
 from engram.services.recall_plan import CANDIDATES
 
 
@@ -49,6 +53,27 @@ def stale_first(samples: list[dict[str, Any]], ranked_rows: list[dict[str, Any]]
     return {mode: round(statistics.fmean(v), 4) for mode, v in out.items()}
 
 
+def by_form(samples: list[dict[str, Any]], ranked_rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per mode and form ("asked", "stated"): mean recall@1/5/10 of the single-fact questions."""
+    form = {
+        f"{s['sample_id']}:{i}": "asked" if qa["asked"] else "stated"
+        for s in samples
+        for i, qa in enumerate(s["qa"])
+        if "asked" in qa
+    }
+    out: dict[str, list[dict[str, float]]] = {}
+    for row in ranked_rows:
+        if row["id"] not in form:
+            continue
+        for mode, ranked in row["ranked"].items():
+            out.setdefault(f"{mode}.{form[row['id']]}", []).append(locomo.metrics(ranked, set(row["gold"])))
+    figures = {f"{key}.count": float(len(values)) for key, values in out.items()}
+    for key, values in out.items():
+        for k in (1, 5, 10):
+            figures[f"{key}.recall@{k}"] = round(statistics.fmean(v[f"recall@{k}"] for v in values), 4)
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.assistant_chats", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=21, help="the generator's seed (same seed, same data)")
@@ -63,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=10, help="hits asked for per question")
     parser.add_argument("--candidates", type=int, default=CANDIDATES, help="candidates per list")
     parser.add_argument("--ranked-out", type=Path, default=None, help="each question's ranked turn ids, JSON Lines")
+    parser.add_argument(
+        "--asked", type=float, default=ASKED, help="share of the fact statements made inside a question"
+    )
     parser.add_argument("--dump", type=Path, default=None, help="write the generated data (LoCoMo layout) here")
     locomo.add_unit_arguments(parser)
     locomo.add_assistant_argument(parser, "speaker_b")
@@ -73,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_logging("WARNING")
     try:
-        args.samples = generate(args.seed, args.conversations, sessions=args.sessions)
+        args.samples = generate(args.seed, args.conversations, sessions=args.sessions, asked=args.asked)
     except ValueError as exc:  # too few sessions
         parser.error(f"--sessions: {exc}")
     if args.dump:
@@ -86,13 +114,26 @@ def main(argv: list[str] | None = None) -> int:
         rows = [json.loads(line) for line in args.ranked_out.read_text(encoding="utf-8").splitlines()]
     figures["seed"] = args.seed
     figures["sessions"] = args.sessions
+    figures["asked"] = args.asked
     for mode, share in stale_first(args.samples, rows).items():
         figures[f"{locomo.REPORTED.get(mode, mode)}.stale_first"] = share
+    for key, value in by_form(args.samples, rows).items():
+        mode, rest = key.split(".", 1)
+        figures[f"{locomo.REPORTED.get(mode, mode)}.{rest}"] = value
     locomo.print_table(figures, CATEGORIES, title="Assistant chats, turn retrieval")
     Console().print(
         "stale statement ranked above the current one (updated facts): "
         + ", ".join(f"{m} {figures[f'{m}.stale_first']:.3f}" for m in ("bm25", "vector", "hybrid", "ts_rank"))
     )
+    for form in ("asked", "stated"):
+        Console().print(
+            f"single-fact, the fact said {'inside a question' if form == 'asked' else 'in a statement'}"
+            f" ({figures.get(f'hybrid.{form}.count', 0):.0f}), recall@1/5/10: "
+            + ", ".join(
+                f"{m} " + "/".join(f"{figures.get(f'{m}.{form}.recall@{k}', 0):.3f}" for k in (1, 5, 10))
+                for m in ("bm25", "vector", "hybrid")
+            )
+        )
     if args.json:
         print(json.dumps(figures, sort_keys=True))
     return 0

@@ -63,6 +63,8 @@ class FactKind:
     update: Sequence[str] = ()  # sentences stating a changed value (empty: the fact never changes)
     changes: Sequence[str] = ()  # the slots an update changes
     answer: str = ""  # the slots that answer a question, as a template
+    asked: Sequence[str] = ()  # a request that states the fact in passing, as a question
+    asked_update: Sequence[str] = ()  # the same for a changed value
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class _Fact:
     slots: dict[str, str]
     turns: list[str] = field(default_factory=list)  # dia_ids of its statements, oldest first
     updated: bool = False
+    asked: set[str] = field(default_factory=set)  # dia_ids that state it inside a question
 
 
 @dataclass
@@ -103,6 +106,7 @@ class _Turn:
     text: str
     fact: _Fact | None = None  # the fact this user turn states (first or changed)
     dia_id: str = ""
+    asked: bool = False  # it states the fact inside a question
 
 
 def rows(spec: str, *slots: str) -> list[dict[str, str]]:
@@ -131,6 +135,7 @@ SESSIONS = 8
 
 
 ADVICE_QUESTIONS = 2  # per conversation
+ASKED = 1 / 3  # the share of statements of a fact made inside a question
 
 
 def generate(
@@ -139,19 +144,26 @@ def generate(
     languages: Sequence[str] = LANGUAGES,
     sessions: int = SESSIONS,
     advice: int = ADVICE_QUESTIONS,
+    asked: float = ASKED,
 ) -> list[dict[str, Any]]:
     """`conversations` samples per language, all drawn from one `random.Random(seed)`, of
     `sessions` sessions each (about eight turns per session). More sessions make a longer
     history with the same eight facts: the facts are stated in the first five eighths of it,
     and the sessions between are requests on the topics, with the user mentioning the facts'
-    topics without the facts."""
+    topics without the facts.
+
+    A share `asked` of the statements are made inside a question, as users do ("What should we
+    pack for our trip to Crete in August?"); which ones is drawn from a stream of its own, so
+    with `asked=0` the conversations are the same but for those sentences."""
     if sessions < 2:
         raise ValueError("a conversation needs at least two sessions (a fact and its change)")
     rng = random.Random(seed)
     samples = []
     for language in languages:
         for n in range(conversations):
-            sample = _conversation(rng, pack(language), f"chat-{language}-{n + 1}", sessions)
+            sample_id = f"chat-{language}-{n + 1}"
+            forms = _Forms(random.Random(f"{seed}:{sample_id}:asked"), asked)
+            sample = _conversation(rng, pack(language), sample_id, sessions, forms)
             own = random.Random(f"{seed}:{sample['sample_id']}:advice")
             sample["qa"].extend(_advice_questions(own, language, sample["conversation"], advice))
             samples.append(sample)
@@ -184,7 +196,21 @@ def _advice_questions(
     ]
 
 
-def _conversation(rng: random.Random, p: Pack, sample_id: str, sessions: int) -> dict[str, Any]:
+@dataclass
+class _Forms:
+    """Which statements of a fact are made inside a question, and in which words."""
+
+    rng: random.Random
+    share: float
+
+    def asked(self, fact: _Fact, what: str) -> str | None:
+        templates = {"say": fact.kind.asked, "update": fact.kind.asked_update}.get(what, ())
+        if not templates or self.rng.random() >= self.share:
+            return None
+        return fill(self.rng.choice(templates), fact.slots)
+
+
+def _conversation(rng: random.Random, p: Pack, sample_id: str, sessions: int, forms: _Forms) -> dict[str, Any]:
     kinds = list(p.facts)
     updatable = [k for k in kinds if k.update]
     changing = rng.sample(updatable, 3)
@@ -205,20 +231,22 @@ def _conversation(rng: random.Random, p: Pack, sample_id: str, sessions: int) ->
     conversation: dict[str, Any] = {"speaker_a": p.user, "speaker_b": p.assistant}
     when = START + timedelta(days=rng.randint(0, 20))
     for s in range(1, sessions + 1):
-        turns = _session(rng, p, plan[s])
+        turns = _session(rng, p, plan[s], forms)
         for i, turn in enumerate(turns, 1):
             turn.dia_id = f"D{s}:{i}"
         for turn in turns:
             if turn.fact is not None:
                 turn.fact.turns.append(turn.dia_id)
                 turn.fact.updated = len(turn.fact.turns) > 1
+                if turn.asked:
+                    turn.fact.asked.add(turn.dia_id)
         conversation[f"session_{s}"] = [{"speaker": t.speaker, "dia_id": t.dia_id, "text": t.text} for t in turns]
         conversation[f"session_{s}_date_time"] = locomo_date(when)
         when += timedelta(days=rng.randint(3, 12), minutes=rng.randint(0, 600))
     return {"sample_id": sample_id, "conversation": conversation, "qa": _questions(rng, p, facts)}
 
 
-def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]]) -> list[_Turn]:
+def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms: _Forms) -> list[_Turn]:
     """Three to five exchanges on one topic; each fact event goes into its own user turn."""
     topic = rng.choice(p.topics)
     exchanges = max(len(events), rng.randint(3, 5))
@@ -231,6 +259,8 @@ def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]]) -> li
         if (event := by_slot.get(e)) is not None:
             fact, what = event
             sentence = _statement(rng, p, fact, what)
+            if (question := forms.asked(fact, what)) is not None:
+                sentence, user.asked = question, True
             user.text = " ".join([sentence, request] if rng.random() < 0.5 else [request, sentence])
             if what != "mention":
                 user.fact = fact
@@ -272,6 +302,7 @@ def _questions(rng: random.Random, p: Pack, facts: list[_Fact]) -> list[dict[str
         }
         if fact.updated:
             item["stale_evidence"] = fact.turns[:-1]
+        item["asked"] = fact.turns[-1] in fact.asked  # the evidence states it inside a question
         qa.append(item)
     pairs = [(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :]]
     for a, b in rng.sample(pairs, 3):

@@ -19,6 +19,14 @@ _CITIES = ["Leipzig", "Graz", "Freiburg", "Kopenhagen", "Bremen", "Zürich", "Ro
 FACTS = [
     FactKind(
         key="relative_city",
+        asked=[
+            "Was schenke ich {name} zum Einzug, jetzt wo {my} {rel} nach {city} gezogen ist?",
+            "Was kann man in {city} unternehmen, wo {my} {rel} {name} jetzt wohnt?",
+        ],
+        asked_update=[
+            "Wie besuche ich {name} günstig, jetzt wo {my} {rel} wieder umgezogen ist und in {city} wohnt?",
+            "Wie bleiben wir in Kontakt, wo {my} {rel} {name} inzwischen in {city} lebt?",
+        ],
         values=[{**r, "city": c} for r in _RELATIVES for c in _CITIES],
         say=[
             "{my} {rel} {name} ist gerade nach {city} gezogen.",
@@ -42,6 +50,14 @@ FACTS = [
     ),
     FactKind(
         key="employer",
+        asked=[
+            "Wie frage ich als {job} {at} nach meinem ersten Mitarbeitergespräch?",
+            "Wie stelle ich mich dem Team vor, wo ich doch gerade als {job} {at} angefangen habe?",
+        ],
+        asked_update=[
+            "Wie passe ich meinen Lebenslauf an, jetzt wo ich die Stelle gewechselt habe und {job} {at} bin?",
+            "Was sage ich meinen alten Kunden, seit ich als {job} {at} arbeite?",
+        ],
         values=[
             {"job": "Krankenpflegerin", "at": "beim Klinikum Nord"},
             {"job": "Datenanalyst", "at": "bei der Hansa Versicherung"},
@@ -68,6 +84,10 @@ FACTS = [
     ),
     FactKind(
         key="pet",
+        asked=[
+            "Wir haben {animal} aus dem Tierheim geholt und {pet} genannt, welches Spielzeug ist sicher?",
+            "Wie bringen wir {pet}, unser neues Haustier, dazu, nachts durchzuschlafen?",
+        ],
         values=[
             {"animal": "einen Hund", "pet": "Bruno"},
             {"animal": "eine Katze", "pet": "Mimi"},
@@ -88,6 +108,10 @@ FACTS = [
     ),
     FactKind(
         key="allergy",
+        asked=[
+            "Welche Snacks kann ich ins Büro mitnehmen, wenn ich gegen {food} allergisch bin?",
+            "Hast du Ideen für Desserts ohne {food}, da ich heftig darauf reagiere?",
+        ],
         values=[{"food": f} for f in ["Erdnüsse", "Meeresfrüchte", "Sesam", "Kiwis", "Haselnüsse", "Sellerie"]],
         say=[
             "ich bin allergisch gegen {food}, da muss ich aufpassen.",
@@ -105,6 +129,14 @@ FACTS = [
     ),
     FactKind(
         key="car",
+        asked=[
+            "Ich fahre {car}, wie oft muss der zur Inspektion?",
+            "Ich habe {car}, taugt der für eine lange Urlaubsfahrt?",
+        ],
+        asked_update=[
+            "Ich habe das alte Auto verkauft und mir {car} gekauft, welche Versicherung passt jetzt?",
+            "Welches Zubehör lohnt sich, jetzt wo ich {car} statt des alten Wagens fahre?",
+        ],
         values=rows(
             "einen roten Opel Corsa; einen blauen VW Golf; einen grauen Skoda Fabia; einen weißen BMW i3;"
             " einen grünen Fiat 500; einen schwarzen Audi A4",
@@ -124,6 +156,10 @@ FACTS = [
     ),
     FactKind(
         key="instrument",
+        asked=[
+            "Wie kann ich abends leise {instrument} üben, ohne die Nachbarn zu stören?",
+            "Welche Stücke eignen sich nach einem Jahr {instrument}-Unterricht?",
+        ],
         values=[{"instrument": i} for i in ["Cello", "Klavier", "Geige", "Saxofon", "Ukulele", "Schlagzeug"]],
         say=["ich lerne seit einem Jahr {instrument} bei einer Lehrerin.", "ich übe jeden Abend {instrument}."],
         ask=["Welches Instrument lerne ich?", "Was spiele ich, wenn ich von der Arbeit heimkomme?"],
@@ -134,6 +170,10 @@ FACTS = [
     ),
     FactKind(
         key="partner_birthday",
+        asked=[
+            "Was soll ich {name} zum Geburtstag am {date} schenken?",
+            "Kannst du mir helfen, eine Überraschung für {name}s Geburtstag am {date} zu planen?",
+        ],
         values=rows(
             "Frau|meine|Anna|14. März; Mann|mein|Markus|2. Juli; Freundin|meine|Julia|23. September;"
             " Freund|mein|Ben|9. November; Partnerin|meine|Sabine|30. Januar",
@@ -151,6 +191,14 @@ FACTS = [
     ),
     FactKind(
         key="trip",
+        asked=[
+            "Was sollten wir für die Reise nach {place} im {month} einpacken?",
+            "Welche Impfungen brauchen wir, bevor wir im {month} nach {place} fliegen?",
+        ],
+        asked_update=[
+            "Wir fahren jetzt doch im {month} nach {place}, was sollten wir zuerst buchen?",
+            "Lohnt sich eine Reiseversicherung, jetzt wo {place} im {month} der neue Plan ist?",
+        ],
         values=rows(
             "Island|Juni; Lissabon|April; Japan|Oktober; Kreta|August; Norwegen|Juli; Marokko|März", "place", "month"
         ),
@@ -168,6 +216,14 @@ FACTS = [
     ),
     FactKind(
         key="workout_day",
+        asked=[
+            "Was sollte ich vor dem {sport} am {day}morgen essen?",
+            "Wie erhole ich mich am besten nach dem {sport}, zu dem ich jeden {day} früh gehe?",
+        ],
+        asked_update=[
+            "Wie plane ich den Rest des Tages, jetzt wo ich das {sport} auf den {day} verlegt habe?",
+            "Welcher Abend eignet sich zum Ausruhen, wenn {sport} ab jetzt am {day} ist?",
+        ],
         values=[
             {"sport": s, "day": d}
             for s in ["Schwimmen", "Klettern", "Yoga"]
@@ -193,6 +249,14 @@ FACTS = [
     ),
     FactKind(
         key="dentist",
+        asked=[
+            "Was sollte ich bei meinem Zahnarzttermin am {date} fragen?",
+            "Darf ich vor dem Zahnarzt am {date} normal essen?",
+        ],
+        asked_update=[
+            "Die Praxis hat meinen Termin auf den {date} verschoben, soll ich mir den ganzen Tag freinehmen?",
+            "Brauche ich eine neue Überweisung, wo ich den Zahnarzttermin auf den {date} verlegen musste?",
+        ],
         values=[{"date": d} for d in ["12. Februar", "3. März", "18. April", "7. Mai", "21. Juni", "5. August"]],
         say=["mein Zahnarzttermin ist am {date}.", "ich habe endlich einen Termin beim Zahnarzt, am {date}."],
         update=[
@@ -211,6 +275,10 @@ FACTS = [
     ),
     FactKind(
         key="language",
+        asked=[
+            "Welche Podcasts helfen mir beim {lang}, das ich jeden Tag mit einer App lerne?",
+            "Wie hole ich mehr aus meinem Abendkurs in {lang} heraus?",
+        ],
         values=[
             {"lang": x}
             for x in ["Portugiesisch", "Japanisch", "Italienisch", "Koreanisch", "Niederländisch", "Griechisch"]
@@ -227,6 +295,10 @@ FACTS = [
     ),
     FactKind(
         key="author",
+        asked=[
+            "Ich liebe die Bücher von {author} und habe alles gelesen, was soll ich als Nächstes lesen?",
+            "Wenn mir niemand so gut gefällt wie {author}, welche Bücher sollte ich als Nächstes lesen?",
+        ],
         values=[{"author": a} for a in ["Juli Zeh", "Daniel Kehlmann", "Christa Wolf", "Haruki Murakami"]],
         say=["die Bücher von {author} liebe ich, ich habe alles gelesen.", "niemand schreibt wie {author}, finde ich."],
         ask=["Wessen Romane mag ich am liebsten?", "Welche schreibende Person bewundere ich am meisten?"],

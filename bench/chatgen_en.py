@@ -19,6 +19,14 @@ _CITIES = ["Porto", "Leeds", "Vancouver", "Melbourne", "Edinburgh", "Valencia", 
 FACTS = [
     FactKind(
         key="relative_city",
+        asked=[
+            "What's a good housewarming gift for my {rel} {name}, who just moved to {city}?",
+            "What is there to do in {city}, where my {rel} {name} lives now, when I visit?",
+        ],
+        asked_update=[
+            "Now that my {rel} {name} has moved again and lives in {city}, how can I visit on a budget?",
+            "Since {name} packed up and my {rel} is in {city} these days, how do we keep in touch?",
+        ],
         values=[{**r, "city": c} for r in _RELATIVES for c in _CITIES],
         say=[
             "my {rel} {name} just moved to {city} for a new start.",
@@ -42,6 +50,14 @@ FACTS = [
     ),
     FactKind(
         key="employer",
+        asked=[
+            "How do I ask for my first performance review as {job} at {company}?",
+            "How should I introduce myself to the team at {company}, where I just started as {job}?",
+        ],
+        asked_update=[
+            "Now that I've switched jobs and I'm {job} at {company}, how do I update my CV?",
+            "Since I left my old position to work as {job} at {company}, what do I tell my old clients?",
+        ],
         values=[
             {"job": "a nurse", "company": "St. Mary's Hospital"},
             {"job": "a data analyst", "company": "Brightline Insurance"},
@@ -68,6 +84,10 @@ FACTS = [
     ),
     FactKind(
         key="pet",
+        asked=[
+            "Which toys are safe for the {animal} we adopted from the shelter, {pet}?",
+            "How do we get {pet}, our new {animal}, to sleep through the night?",
+        ],
         values=[
             {"animal": "dog", "pet": "Biscuit"},
             {"animal": "cat", "pet": "Mochi"},
@@ -85,6 +105,10 @@ FACTS = [
     ),
     FactKind(
         key="allergy",
+        asked=[
+            "Which snacks can I take to the office, given that I'm allergic to {food}?",
+            "Can you suggest desserts without {food}, since I react badly to it?",
+        ],
         values=[{"food": f} for f in ["peanuts", "shellfish", "sesame", "kiwi", "hazelnuts", "celery"]],
         say=[
             "I'm allergic to {food}, so I have to be careful.",
@@ -98,6 +122,14 @@ FACTS = [
     ),
     FactKind(
         key="car",
+        asked=[
+            "How often should I take my {color} {car} in for a service?",
+            "Is my {color} {car} good enough for a long road trip?",
+        ],
+        asked_update=[
+            "I just traded in my old car for a {color} {car}, so which insurance should I look at?",
+            "Which accessories are worth buying now that I drive a {color} {car} instead of my old car?",
+        ],
         values=[
             {"color": c, "car": m}
             for c, m in [
@@ -120,6 +152,10 @@ FACTS = [
     ),
     FactKind(
         key="instrument",
+        asked=[
+            "How can I practise the {instrument} quietly in the evenings without annoying anyone?",
+            "Which pieces should I try on the {instrument} after a year of lessons?",
+        ],
         values=[{"instrument": i} for i in ["cello", "piano", "violin", "saxophone", "ukulele", "drums"]],
         say=["I've been taking {instrument} lessons for a year now.", "I practise the {instrument} every evening."],
         ask=["Which instrument am I learning?", "What do I play when I get home from work?"],
@@ -130,6 +166,10 @@ FACTS = [
     ),
     FactKind(
         key="partner_birthday",
+        asked=[
+            "What should I get my {partner} {name} for the birthday on {date}?",
+            "Could you help me plan a surprise for {name}, who turns forty on {date}?",
+        ],
         values=[
             {"partner": p, "name": n, "date": d}
             for (p, n), d in zip(
@@ -153,6 +193,14 @@ FACTS = [
     ),
     FactKind(
         key="trip",
+        asked=[
+            "What should we pack for our trip to {place} in {month}?",
+            "Which vaccinations do we need before we fly to {place} in {month}?",
+        ],
+        asked_update=[
+            "Since we changed our plans and are going to {place} in {month} instead, what should we book first?",
+            "Now that {place} in {month} is the new plan, is travel insurance worth it?",
+        ],
         values=rows(
             "Iceland|June; Lisbon|April; Japan|October; Crete|August; Norway|July; Morocco|March", "place", "month"
         ),
@@ -170,6 +218,14 @@ FACTS = [
     ),
     FactKind(
         key="workout_day",
+        asked=[
+            "What should I eat before I {go} on {day} mornings?",
+            "How do I recover after my {sport} every {day} morning?",
+        ],
+        asked_update=[
+            "Now that I've moved my {sport} to {day} mornings, how should I plan the rest of that day?",
+            "Since {sport} is on {day} from now on, which evening is best for a rest?",
+        ],
         values=[
             {"sport": s, "go": g, "day": d}
             for s, g in [("swimming", "go swimming"), ("climbing", "go climbing"), ("yoga", "do yoga")]
@@ -186,6 +242,14 @@ FACTS = [
     ),
     FactKind(
         key="dentist",
+        asked=[
+            "What should I ask at my dentist appointment on {date}?",
+            "Can I eat normally before the dentist on {date}?",
+        ],
+        asked_update=[
+            "The dentist moved my appointment to {date}, so should I take the whole day off?",
+            "Since I had to reschedule the dentist to {date}, do I need a new referral?",
+        ],
         values=[{"date": d} for d in ["12 February", "3 March", "18 April", "7 May", "21 June", "5 August"]],
         say=["my dentist appointment is on {date}.", "I finally booked the dentist for {date}."],
         update=["the dentist moved my appointment to {date}.", "I had to reschedule the dentist, it's on {date} now."],
@@ -198,6 +262,10 @@ FACTS = [
     ),
     FactKind(
         key="language",
+        asked=[
+            "Which podcasts would help with the {lang} I'm learning on an app every day?",
+            "How can I get more out of my evening class in {lang}?",
+        ],
         values=[{"lang": x} for x in ["Portuguese", "Japanese", "Italian", "Korean", "Dutch", "Greek"]],
         say=["I'm learning {lang} with an app every day.", "I signed up for an evening class in {lang}."],
         ask=["Which foreign language am I studying?", "What language have I been practising lately?"],
@@ -208,6 +276,10 @@ FACTS = [
     ),
     FactKind(
         key="author",
+        asked=[
+            "Which books are like those of {author}, my favourite writer?",
+            "Since nobody writes like {author} in my opinion, what should I read next?",
+        ],
         values=[{"author": a} for a in ["Ursula K. Le Guin", "Haruki Murakami", "Zadie Smith", "Terry Pratchett"]],
         say=["{author} is my favourite writer, I've read everything.", "nobody writes like {author}, in my opinion."],
         ask=["Whose novels do I like best?", "Which novelist do I admire most?"],

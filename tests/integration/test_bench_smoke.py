@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bench import consolidation, locomo, xquad
-from bench.assistant_chats import stale_first
+from bench.assistant_chats import by_form, stale_first
 from bench.chatgen import CATEGORIES, generate
 
 XQUAD = Path(xquad.DEFAULT_DATA)
@@ -54,6 +54,7 @@ async def test_assistant_chats_report_every_category_and_rankings(services: Any,
     assert {r["category"] for r in rows} == set(CATEGORIES)
     assert set(rows[0]["ranked"]) == {"lexical", "vector", "hybrid", "ts_rank"} and rows[0]["gold"]
     assert set(stale_first(samples, rows)) == {"lexical", "vector", "hybrid", "ts_rank"}
+    assert {"hybrid.asked.count", "hybrid.stated.count", "vector.asked.recall@5"} <= set(by_form(samples, rows))
 
 
 async def test_assistant_chats_with_the_answers_passages(services: Any, tmp_path: Path) -> None:

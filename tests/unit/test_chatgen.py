@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
-from bench.assistant_chats import stale_first
+from bench.assistant_chats import by_form, stale_first
 from bench.chatgen import CATEGORIES, LANGUAGES, generate, pack
 from bench.locomo import gold_ids, sessions_of
+from engram.domain.chat_extraction import sentences
 from engram.domain.language import language_of
 
 
@@ -101,6 +103,8 @@ def test_every_template_fills_with_every_value() -> None:
                 for template in [
                     *kind.say,
                     *kind.update,
+                    *kind.asked,
+                    *kind.asked_update,
                     *kind.ask,
                     *kind.mention,
                     *kind.echo,
@@ -109,6 +113,31 @@ def test_every_template_fills_with_every_value() -> None:
                 ]:
                     template.format(**slots)
             assert bool(kind.update) == bool(kind.changes)
+            assert all(t.endswith("?") for t in [*kind.asked, *kind.asked_update])
+            assert bool(kind.asked_update) <= bool(kind.update)
+
+
+def test_a_third_of_the_facts_are_told_inside_a_question(samples: list[dict[str, Any]]) -> None:
+    single = [(s, qa) for s in samples for qa in s["qa"] if "asked" in qa]
+    told = [(s, qa) for s, qa in single if qa["asked"]]
+    assert 0.2 <= len(told) / len(single) <= 0.45
+    assert {qa["category"] for _, qa in told} == {1, 2, 4, 5}  # single-hop and updated, both languages
+    for sample, qa in told:
+        [gold] = qa["evidence"]
+        said = sentences(turns_of(sample)[gold]["text"])
+        words = [w.casefold() for w in re.findall(r"\w{4,}", qa["answer"])]
+        # one question of the turn holds the whole answer
+        assert any(s.endswith("?") and all(w in s.casefold() for w in words) for s in said), (qa, said)
+    # with none told that way, the same conversations but for those sentences
+    for plain, with_asked in zip(generate(seed=7, conversations=3, asked=0), samples, strict=True):
+        assert not any(qa.get("asked") for qa in plain["qa"])
+        a, b = turns_of(plain), turns_of(with_asked)
+        assert a.keys() == b.keys() and [q["question"] for q in plain["qa"]] == [
+            q["question"] for q in with_asked["qa"]
+        ]
+        differ = {t for t in a if a[t]["text"] != b[t]["text"]}
+        assert differ == {t for t in b if t in differ and b[t]["speaker"] == plain["conversation"]["speaker_a"]}
+        assert {qa["evidence"][0] for qa in with_asked["qa"] if qa.get("asked")} <= differ
 
 
 def test_stale_first_counts_a_superseded_statement_ranked_above_the_current_one() -> None:
@@ -119,6 +148,19 @@ def test_stale_first_counts_a_superseded_statement_ranked_above_the_current_one(
         {"id": "s:2", "gold": ["D3:1"], "ranked": {"hybrid": ["D1:1"], "vector": []}},
     ]
     assert stale_first(samples, rows) == {"hybrid": 0.5, "vector": 0.0}
+
+
+def test_by_form_splits_the_single_fact_questions_by_how_their_evidence_says_it() -> None:
+    samples = [{"sample_id": "s", "qa": [{"asked": True}, {"asked": False}, {}]}]
+    rows = [
+        {"id": "s:0", "gold": ["D1:1"], "ranked": {"hybrid": ["D1:1"]}},
+        {"id": "s:1", "gold": ["D2:1"], "ranked": {"hybrid": ["D9:9", "D2:1"]}},
+        {"id": "s:2", "gold": ["D3:1"], "ranked": {"hybrid": ["D3:1"]}},  # two facts: neither form
+    ]
+    figures = by_form(samples, rows)
+    assert figures["hybrid.asked.count"] == 1 and figures["hybrid.stated.count"] == 1
+    assert figures["hybrid.asked.recall@1"] == 1.0 and figures["hybrid.stated.recall@1"] == 0.0
+    assert figures["hybrid.stated.recall@5"] == 1.0 and len(figures) == 8
 
 
 def test_a_longer_history_has_more_sessions_and_the_same_kind_of_questions(samples: list[dict[str, Any]]) -> None:

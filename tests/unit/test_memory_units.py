@@ -80,12 +80,15 @@ def units(**kw: Any) -> list[ObservationDraft]:
 
 def test_a_users_sentences_become_units_of_their_turn_the_assistants_prose_does_not() -> None:
     drafts = [d for d in units(assistants=frozenset({"Assistant"})) if d.key and d.key.startswith("unit:statement:")]
-    # D1:1's question is no unit of its own: it asks and states nothing, and near any later
-    # question it would rank high; D1:3 has one sentence besides a short "Thanks.", D2:1 one:
-    # their turn units are that sentence
-    assert [d.title for d in drafts] == ["User: By the way, I'm allergic to peanuts since childhood."]
-    (peanuts,) = drafts
-    assert peanuts.key is not None and peanuts.key.endswith(":1")  # numbered by its place in the turn
+    # a question is a unit too: users tell facts inside requests ("plan my meals for next week");
+    # D1:3 has one sentence besides a short "Thanks.", D2:1 one: their turn units are that sentence
+    assert [d.title for d in drafts] == [
+        "User: Can you plan my meals for next week?",
+        "User: By the way, I'm allergic to peanuts since childhood.",
+    ]
+    request, peanuts = drafts
+    assert request.key is not None and request.key.endswith(":0")  # numbered by its place in the turn
+    assert peanuts.key is not None and peanuts.key.endswith(":1")
     assert turn_id_of(peanuts.provenance.source_event_id) == "D1:1"
     assert peanuts.tags == ["user"] and peanuts.valid_from == DAY and peanuts.discovery_tokens == []
     turn = turn_units(tenant_id="t", user_id="u", conversation_id="chat-1", sessions=chat())[0]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
-from engram.domain.chat_extraction import asks, salient, sentences
+from engram.domain.chat_extraction import salient, sentences
 from engram.domain.observation import Observation, Priority
 
 STATEMENT_MIN_CHARS = 20
@@ -169,10 +169,15 @@ class DerivedUnit:
 
 def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[DerivedUnit]:
     """In a chat with an assistant: one unit per sentence of a person's turn that has more than
-    one sentence, but not for a question. The assistant's turns are the prose a user's sentence
-    drowns in; they are not split. Between people (no assistant) nothing is split: their turns
-    are short already, and LoCoMo dev lost recall@10 with sentence units (0.792 -> 0.779) at
-    3.3x the embedded texts."""
+    one sentence. The assistant's turns are the prose a user's sentence drowns in; they are not
+    split. Between people (no assistant) nothing is split: their turns are short already, and
+    LoCoMo dev lost recall@10 with sentence units (0.792 -> 0.779) at 3.3x the embedded texts.
+
+    A question is a unit too: users tell their facts inside requests ("What should we pack for
+    our trip to Crete in August?"). Leaving questions out (to keep a bare "Can you make it
+    shorter?" from ranking near any later question) cost more than it gave once a third of the
+    facts were said that way (`bench.assistant_chats`, RESULTS part 14); so did keeping only the
+    questions that say "my", "our" or a number."""
     if not assistants:
         return []
     units = []
@@ -182,9 +187,7 @@ def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> lis
         said = [s for s in sentences(turn.text) if len(s) >= STATEMENT_MIN_CHARS]
         if len(said) < 2:
             continue
-        # a question asks and states nothing of its own ("Can you make it shorter?"): as a unit of
-        # its own it ranks near any question asked later; the turn's unit keeps its words
-        units.extend(_pieces(UnitKind.statement, turn, [(n, s) for n, s in enumerate(said) if not asks(s)]))
+        units.extend(_pieces(UnitKind.statement, turn, list(enumerate(said))))
     return units
 
 

@@ -288,9 +288,10 @@ async def test_an_ended_sessions_messages_become_the_users_memory_units(
     assert {(o.user_id, o.scope, o.trigger_source) for o in units} == {("alice", "private", "chat")}
     assert mine.provenance.session_id == session_id and mine.provenance.source_event_id == f"{chat_id}#{user_msg}"
     statements = [o for o in units if o.key and o.key.startswith("unit:statement:")]
-    # the statement is a unit of its own, the question only in the turn's unit (it states nothing)
-    (statement,) = statements
-    assert statement.provenance.chat_message_id == user_msg and "music teacher" in statement.title
+    # each sentence is a unit of its own, the question too (facts are told inside requests)
+    statement, question = sorted(statements, key=lambda o: o.key or "")
+    assert all(o.provenance.chat_message_id == user_msg for o in statements)
+    assert "music teacher" in statement.title and "grow vegetables" in question.title
     assert "grow vegetables" in mine.narrative
 
     off = Extraction(uow, rules, types, chat_extractor=ChatExtractor(uow, gateway, types, chat_units=False))
