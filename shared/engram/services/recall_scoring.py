@@ -101,7 +101,7 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
             leg_order(vector, lambda f: f.vector_rank, own, key),
         ]
         turns = floored(turns, legs, key)  # newer_first below may still put a later statement above one
-    turns = turns[: query.limit]
+    turns = said_once(turns)[: query.limit]
     return later_statements_first(turns, hits, plan) if hybrid and plan.vectors else turns
 
 
@@ -144,6 +144,25 @@ def floored(
             above = out[-1].score if out else after * 2
             score = (above + after) / 2 if above > after else after
             hit = dataclasses.replace(hit, score=score, boosts={**hit.boosts, "floor": round(score / hit.score, 6)})
+        out.append(hit)
+    return out
+
+
+def said_once(turns: Sequence[SearchHit]) -> list[SearchHit]:
+    """The hits without those whose unit says word for word what a better hit's unit says: a
+    formula a user repeats in many turns ("Could you explain the second point in more detail?")
+    took up to eight of ten places of a 32-session chat, each place one the memory asked for
+    could have had. Only units compare (their title is the words said, `Speaker: ...`), and a
+    clipped title ("...") never: two memories of the same title are not the same memory."""
+    seen: set[str] = set()
+    out = []
+    for hit in turns:
+        obs = hit.observation
+        said = " ".join(obs.title.casefold().split())
+        if unit_ref(obs) is not None and not said.endswith("…"):
+            if said in seen:
+                continue
+            seen.add(said)
         out.append(hit)
     return out
 
