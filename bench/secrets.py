@@ -35,6 +35,8 @@ from bench.secrets_set import (
     HELD_OUT_2_SECRETS,
     HELD_OUT_3_BENIGN,
     HELD_OUT_3_SECRETS,
+    HELD_OUT_4_BENIGN,
+    HELD_OUT_4_SECRETS,
     HELD_OUT_BENIGN,
     HELD_OUT_SECRETS,
     ID_CONTEXTS,
@@ -164,15 +166,18 @@ def run(locomo: Path, xquad: Path, repeats: int = 3) -> dict[str, Any]:
         "held_out": (HELD_OUT_SECRETS, HELD_OUT_BENIGN),
         "held_out_2": (HELD_OUT_2_SECRETS, HELD_OUT_2_BENIGN),
         "held_out_3": (HELD_OUT_3_SECRETS, HELD_OUT_3_BENIGN),
+        "held_out_4": (HELD_OUT_4_SECRETS, HELD_OUT_4_BENIGN),
     }
     for name, (bad, good) in sets.items():
         for label, rule in (("withhold", without_secrets), ("naive", naive)):
             figures[f"{name}_{label}_secrets_withheld"] = round(withheld_share(rule, bad), 3)
             figures[f"{name}_{label}_benign_changed"] = round(changed_share(rule, good), 3)
         figures[f"{name}_sizes"] = [len(bad), len(good)]
-    everything = [*SECRETS, *HELD_OUT_SECRETS, *HELD_OUT_2_SECRETS, *HELD_OUT_3_SECRETS]
+    everything = [*SECRETS, *HELD_OUT_SECRETS, *HELD_OUT_2_SECRETS, *HELD_OUT_3_SECRETS, *HELD_OUT_4_SECRETS]
     figures["missed"] = [t for t, values in everything if any(v in without_secrets(t) for v in values)]
-    figures["benign_changed"] = changes([*BENIGN, *HELD_OUT_BENIGN, *HELD_OUT_2_BENIGN, *HELD_OUT_3_BENIGN])
+    figures["benign_changed"] = changes(
+        [*BENIGN, *HELD_OUT_BENIGN, *HELD_OUT_2_BENIGN, *HELD_OUT_3_BENIGN, *HELD_OUT_4_BENIGN]
+    )
     figures.update(named_numbers())
     corpora = {"locomo": locomo_texts(locomo), "xquad": xquad_texts(xquad), "assistant_chats": chat_texts()}
     for name, texts in corpora.items():

@@ -249,3 +249,51 @@ HELD_OUT_3_BENIGN: tuple[str, ...] = (
     "Versicherungsnummer 12 150385 M 012, bitte im Antrag eintragen.",
     "Die Bestellnummer lautet 4929 1234 5678 9012.",
 )
+
+# A fourth held-out set, written on 2026-12-05 before round 5 of the rules (see RESULTS) and
+# measured before it: its first figures are the estimate, its later ones tuned.
+HELD_OUT_4_SECRETS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("gym locker combination is 12-34-56, don't let me forget", ("12-34-56",)),
+    ("The key for the VPN is vpn-Kx92!mQ", ("vpn-Kx92!mQ",)),
+    ("here are my credentials - username: mark.t, pass: Falcon!99", ("Falcon!99",)),
+    ("stripe secret key sk_live_51HxY2bC3dE4fG5hI6jK7lM8n", ("sk_live_51HxY2bC3dE4fG5hI6jK7lM8n",)),
+    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",)),
+    ("my voicemail pin: 2468", ("2468",)),
+    ("Visa 4012 8888 8888 1881 exp 09/26 cvc 331", ("4012 8888 8888 1881", "331")),
+    ("the safe in the hotel room opens with 5902", ("5902",)),
+    ("password hint? no, the actual password: Whiskers42", ("Whiskers42",)),
+    ("my wallet seed phrase is: orbit lemon tiger canvas river shadow", ("orbit lemon tiger canvas river shadow",)),
+    ("Der Tresorcode im Hotelzimmer ist 5902", ("5902",)),
+    ("Meine Online-Banking-PIN: 73019", ("73019",)),
+    ("WLAN-Schlüssel vom Ferienhaus: 4471 9921 3380 1122", ("4471 9921 3380 1122",)),
+    ("Das neue Kennwort fürs Intranet: Nordwind_88", ("Nordwind_88",)),
+    ("Zugang zur Buchhaltung: Nutzer fibu, Passwort Kassenbuch#1", ("Kassenbuch#1",)),
+    ("Meine Kartennummer lautet 4111111111111111, Kartenprüfnummer 123", ("4111111111111111", "123")),
+    ("Entsperrcode vom Tablet: 147258", ("147258",)),
+    ("Der Schlüssel für die API lautet 3c9a7f1e2b4d6c8a0f1e3d5c7b9a2e4f", ("3c9a7f1e2b4d6c8a0f1e3d5c7b9a2e4f",)),
+    ("Mein Passwort ist jetzt das gleiche wie beim Mail, also Herbstlaub9", ("Herbstlaub9",)),
+    ("Kennwort für das WLAN im Ferienhaus: meerblick2025", ("meerblick2025",)),
+)
+
+HELD_OUT_4_BENIGN: tuple[str, ...] = (
+    "The combination lock on my gym locker is broken.",
+    "Our VPN key expires next week, IT will send a new one.",
+    "What credentials do I need for the Stripe dashboard?",
+    "The AWS bill was 4012 dollars this month.",
+    "I changed my voicemail greeting yesterday.",
+    "Visa fees went up by 2 percent in 2025.",
+    "The hotel safe was too small for my laptop.",
+    "Give me a password hint that is easy to remember.",
+    "What is a seed phrase and why should I keep it offline?",
+    "Flight LH 4471 leaves at 9:20 from gate 12.",
+    "Der Tresor im Hotel war leider kaputt.",
+    "Ich habe meine Online-Banking-PIN vergessen, was nun?",
+    "Die FritzBox 7590 hat vier LAN-Anschlüsse.",
+    "Das Intranet ist heute wieder sehr langsam.",
+    "Die Buchhaltung braucht die Rechnung 2025-0417 bis Freitag.",
+    "Die Kundennummer 4111111111111111 steht auf der Rechnung.",
+    "Mein Tablet fragt ständig nach dem Entsperrcode.",
+    "Die API liefert drei Felder: Name, Datum und Betrag.",
+    "Ich benutze überall das gleiche Passwort, ist das schlimm?",
+    "Das Ferienhaus hat WLAN, aber nur im Erdgeschoss.",
+)

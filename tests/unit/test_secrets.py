@@ -31,7 +31,7 @@ def test_the_labelled_set_both_languages() -> None:
         ('password for my bank is "Blue Sea 9" ok', "password for my bank is [withheld] ok", {"credential"}),
         ("I changed my password to Tulpe#22 today", "I changed my password to [withheld] today", {"credential"}),
         ("paid with 4111-1111-1111-1111 on Monday", f"paid with {CARD_WITHHELD} on Monday", {"card"}),
-        ("key sk-ant-api03-abcdefghijklmnopqrstuv", "key sk-[redacted]", {"token"}),
+        ("use sk-ant-api03-abcdefghijklmnopqrstuv", "use sk-[redacted]", {"token"}),
         ("btw the garage door code is 7314", "btw the garage door code is [withheld]", {"credential"}),
         ("Der Tresorcode lautet 8642.", "Der Tresorcode lautet [withheld].", {"credential"}),
         ("WLAN-Schlüssel lautet Kaffeetasse99", "WLAN-Schlüssel lautet [withheld]", {"credential"}),
@@ -48,6 +48,25 @@ def test_the_labelled_set_both_languages() -> None:
             "Das Passwort für die Fritzbox steht hier: [withheld]",
             {"credential"},
         ),
+        # round 5: a key with a value of letters and digits, key names with underscores, a lock
+        # that opens with a number, a seed phrase, a security question's answer, a Prüfnummer
+        ("The key for the VPN is vpn-Kx92!mQ", "The key for the VPN is [withheld]", {"credential"}),
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", "AWS_SECRET_ACCESS_KEY=[withheld]", {"credential"}),
+        ("the hotel safe opens with 5902.", "the hotel safe opens with [withheld].", {"credential"}),
+        (
+            "seed phrase: orbit lemon tiger canvas river shadow. Thanks",
+            "seed phrase: [withheld]. Thanks",
+            {"credential"},
+        ),
+        (
+            "Sicherheitsfrage: erstes Haustier — Flocke",
+            "Sicherheitsfrage: erstes Haustier — [withheld]",
+            {"credential"},
+        ),
+        ("Kartenprüfnummer 123", "Kartenprüfnummer [withheld]", {"credential"}),
+        # "name=value" kept its "=" (it was "password[withheld]]": the second pass took "=[withheld]")
+        ("DB_PASSWORD=hunter2 in .env", "DB_PASSWORD=[withheld] in .env", {"credential"}),
+        ("PIN=4711", "PIN=[withheld]", {"credential"}),
     ],
 )
 def test_what_is_withheld_and_the_words_around_it(text: str, expected: str, kinds: set[str]) -> None:
@@ -75,6 +94,13 @@ def test_what_is_withheld_and_the_words_around_it(text: str, expected: str, kind
         "The combo meal was 9.99 today.",  # "combo" only for a lock's
         "login problems since 12/2024",  # a pair's second part needs a letter
         "The login page was down on 3/4.",
+        "Ich habe meine Online-Banking-PIN vergessen, was nun?",  # "was" is German here
+        "The key is under the mat.",  # a key's value needs letters and digits or signs
+        "The key date is 12 May, the key figure 4.2%.",
+        "A key role in 2024 was played by Model3 sales.",  # a fifth word between: digits or signs only
+        "The door opens with a code, ask reception.",  # a lock opens with digits only
+        "Write down your seed phrase on paper and keep it offline.",  # no "is" or ":" before six words
+        "Die Sicherheitsfrage bei der Bank nervt mich - wirklich.",  # no answer: it does not end in one
     ],
 )
 def test_what_is_kept(text: str) -> None:

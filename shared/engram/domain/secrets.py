@@ -16,6 +16,10 @@ text, the words around them kept:
   is [withheld]"; the short names ("code", "pass", "pw", "combination") only with a digit or a
   sign in the value ("the code is on GitHub" stays), as does a value five words after the name;
 - a login given as a pair ("netflix login is jo@mail.com / Brightwater#81"): its second part;
+- a key ("the key for the VPN is vpn-Kx92!mQ", "AWS_SECRET_ACCESS_KEY=..."), only a value of 8
+  characters or more with letters and a digit or a sign; a lock that "opens with 5902"; a
+  wallet's seed phrase (six words or more); a security question's answer after a dash or
+  "answer:"; a card's Prüfnummer;
 - payment card numbers: 13-19 digits, alone or grouped by spaces or hyphens, starting 2-6 and
   passing the Luhn check (python-stdnum), become "[card number withheld]", unless a business id
   names the number right before it ("Order 4532015112830366", "Rechnungsnr. ...") and no card
@@ -47,10 +51,10 @@ CARD_WITHHELD = "[card number withheld]"
 _LONG_CUES = (
     r"passwor[dt]s?|passphrase|kennwort|passcode|geheimzahl|zugangscode|sicherheitscode|pin-?code|pin-?nummer"
     r"|(?:tür|tor|garagen|tresor|safe|schließfach|alarm|schlüssel|entsperr|sim)-?code"
-    r"|(?:wlan|netzwerk)-?(?:schlüssel|key)|zahlenkombination|sicherheitsantwort"
+    r"|(?:wlan|netzwerk)-?(?:schlüssel|key)|zahlenkombination|sicherheitsantwort|prüfnummer"
 )
 _SHORT_CUES = (
-    r"pin|(?-i:TAN)|cvv|cvc|api[- ]?key|api[- ]?schlüssel|access[- ]?key|secret[- ]?key|access[- ]?token|token"
+    r"pin|(?-i:TAN)|cvv|cvc|api[-_ ]?key|api[- ]?schlüssel|access[-_ ]?key|secret[-_ ]?key|access[-_ ]?token|token"
     r"|security[- ]code|verification[- ]code|one[- ]time[- ]code|login[- ]code|bestätigungscode|einmalcode"
     r"|(?:door|gate|garage|alarm|safe|lock|locker|entry|entrance|building|unlock)[- ]code"
     r"|(?:wifi|wi-fi|wlan|network)[- ]?key|confirmation[- ]code"
@@ -64,8 +68,12 @@ _WEAK_CUES = (
     r"|(?<!zip )(?<!post )(?<!area )(?<!country )(?<!dress )(?<!bar )(?<!source )(?<!qr )(?<!qr-)(?<!promo )code"
 )
 _WEAK = re.compile(rf"(?i)(?:{_WEAK_CUES})")
+# a key only with a value that has letters and digits or signs, 8 characters or more ("the key
+# for the VPN is vpn-Kx92!mQ"; not "the key is under the mat", "the key date is 12 May")
+_KEY_CUES = r"key|schlüssel"
+_KEY = re.compile(rf"(?i)(?:{_KEY_CUES})")
 _CUE = (
-    rf"(?:[^\W\d_]*(?:{_LONG_CUES})|(?<![^\W\d_])(?:{_SHORT_CUES})|(?<![^\W\d_-])(?:{_WEAK_CUES}))"
+    rf"(?:[^\W\d_]*(?:{_LONG_CUES})|(?<![^\W\d_])(?:{_SHORT_CUES})|(?<![^\W\d_-])(?:{_WEAK_CUES}|{_KEY_CUES}))"
     r"(?![^\W\d_])"  # a whole word: "pass" is not "passport", "pin" not "pink"
 )
 # "is", "ist", "lautet", ":" ... between the cue and the secret, after at most five words of the
@@ -87,7 +95,9 @@ _SAID = re.compile(
     rf"(?:{_QUOTED}|{_SPACED}|{_TOKEN})"
 )
 # "PIN 4711", "Passwort: Sommer2024!": a token with a digit or a sign right after the cue
-_BARE = re.compile(rf"(?i)(?<![^\W\d_-])({_CUE})(\s*[:=]?\s*)([^\s\"'“”„‚‘’«»]*[\d!#$%&*+/=?@^_~][^\s\"'“”„‚‘’«»]*)")
+_BARE = re.compile(
+    rf"(?i)(?<![^\W\d_-])({_CUE})(\s*[:=]?\s*)(?![:=\[])([^\s\"'“”„‚‘’«»]*[\d!#$%&*+/=?@^_~][^\s\"'“”„‚‘’«»]*)"
+)
 # a login given as a pair ("netflix login is jo@mail.com / Brightwater#81", "Zugangsdaten: k.meier /
 # Sturmvogel!3"): the part after the slash, if it has a letter and a digit or a sign (not "since
 # 12/2024")
@@ -96,6 +106,34 @@ _PAIR = re.compile(
     r"[^.!?\n]{0,60}?[^\s/]*[^\W\d_@.][^\s/]*\s*/\s*"
     r"([^\s\"'“”„‚‘’«»/]*[^\W\d_][^\s\"'“”„‚‘’«»/]*)"
 )
+# a lock opened by a number ("the safe in the hotel room opens with 5902", "der Spind geht mit
+# 4471 auf" is not caught): digits, maybe grouped, maybe ending in "#"
+_OPENS = re.compile(
+    r"(?i)(?<![^\W\d_])(?:[^\W\d_]*(?:safe|tresor|lock|schloss|door|tür|gate|tor|locker|spind))(?![^\W\d_])"
+    r"[^.!?\n]{0,40}?(?<![^\W\d_])(?:opens|unlocks|öffnet|entsperrt)\s+(?:with|mit)\s+(?:the\s+|dem\s+)?(?:code\s+)?"
+    r"(\d(?:[ -]?\d){2,11}#?)(?![\w-])"
+)
+# a wallet's seed or recovery phrase: six to 24 words after "is" or ":"; all of them are the secret
+_PHRASE = re.compile(
+    r"(?i)(?<![^\W\d_])(?:(?:seed|recovery|backup|secret|wallet)[- ]?(?:phrase|words)|mnemonic"
+    r"|(?:seed|wiederherstellungs)-?(?:phrase|wörter))(?![^\W\d_])"
+    rf"[^.!?\n:=]{{0,30}}?\s*{_SAYS}\s*((?:[^\W\d_]+[\s,]+){{5,23}}[^\W\d_]+)"
+)
+# a security question's answer: after "security question:" and a dash ("Sicherheitsfrage: Name
+# des ersten Haustiers — Flocke"), or after "answer:"; one to three words that end the sentence
+# ("Die Sicherheitsfrage nervt mich - wirklich." stays)
+_ANSWERED = re.compile(
+    r"(?i)(?<![^\W\d_])(?:security[- ]question|sicherheitsfrage)(?![^\W\d_])"
+    r"(?:\s*:[^.!?\n]{0,80}?(?:\s[—–-]|[—–])|[^.!?\n]{0,80}?\s(?:answer|antwort)\s*[:=])"
+    r"\s*([^\s.!?,;]{2,40}(?:\s[^\s.!?,;]{2,40}){0,2})\s*(?=[.!]?\s*$|[.!]\s)"
+)
+# each of these only where one of its words is (a regex over a long text costs 20-90 us)
+_VALUE_RULES = (
+    (("opens with", "unlocks with", "öffnet mit", "entsperrt mit"), _OPENS),
+    (("phrase", "seed words", "recovery words", "wallet words", "mnemonic", "wiederherstellungs"), _PHRASE),
+    (("security question", "security-question", "sicherheitsfrage"), _ANSWERED),
+)
+_VALUE_MARKS = tuple(mark for marks, _ in _VALUE_RULES for mark in marks)
 # words that describe a credential instead of being one ("my password is wrong")
 _NOT_SECRETS = frozenset(
     """
@@ -105,7 +143,7 @@ _NOT_SECRETS = frozenset(
     his her our their this that it simple easy hard complicated fine ok okay
     nicht kein keine falsch richtig gleich anders neu alt abgelaufen ungültig gültig schwach stark
     sicher unsicher lang kurz zu sehr noch jetzt nötig erforderlich leer geändert zurückgesetzt
-    gesperrt vergessen verloren bekannt unbekannt gespeichert da hier der die das ein eine mein
+    gesperrt vergessen verloren bekannt unbekannt gespeichert da hier der die das ein eine mein nun dann
     meine dein deine sein seine unser unsere ihr ihre dieses dieser es einfach schwer kompliziert
     """.split()
 )
@@ -119,6 +157,7 @@ _CUE_STEMS = (
     "passcode",
     "geheimzahl",
     "schlüssel",
+    "prüfnummer",
     "kombination",
     "combination",
     "token",
@@ -144,8 +183,9 @@ _CUE_STEMS = (
     "zugangsdaten",
     "anmeldedaten",
 )
-_SHORT_STEMS = ("pin", "pw", "pass")  # as substrings in many words: a whole word is looked for
-_SHORT_WORD = re.compile(r"\b(?:pin|pwd?|pass)\b")
+_SHORT_STEMS = ("pin", "pw", "pass", "key")  # as substrings in many words: a whole word is looked for
+# "key" only with a digit after it in the sentence ("a key role" is common; a key's value has one)
+_SHORT_WORD = re.compile(r"\b(?:pin|pwd?|pass|key(?=[^.!?\n]{0,80}\d))\b")
 _TOKEN_MARKS = ("eyj", "bearer", "agentkey", "egk_", "sk-", "://")
 _SEED_MARKS = ("SU", "SA", "SO")  # an NKey seed, in capitals
 # a run of digits grouped by single spaces or hyphens, not inside a word, a phone number ("+49 ...")
@@ -177,7 +217,7 @@ def _token_secret(token: str, followed_by: str, *, signs_only: bool = False) -> 
     counts only when the sentence ends with it ("the password is swordfish."), so "my password is
     too long" keeps its words."""
     word = token.rstrip(_TRAILING)
-    if len(word) < 3 or word.casefold() in _NOT_SECRETS:
+    if len(word) < 3 or word.rstrip("!?").casefold() in _NOT_SECRETS:
         return False
     if _has_sign(word):
         return True
@@ -206,6 +246,12 @@ def _cards(run: str) -> str:
             after = "".join(s + g for s, g in zip(separators[end:], groups[end + 1 :], strict=True))
             return before + CARD_WITHHELD + (after[:1] + _cards(after[1:]) if after else "")
     return run
+
+
+def _mixed(token: str) -> bool:
+    """A key's value: 8 characters or more, with letters and a digit or a sign."""
+    word = token.rstrip(_TRAILING)
+    return len(word) >= 8 and any(c.isalpha() for c in word) and _has_sign(word)
 
 
 def _has_sign(word: str) -> bool:
@@ -255,12 +301,16 @@ def withhold(text: str) -> Withheld:
         weak = far or connector.casefold() in ("to", "auf") or _WEAK.fullmatch(cue) is not None
         if token.startswith("[") or not _token_secret(token, text[match.end() : match.end() + 2], signs_only=weak):
             return match.group(0)
+        if _KEY.fullmatch(cue) and not _mixed(token):
+            return match.group(0)
         kinds.add("credential")
         return _withheld(f"{cue}{between}", token)
 
     def bare(match: re.Match[str]) -> str:
         token = match.group(3)
         if token.startswith("[") or not _token_secret(token, "", signs_only=True):
+            return match.group(0)
+        if _KEY.fullmatch(match.group(1)) and not _mixed(token):
             return match.group(0)
         kinds.add("credential")
         return _withheld(f"{match.group(1)}{match.group(2)}", token)
@@ -272,10 +322,19 @@ def withhold(text: str) -> Withheld:
         kinds.add("credential")
         return _withheld(match.group(0)[: match.start(1) - match.start()], token)
 
+    def value(match: re.Match[str]) -> str:  # `_OPENS`, `_PHRASE`, `_ANSWERED`: group 1 is the secret
+        kinds.add("credential")
+        start, end = match.start(1) - match.start(), match.end(1) - match.start()
+        return f"{match.group(0)[:start]}{WITHHELD}{match.group(0)[end:]}"
+
     lowered = text.casefold()
     out = text
     if _names_credential(text, lowered):
         out = _PAIR.sub(pair, _BARE.sub(bare, _SAID.sub(said, out)))
+    if any(mark in lowered for mark in _VALUE_MARKS):
+        for marks, pattern in _VALUE_RULES:
+            if any(mark in lowered for mark in marks):
+                out = pattern.sub(value, out)
     carded = _DIGIT_RUN.sub(_card, out)
     if carded != out:
         kinds.add("card")
@@ -296,5 +355,8 @@ def may_hold_secrets(*texts: str) -> bool:
     joined = "\n".join(texts)
     lowered = joined.casefold()
     return (
-        _names_credential(joined, lowered) or _DIGIT_RUN.search(joined) is not None or _carries_token(joined, lowered)
+        _names_credential(joined, lowered)
+        or _DIGIT_RUN.search(joined) is not None
+        or _carries_token(joined, lowered)
+        or any(mark in lowered for mark in _VALUE_MARKS)
     )
