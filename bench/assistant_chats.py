@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dump", type=Path, default=None, help="write the generated data (LoCoMo layout) here")
     locomo.add_unit_arguments(parser)
+    locomo.add_asked_after_argument(parser)
     locomo.add_assistant_argument(parser, "speaker_b")
     locomo.add_via_argument(parser)
     args = parser.parse_args(argv)

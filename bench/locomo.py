@@ -37,7 +37,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -258,7 +258,8 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     uow = PgUnitOfWork(db, bus)
     ingest = ConversationIngest(uow)
     indexer = Indexer(uow, index, embedder)
-    recall = RecallService(uow, index, embedder, None, candidates=args.candidates)
+    clock = AskedAt()
+    recall = RecallService(uow, index, embedder, None, candidates=args.candidates, clock=clock.now)
     scores = Scores()
     work = EmbeddingWork()
     started = time.perf_counter()
@@ -331,6 +332,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 f"{sid}: {len(known)} turns stored and indexed in {time.perf_counter() - t0:.1f} s"
                 + (f" (assistant: {', '.join(sorted(assistants))})" if assistants else "")
             )
+            clock.at = asked_at(sessions, getattr(args, "asked_days_after", None))
             for number, qa in enumerate(sample["qa"]):
                 category = int(qa.get("category", 0))
                 gold = gold_ids(qa.get("evidence", []), known)
@@ -408,6 +410,7 @@ def report(
         "window": args.window,
         "limit": args.limit,
         "candidates": args.candidates,
+        "asked_days_after": getattr(args, "asked_days_after", None),
         "questions": questions,
         "ingest_seconds": round(ingest_s, 1),
         "total_seconds": round(total_s, 1),
@@ -443,6 +446,34 @@ def print_table(
     Console().print(
         f"hybrid latency p50 {figures.get('latency_ms.p50')} ms, p95 {figures.get('latency_ms.p95')} ms;"
         f" ingest+index {figures['ingest_seconds']} s, total {figures['total_seconds']} s"
+    )
+
+
+@dataclass
+class AskedAt:
+    """Recall's clock in the bench: `at` (the conversation's questions' time), or the real one."""
+
+    at: datetime | None = None
+
+    def now(self) -> datetime:
+        return self.at or datetime.now(UTC)
+
+
+def asked_at(sessions: Sequence[ConversationSession], days_after: float | None) -> datetime | None:
+    """When a conversation's questions are asked: `days_after` its last session began, or None
+    (now: years after the data's dates, where no memory is recent)."""
+    if days_after is None or not sessions:
+        return None
+    return max(s.started_at for s in sessions) + timedelta(days=days_after)
+
+
+def add_asked_after_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--asked-days-after",
+        type=float,
+        default=None,
+        help="ask each conversation's questions this many days after its last session (recall's clock),"
+        " as a user of the memory would, so recency counts; default: now, years after the data's dates",
     )
 
 
@@ -511,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_via_argument(parser)
     add_unit_arguments(parser)
+    add_asked_after_argument(parser)
     add_assistant_argument(parser, "auto")
     args = parser.parse_args(argv)
     args.categories = CATEGORIES

@@ -663,6 +663,38 @@ async def test_a_query_that_names_a_day_lifts_the_memories_of_that_day(
     await services.recall.drain()
 
 
+async def test_recall_looks_at_memory_at_its_clocks_time(tenant: str, services: Any, workers: Any) -> None:
+    """The clock decides what is in force and how recent a memory is (a bench asks a week after a
+    conversation, as its user would; the real clock is years later, where nothing is recent)."""
+    from engram.services.recall import RecallService
+
+    march = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    async with services.db.tenant(tenant) as conn:
+        await PgObservationStore(conn).write_many(
+            [
+                ObservationDraft(tenant_id=tenant, user_id="alice", title="Heron rollout plan", valid_from=march),
+                ObservationDraft(
+                    tenant_id=tenant,
+                    user_id="alice",
+                    title="Heron rollout plan, later",
+                    valid_from=march + timedelta(days=60),
+                ),
+            ]
+        )
+    await services.indexing.reindex(tenant)
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    at = march + timedelta(days=7)
+    recall = RecallService(services.uow, services.index, services.recall.embedder, None, clock=lambda: at)
+    week_after = await recall.search(principal, RecallQuery("Heron rollout plan", limit=2))
+    # the later memory is not yet in force; the first is a week old: 1 + 0.15 x 0.5^(7/30)
+    assert [h.observation.valid_from for h in week_after.hits] == [march]
+    assert week_after.hits[0].boosts["recency"] == pytest.approx(1 + 0.15 * 0.5 ** (7 / 30), abs=1e-4)
+    now = await services.recall.search(principal, RecallQuery("Heron rollout plan", limit=2))
+    assert len(now.hits) == 2 and all(h.boosts["recency"] < 1.0001 for h in now.hits)
+    await recall.drain()
+    await services.recall.drain()
+
+
 async def test_a_memory_tagged_with_a_name_the_query_says_gets_tag_support(
     tenant: str, services: Any, workers: Any
 ) -> None:

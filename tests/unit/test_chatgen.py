@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from bench.assistant_chats import by_form, stale_first
 from bench.chatgen import CATEGORIES, LANGUAGES, generate, pack
-from bench.locomo import gold_ids, sessions_of
+from bench.locomo import AskedAt, asked_at, gold_ids, sessions_of
 from engram.domain.chat_extraction import sentences
 from engram.domain.language import language_of
 
@@ -161,6 +162,16 @@ def test_by_form_splits_the_single_fact_questions_by_how_their_evidence_says_it(
     assert figures["hybrid.asked.count"] == 1 and figures["hybrid.stated.count"] == 1
     assert figures["hybrid.asked.recall@1"] == 1.0 and figures["hybrid.stated.recall@1"] == 0.0
     assert figures["hybrid.stated.recall@5"] == 1.0 and len(figures) == 8
+
+
+def test_questions_are_asked_days_after_the_last_session_or_now(samples: list[dict[str, Any]]) -> None:
+    sessions = sessions_of(samples[0])
+    last = max(s.started_at for s in sessions)
+    assert asked_at(sessions, 7) == last + timedelta(days=7) and asked_at(sessions, None) is None
+    clock = AskedAt()
+    assert abs((clock.now() - datetime.now(UTC)).total_seconds()) < 60  # unset: the real clock
+    clock.at = asked_at(sessions, 0.5)
+    assert clock.now() == last + timedelta(hours=12)
 
 
 def test_a_longer_history_has_more_sessions_and_the_same_kind_of_questions(samples: list[dict[str, Any]]) -> None:

@@ -32,7 +32,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -88,12 +88,14 @@ class RecallService:
         bus: EventBus | None,
         *,
         candidates: int = CANDIDATES,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.uow = uow
         self.index = index
         self.embedder = embedder
         self.bus = bus
         self.candidates = candidates
+        self.clock = clock  # when a recall looks: what is in force, and how recent each memory is
         self._pending: set[asyncio.Task[Any]] = set()
 
     async def search(self, principal: Principal, query: RecallQuery) -> RecallResult:
@@ -155,7 +157,7 @@ class RecallService:
     async def _search_many(
         self, principal: Principal, queries: Sequence[RecallQuery], ahead: Awaitable[Mapping[str, Vector]] | None
     ) -> list[RecallResult | Exception]:
-        now = datetime.now(UTC)
+        now = self.clock()
         results: list[RecallResult | Exception | None] = [None] * len(queries)
         plans: dict[int, Plan] = {}
         for i, query in enumerate(queries):
