@@ -634,26 +634,26 @@ async def test_hybrid_recall_lifts_memories_of_a_session_with_other_good_matches
     await services.recall.drain()
 
 
+async def alices_dated(services: Any, tenant: str, *memories: tuple[str, datetime]) -> Principal:
+    """Alice's memories (title, valid from), indexed; the principal that reads them."""
+    async with services.db.tenant(tenant) as conn:
+        await PgObservationStore(conn).write_many(
+            [ObservationDraft(tenant_id=tenant, user_id="alice", title=t, valid_from=at) for t, at in memories]
+        )
+    await services.indexing.reindex(tenant)
+    return Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+
+
 async def test_a_query_that_names_a_day_lifts_the_memories_of_that_day(
     tenant: str, services: Any, workers: Any
 ) -> None:
     june_3 = datetime(2023, 6, 3, 14, 0, tzinfo=UTC)
-    async with services.db.tenant(tenant) as conn:
-        await PgObservationStore(conn).write_many(
-            [
-                ObservationDraft(
-                    tenant_id=tenant, user_id="alice", title="Osprey budget review, first round", valid_from=june_3
-                ),
-                ObservationDraft(
-                    tenant_id=tenant,
-                    user_id="alice",
-                    title="Osprey budget review, second round with the budget numbers of the Osprey review",
-                    valid_from=june_3 + timedelta(days=7),
-                ),
-            ]
-        )
-    await services.indexing.reindex(tenant)
-    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    principal = await alices_dated(
+        services,
+        tenant,
+        ("Osprey budget review, first round", june_3),
+        ("Osprey budget review, second round with the budget numbers of the Osprey review", june_3 + timedelta(days=7)),
+    )
     for question in ("What came out of the Osprey budget review on 3 June 2023?", "Osprey Budget am 3. Juni 2023?"):
         result = await services.recall.search(principal, RecallQuery(question, limit=2))
         assert [h.observation.valid_from for h in result.hits] == [june_3, june_3 + timedelta(days=7)], question
@@ -669,20 +669,9 @@ async def test_recall_looks_at_memory_at_its_clocks_time(tenant: str, services: 
     from engram.services.recall import RecallService
 
     march = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
-    async with services.db.tenant(tenant) as conn:
-        await PgObservationStore(conn).write_many(
-            [
-                ObservationDraft(tenant_id=tenant, user_id="alice", title="Heron rollout plan", valid_from=march),
-                ObservationDraft(
-                    tenant_id=tenant,
-                    user_id="alice",
-                    title="Heron rollout plan, later",
-                    valid_from=march + timedelta(days=60),
-                ),
-            ]
-        )
-    await services.indexing.reindex(tenant)
-    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+    principal = await alices_dated(
+        services, tenant, ("Heron rollout plan", march), ("Heron rollout plan, later", march + timedelta(days=60))
+    )
     at = march + timedelta(days=7)
     recall = RecallService(services.uow, services.index, services.recall.embedder, None, clock=lambda: at)
     week_after = await recall.search(principal, RecallQuery("Heron rollout plan", limit=2))
