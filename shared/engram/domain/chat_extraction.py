@@ -241,14 +241,9 @@ def sentences(text: str) -> list[str]:
     return [p.strip(" -*•\t") for p in parts if len(p.strip()) >= 12]
 
 
-def asks(sentence: str) -> bool:
-    """A question: it asks, and states nothing of its own to remember."""
-    return sentence.rstrip().endswith("?")
-
-
 def salient(sentence: str) -> str | None:
     """The observation type a statement deserves, or None for small talk and questions."""
-    if asks(sentence):
+    if sentence.rstrip().endswith("?"):
         return None
     for obs_type, _key, patterns in _COMPILED:
         if any(p.search(sentence) for p in patterns):

@@ -187,13 +187,12 @@ def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> lis
         said = [s for s in sentences(turn.text) if len(s) >= STATEMENT_MIN_CHARS]
         if len(said) < 2:
             continue
-        units.extend(_pieces(UnitKind.statement, turn, list(enumerate(said))))
+        units.extend(_pieces(UnitKind.statement, turn, said))
     return units
 
 
-def _pieces(kind: UnitKind, turn: Speech, pieces: Sequence[tuple[int, str]]) -> list[DerivedUnit]:
-    """Units of `kind` for pieces of one turn, numbered by their place in it (the same key for
-    the same piece however many others are left out), each mapped to the turn."""
+def _pieces(kind: UnitKind, turn: Speech, texts: Sequence[str]) -> list[DerivedUnit]:
+    """Units of `kind` for pieces of one turn, numbered in order, each mapped to the turn."""
     return [
         DerivedUnit(
             kind,
@@ -203,7 +202,7 @@ def _pieces(kind: UnitKind, turn: Speech, pieces: Sequence[tuple[int, str]]) -> 
             turn.session_key,
             turn.speaker,
         )
-        for n, text in pieces
+        for n, text in enumerate(texts)
     ]
 
 
@@ -220,7 +219,7 @@ def passage_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[
                 passages[-1] = f"{passages[-1]} {sentence}"
             else:
                 passages.append(sentence)
-        units.extend(_pieces(UnitKind.passage, turn, list(enumerate(passages))))
+        units.extend(_pieces(UnitKind.passage, turn, passages))
     return units
 
 

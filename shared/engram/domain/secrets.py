@@ -331,10 +331,9 @@ def withhold(text: str) -> Withheld:
     out = text
     if _names_credential(text, lowered):
         out = _PAIR.sub(pair, _BARE.sub(bare, _SAID.sub(said, out)))
-    if any(mark in lowered for mark in _VALUE_MARKS):
-        for marks, pattern in _VALUE_RULES:
-            if any(mark in lowered for mark in marks):
-                out = pattern.sub(value, out)
+    for marks, pattern in _VALUE_RULES:
+        if any(mark in lowered for mark in marks):
+            out = pattern.sub(value, out)
     carded = _DIGIT_RUN.sub(_card, out)
     if carded != out:
         kinds.add("card")

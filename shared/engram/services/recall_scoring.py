@@ -158,8 +158,8 @@ def said_once(turns: Sequence[SearchHit]) -> list[SearchHit]:
     out = []
     for hit in turns:
         obs = hit.observation
-        said = " ".join(obs.title.casefold().split())
-        if unit_ref(obs) is not None and not said.endswith("…"):
+        if unit_ref(obs) is not None and not obs.title.rstrip().endswith("…"):
+            said = " ".join(obs.title.casefold().split())
             if said in seen:
                 continue
             seen.add(said)
