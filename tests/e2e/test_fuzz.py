@@ -32,10 +32,13 @@ import httpx
 import pytest
 
 from engram.adapters.chats import PgChatStore
+from engram.adapters.consolidation_store import PgConsolidationStore
+from engram.adapters.observations import PgObservationStore
 from engram.adapters.postgres import Connection, Database
 from engram.adapters.proposal_store import PgProposalStore
 from engram.adapters.tenant_stores import PgAgentKeyStore
 from engram.development.embedded import free_port
+from engram.domain.consolidation import ConsolidationRecord
 from engram.domain.hashing import secret_hash
 from engram.domain.observation import ObservationDraft
 from engram.domain.proposals import NewProposal, ProposalReason
@@ -88,6 +91,7 @@ FUNCTIONS = sorted({module for module, *_ in GROUPS.values()})
 USER = "alice"
 DECIDE = "/api/ai/chats/{chat_id}/proposals/{proposal_id}"
 KEY_ACTIONS = ("/api/ai/agent-keys/{key_id}/revoke", "/api/ai/agent-keys/{key_id}/rotate")
+UNMERGE = "/api/ai/memory/{observation_id}/unmerge"
 
 
 def tenant_of(group: str) -> str:
@@ -133,6 +137,48 @@ async def _proposal_status(database_url: str, tenant: str) -> list[str]:
         return [r["status"] for r in await conn.fetch("SELECT status FROM memory_proposals")]
 
 
+async def _seed_update(database_url: str, tenant: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """Two observations of the fuzzing user, the older superseded by the newer as the consolidator
+    records an update (`Consolidator.apply`): (the outdated one, the decision)."""
+    old, new = (
+        ObservationDraft(
+            tenant_id=tenant, user_id=USER, title=f"The fuzzer's office is in {city}", facts=[f"city={city}"]
+        )
+        for city in ("Stuttgart", "Hamburg")
+    )
+    decision = uuid.uuid4()
+    async with _tenant(database_url, tenant) as conn:
+        old_id, new_id = (w.observation.id for w in await PgObservationStore(conn).write_many([old, new]))
+        store = PgConsolidationStore(conn, tenant)
+        now = datetime.now(UTC)
+        assert list(await store.supersede([old_id], new_id, now)) == [old_id]
+        await store.record(
+            ConsolidationRecord(
+                id=decision,
+                tenant_id=tenant,
+                decision="update",
+                anchor_id=new_id,
+                result_id=new_id,
+                source_ids=[old_id],
+                reason="city changed",
+                path="rules",
+                model=None,
+                actor="fuzz",
+                created_at=now,
+            )
+        )
+    return old_id, decision
+
+
+async def _undone(database_url: str, tenant: str, decision: uuid.UUID) -> bool:
+    """Whether the fuzzing user undid the decision, or the decision is gone: schemathesis reuses
+    ids from responses, and a later DELETE of an observation the unmerge restored takes its
+    decisions along (`consolidations.anchor_id ... ON DELETE CASCADE`)."""
+    async with _tenant(database_url, tenant) as conn:
+        record = await PgConsolidationStore(conn, tenant).get_record(decision)
+    return record is None or record.undone_by == USER
+
+
 async def _seed_keys(database_url: str, tenant: str, count: int) -> list[uuid.UUID]:
     """`count` live agent keys of the fuzzing user."""
     keys = [uuid.uuid4() for _ in range(count)]
@@ -158,14 +204,18 @@ async def _revoked(database_url: str, tenant: str, keys: list[uuid.UUID]) -> lis
 QUIET = "warnings = false\n"
 
 
-def operation_config(group: str, stack: dict[str, str], directory: Path) -> tuple[list[str], Callable[[], bool]]:
+def operation_config(
+    group: str, stack: dict[str, str], directory: Path
+) -> tuple[list[str], Callable[[dict[str, Any]], bool]]:
     """`st --config-file` for the group, and a check to run afterwards. Operations on one
     resource are fuzzed on a real one of the fuzzing user: the proposal decision on a pending
-    proposal, agent key revocation and rotation on a live key each. With random ids every valid
-    case is a 404, schemathesis never sees the operation served, and a scenario that happens to be
-    mostly refusals (401) then warns "missing auth" (it did, once in a while, depending on how far
-    the time-boxed run got)."""
+    proposal, agent key revocation and rotation on a live key each, unmerge on an observation a
+    recorded update superseded. With random ids every valid case is refused (404, or 409 for an
+    observation no decision touched), schemathesis never sees the operation served, and a
+    scenario that happens to be mostly refusals (401) then warns "missing auth" (it did, once in
+    a while, depending on how far the time-boxed run got)."""
     url, tenant = stack["database_url"], tenant_of(group)
+    check: Callable[[dict[str, Any]], bool]
     if GROUPS[group][0] == "chat_turn":
         chat_id, proposal = asyncio.run(_seed_proposal(url, tenant))
         text = (
@@ -173,7 +223,7 @@ def operation_config(group: str, stack: dict[str, str], directory: Path) -> tupl
             f'parameters = {{ "path.chat_id" = "{chat_id}", "path.proposal_id" = "{proposal}" }}\n{QUIET}'
         )
 
-        def decided() -> bool:
+        def decided(_: dict[str, Any]) -> bool:
             return asyncio.run(_proposal_status(url, tenant)) in (["approved"], ["rejected"])
 
         check = decided
@@ -184,12 +234,22 @@ def operation_config(group: str, stack: dict[str, str], directory: Path) -> tupl
             for path, key in zip(KEY_ACTIONS, keys, strict=True)
         )
 
-        def revoked() -> bool:  # rotation revokes the old key too
+        def revoked(_: dict[str, Any]) -> bool:  # rotation revokes the old key too
             return all(asyncio.run(_revoked(url, tenant, keys)))
 
         check = revoked
+    elif group == "memory_api:observations":
+        observation, decision = asyncio.run(_seed_update(url, tenant))
+        pin = f'parameters = {{ "path.observation_id" = "{observation}" }}'
+        text = f'[[operations]]\ninclude-path = "{UNMERGE}"\n{pin}\n{QUIET}'
+
+        def undone(report: dict[str, Any]) -> bool:  # no consolidator runs here: a served unmerge was this one
+            served = any(rate["accepted"] for rate in report["valid_rates"].get(f"POST {UNMERGE}", {}).values())
+            return served and asyncio.run(_undone(url, tenant, decision))
+
+        check = undone
     else:
-        return [], lambda: True
+        return [], lambda _: True
     config = directory / "schemathesis.toml"
     config.write_text(text)
     return ["--config-file", str(config)], check
@@ -294,4 +354,4 @@ def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(
     assert result["warnings"]["missing_auth"] == [], summary
     assert result["test_cases"]["generated"] > 100, summary
     assert run.returncode == 0, summary
-    assert acted_on(), "the seeded resources were not acted on: the fuzzer never reached their operations"
+    assert acted_on(result), "the seeded resources were not acted on: the fuzzer never reached their operations"
