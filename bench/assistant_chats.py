@@ -13,7 +13,9 @@ where a superseded statement of the fact ranks above its current one (among the 
 For the single-fact questions (single-hop and updated) it reports recall by how the evidence
 states the fact: `<mode>.asked.recall@k` where the user said it inside a question ("What
 should we pack for our trip to Crete in August?"), `<mode>.stated.recall@k` where in a
-statement.
+statement. With `--on-topic SHARE`, about that share of the facts is stated in a session on a
+topic the fact belongs to (the allergy while planning meals) instead of as an aside:
+`<mode>.on_topic.recall@k` and `<mode>.aside.recall@k`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import locomo
-from bench.chatgen import ASKED, CATEGORIES, SESSIONS, generate
+from bench.chatgen import ASKED, CATEGORIES, ON_TOPIC, SESSIONS, generate
 from engram.services.recall_plan import CANDIDATES
 
 
@@ -53,20 +55,23 @@ def stale_first(samples: list[dict[str, Any]], ranked_rows: list[dict[str, Any]]
     return {mode: round(statistics.fmean(v), 4) for mode, v in out.items()}
 
 
+FORMS = {"asked": ("asked", "stated"), "on_topic": ("on_topic", "aside")}  # qa flag: (true, false)
+
+
 def by_form(samples: list[dict[str, Any]], ranked_rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Per mode and form ("asked", "stated"): mean recall@1/5/10 of the single-fact questions."""
-    form = {
-        f"{s['sample_id']}:{i}": "asked" if qa["asked"] else "stated"
+    """Per mode and form ("asked" or "stated"; "on_topic" or "aside"): mean recall@1/5/10 of
+    the single-fact questions."""
+    forms = {
+        f"{s['sample_id']}:{i}": [names[not qa[flag]] for flag, names in FORMS.items()]
         for s in samples
         for i, qa in enumerate(s["qa"])
         if "asked" in qa
     }
     out: dict[str, list[dict[str, float]]] = {}
     for row in ranked_rows:
-        if row["id"] not in form:
-            continue
         for mode, ranked in row["ranked"].items():
-            out.setdefault(f"{mode}.{form[row['id']]}", []).append(locomo.metrics(ranked, set(row["gold"])))
+            for form in forms.get(row["id"], ()):
+                out.setdefault(f"{mode}.{form}", []).append(locomo.metrics(ranked, set(row["gold"])))
     figures = {f"{key}.count": float(len(values)) for key, values in out.items()}
     for key, values in out.items():
         for k in (1, 5, 10):
@@ -91,6 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--asked", type=float, default=ASKED, help="share of the fact statements made inside a question"
     )
+    parser.add_argument(
+        "--on-topic",
+        type=float,
+        default=ON_TOPIC,
+        help="about the share of the fact statements made in a session on a topic the fact belongs to",
+    )
     parser.add_argument("--dump", type=Path, default=None, help="write the generated data (LoCoMo layout) here")
     locomo.add_unit_arguments(parser)
     locomo.add_asked_after_argument(parser)
@@ -102,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_logging("WARNING")
     try:
-        args.samples = generate(args.seed, args.conversations, sessions=args.sessions, asked=args.asked)
+        args.samples = generate(
+            args.seed, args.conversations, sessions=args.sessions, asked=args.asked, on_topic=args.on_topic
+        )
     except ValueError as exc:  # too few sessions
         parser.error(f"--sessions: {exc}")
     if args.dump:
@@ -116,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["seed"] = args.seed
     figures["sessions"] = args.sessions
     figures["asked"] = args.asked
+    figures["on_topic"] = args.on_topic
     for mode, share in stale_first(args.samples, rows).items():
         figures[f"{locomo.REPORTED.get(mode, mode)}.stale_first"] = share
     for key, value in by_form(args.samples, rows).items():
@@ -126,9 +140,15 @@ def main(argv: list[str] | None = None) -> int:
         "stale statement ranked above the current one (updated facts): "
         + ", ".join(f"{m} {figures[f'{m}.stale_first']:.3f}" for m in ("bm25", "vector", "hybrid", "ts_rank"))
     )
-    for form in ("asked", "stated"):
+    said = {
+        "asked": "inside a question",
+        "stated": "in a statement",
+        "on_topic": "on its topic",
+        "aside": "as an aside",
+    }
+    for form, how in said.items():
         Console().print(
-            f"single-fact, the fact said {'inside a question' if form == 'asked' else 'in a statement'}"
+            f"single-fact, the fact said {how}"
             f" ({figures.get(f'hybrid.{form}.count', 0):.0f}), recall@1/5/10: "
             + ", ".join(
                 f"{m} " + "/".join(f"{figures.get(f'{m}.{form}.recall@{k}', 0):.3f}" for k in (1, 5, 10))

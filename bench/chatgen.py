@@ -65,6 +65,7 @@ class FactKind:
     answer: str = ""  # the slots that answer a question, as a template
     asked: Sequence[str] = ()  # a request that states the fact in passing, as a question
     asked_update: Sequence[str] = ()  # the same for a changed value
+    topics: Sequence[str] = ()  # the sessions' topics (`Topic.key`) a request about it belongs to
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Topic:
 
     requests: Sequence[str]
     sentences: Sequence[str]
+    key: str = ""  # what `FactKind.topics` names it by
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class _Fact:
     turns: list[str] = field(default_factory=list)  # dia_ids of its statements, oldest first
     updated: bool = False
     asked: set[str] = field(default_factory=set)  # dia_ids that state it inside a question
+    on_topic: set[str] = field(default_factory=set)  # dia_ids in a session on a topic it belongs to
 
 
 @dataclass
@@ -107,6 +110,7 @@ class _Turn:
     fact: _Fact | None = None  # the fact this user turn states (first or changed)
     dia_id: str = ""
     asked: bool = False  # it states the fact inside a question
+    on_topic: bool = False  # the session is on a topic the fact belongs to
 
 
 def rows(spec: str, *slots: str) -> list[dict[str, str]]:
@@ -136,6 +140,7 @@ SESSIONS = 8
 
 ADVICE_QUESTIONS = 2  # per conversation
 ASKED = 1 / 3  # the share of statements of a fact made inside a question
+ON_TOPIC = 0.0  # about the share of statements of a fact made in a session on a topic it belongs to
 
 
 def generate(
@@ -145,6 +150,7 @@ def generate(
     sessions: int = SESSIONS,
     advice: int = ADVICE_QUESTIONS,
     asked: float = ASKED,
+    on_topic: float = ON_TOPIC,
 ) -> list[dict[str, Any]]:
     """`conversations` samples per language, all drawn from one `random.Random(seed)`, of
     `sessions` sessions each (about eight turns per session). More sessions make a longer
@@ -154,7 +160,12 @@ def generate(
 
     A share `asked` of the statements are made inside a question, as users do ("What should we
     pack for our trip to Crete in August?"); which ones is drawn from a stream of its own, so
-    with `asked=0` the conversations are the same but for those sentences."""
+    with `asked=0` the conversations are the same but for those sentences.
+
+    About a share `on_topic` of the statements are made in a session on a topic the fact belongs
+    to ("I'm allergic to peanuts" while planning meals, no "By the way"), where the assistant's
+    answers share the question's words; the others are asides to an unrelated request. Also
+    drawn from a stream of its own: `on_topic=0` changes nothing."""
     if sessions < 2:
         raise ValueError("a conversation needs at least two sessions (a fact and its change)")
     rng = random.Random(seed)
@@ -162,7 +173,9 @@ def generate(
     for language in languages:
         for n in range(conversations):
             sample_id = f"chat-{language}-{n + 1}"
-            forms = _Forms(random.Random(f"{seed}:{sample_id}:asked"), asked)
+            forms = _Forms(
+                random.Random(f"{seed}:{sample_id}:asked"), asked, random.Random(f"{seed}:{sample_id}:topic"), on_topic
+            )
             sample = _conversation(rng, pack(language), sample_id, sessions, forms)
             own = random.Random(f"{seed}:{sample['sample_id']}:advice")
             sample["qa"].extend(_advice_questions(own, language, sample["conversation"], advice))
@@ -202,6 +215,17 @@ class _Forms:
 
     rng: random.Random
     share: float
+    topic_rng: random.Random
+    on_topic: float
+
+    def topic(self, p: Pack, events: list[tuple[_Fact, str]]) -> tuple[Topic, int] | None:
+        """A topic that the first fact statement drawn for it (in session order) belongs to, and
+        that statement's place among the events; None: the session's own topic stands."""
+        for place, (fact, what) in enumerate(events):
+            if what != "mention" and fact.kind.topics and self.topic_rng.random() < self.on_topic:
+                key = self.topic_rng.choice(list(fact.kind.topics))
+                return next(t for t in p.topics if t.key == key), place
+        return None
 
     def asked(self, fact: _Fact, what: str) -> str | None:
         templates = {"say": fact.kind.asked, "update": fact.kind.asked_update}.get(what, ())
@@ -240,6 +264,8 @@ def _conversation(rng: random.Random, p: Pack, sample_id: str, sessions: int, fo
                 turn.fact.updated = len(turn.fact.turns) > 1
                 if turn.asked:
                     turn.fact.asked.add(turn.dia_id)
+                if turn.on_topic:
+                    turn.fact.on_topic.add(turn.dia_id)
         conversation[f"session_{s}"] = [{"speaker": t.speaker, "dia_id": t.dia_id, "text": t.text} for t in turns]
         conversation[f"session_{s}_date_time"] = locomo_date(when)
         when += timedelta(days=rng.randint(3, 12), minutes=rng.randint(0, 600))
@@ -248,7 +274,9 @@ def _conversation(rng: random.Random, p: Pack, sample_id: str, sessions: int, fo
 
 def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms: _Forms) -> list[_Turn]:
     """Three to five exchanges on one topic; each fact event goes into its own user turn."""
-    topic = rng.choice(p.topics)
+    topic, fitting = rng.choice(p.topics), forms.topic(p, events)
+    if fitting is not None:
+        topic = fitting[0]
     exchanges = max(len(events), rng.randint(3, 5))
     by_slot = dict(zip(rng.sample(range(exchanges), len(events)), events, strict=True))
     unsaid: list[str] = []  # the topic's sentences not yet said in this session
@@ -258,7 +286,8 @@ def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms
         user, echo = _Turn(p.user, request), ""
         if (event := by_slot.get(e)) is not None:
             fact, what = event
-            sentence = _statement(rng, p, fact, what)
+            user.on_topic = fitting is not None and events[fitting[1]] is event
+            sentence = _statement(rng, p, fact, what, lead=not user.on_topic)
             if (question := forms.asked(fact, what)) is not None:
                 sentence, user.asked = question, True
             user.text = " ".join([sentence, request] if rng.random() < 0.5 else [request, sentence])
@@ -278,14 +307,16 @@ def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms
     return turns
 
 
-def _statement(rng: random.Random, p: Pack, fact: _Fact, what: str) -> str:
+def _statement(rng: random.Random, p: Pack, fact: _Fact, what: str, *, lead: bool = True) -> str:
     if what == "update":
         new = dict(rng.choice([v for v in fact.kind.values if any(v[c] != fact.slots[c] for c in fact.kind.changes)]))
         fact.slots.update({c: new[c] for c in fact.kind.changes})
     templates = {"say": fact.kind.say, "update": fact.kind.update, "mention": fact.kind.mention}[what]
     template = rng.choice(templates)
     if what != "mention" and rng.random() < 0.6:  # templates start as they would after "By the way,"
-        return f"{rng.choice(p.leads)} {template.format(**fact.slots)}"
+        said = f"{rng.choice(p.leads)} {template.format(**fact.slots)}"  # drawn either way: same stream
+        if lead:
+            return said
     return fill(template, fact.slots)
 
 
@@ -303,6 +334,7 @@ def _questions(rng: random.Random, p: Pack, facts: list[_Fact]) -> list[dict[str
         if fact.updated:
             item["stale_evidence"] = fact.turns[:-1]
         item["asked"] = fact.turns[-1] in fact.asked  # the evidence states it inside a question
+        item["on_topic"] = fact.turns[-1] in fact.on_topic  # ... in a session on a topic it belongs to
         qa.append(item)
     pairs = [(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :]]
     for a, b in rng.sample(pairs, 3):

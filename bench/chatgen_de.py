@@ -19,6 +19,7 @@ _CITIES = ["Leipzig", "Graz", "Freiburg", "Kopenhagen", "Bremen", "Zürich", "Ro
 FACTS = [
     FactKind(
         key="relative_city",
+        topics=("week", "email"),
         asked=[
             "Was schenke ich {name} zum Einzug, jetzt wo {my} {rel} nach {city} gezogen ist?",
             "Was kann man in {city} unternehmen, wo {my} {rel} {name} jetzt wohnt?",
@@ -50,6 +51,7 @@ FACTS = [
     ),
     FactKind(
         key="employer",
+        topics=("office", "email"),
         asked=[
             "Wie frage ich als {job} {at} nach meinem ersten Mitarbeitergespräch?",
             "Wie stelle ich mich dem Team vor, wo ich doch gerade als {job} {at} angefangen habe?",
@@ -84,6 +86,7 @@ FACTS = [
     ),
     FactKind(
         key="pet",
+        topics=("sleep", "week"),
         asked=[
             "Wir haben {animal} aus dem Tierheim geholt und {pet} genannt, welches Spielzeug ist sicher?",
             "Wie bringen wir {pet}, unser neues Haustier, dazu, nachts durchzuschlafen?",
@@ -108,6 +111,7 @@ FACTS = [
     ),
     FactKind(
         key="allergy",
+        topics=("meals",),
         asked=[
             "Welche Snacks kann ich ins Büro mitnehmen, wenn ich gegen {food} allergisch bin?",
             "Hast du Ideen für Desserts ohne {food}, da ich heftig darauf reagiere?",
@@ -129,6 +133,7 @@ FACTS = [
     ),
     FactKind(
         key="car",
+        topics=("budget",),
         asked=[
             "Ich fahre {car}, wie oft muss der zur Inspektion?",
             "Ich habe {car}, taugt der für eine lange Urlaubsfahrt?",
@@ -156,6 +161,7 @@ FACTS = [
     ),
     FactKind(
         key="instrument",
+        topics=("week", "sleep"),
         asked=[
             "Wie kann ich abends leise {instrument} üben, ohne die Nachbarn zu stören?",
             "Welche Stücke eignen sich nach einem Jahr {instrument}-Unterricht?",
@@ -170,6 +176,7 @@ FACTS = [
     ),
     FactKind(
         key="partner_birthday",
+        topics=("budget", "week"),
         asked=[
             "Was soll ich {name} zum Geburtstag am {date} schenken?",
             "Kannst du mir helfen, eine Überraschung für {name}s Geburtstag am {date} zu planen?",
@@ -191,6 +198,7 @@ FACTS = [
     ),
     FactKind(
         key="trip",
+        topics=("budget", "week"),
         asked=[
             "Was sollten wir für die Reise nach {place} im {month} einpacken?",
             "Welche Impfungen brauchen wir, bevor wir im {month} nach {place} fliegen?",
@@ -216,6 +224,7 @@ FACTS = [
     ),
     FactKind(
         key="workout_day",
+        topics=("training", "week"),
         asked=[
             "Was sollte ich vor dem {sport} am {day}morgen essen?",
             "Wie erhole ich mich am besten nach dem {sport}, zu dem ich jeden {day} früh gehe?",
@@ -249,6 +258,7 @@ FACTS = [
     ),
     FactKind(
         key="dentist",
+        topics=("week",),
         asked=[
             "Was sollte ich bei meinem Zahnarzttermin am {date} fragen?",
             "Darf ich vor dem Zahnarzt am {date} normal essen?",
@@ -275,6 +285,7 @@ FACTS = [
     ),
     FactKind(
         key="language",
+        topics=("week",),
         asked=[
             "Welche Podcasts helfen mir beim {lang}, das ich jeden Tag mit einer App lerne?",
             "Wie hole ich mehr aus meinem Abendkurs in {lang} heraus?",
@@ -295,6 +306,7 @@ FACTS = [
     ),
     FactKind(
         key="author",
+        topics=("sleep",),
         asked=[
             "Ich liebe die Bücher von {author} und habe alles gelesen, was soll ich als Nächstes lesen?",
             "Wenn mir niemand so gut gefällt wie {author}, welche Bücher sollte ich als Nächstes lesen?",

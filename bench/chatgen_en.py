@@ -19,6 +19,7 @@ _CITIES = ["Porto", "Leeds", "Vancouver", "Melbourne", "Edinburgh", "Valencia", 
 FACTS = [
     FactKind(
         key="relative_city",
+        topics=("week", "email"),
         asked=[
             "What's a good housewarming gift for my {rel} {name}, who just moved to {city}?",
             "What is there to do in {city}, where my {rel} {name} lives now, when I visit?",
@@ -50,6 +51,7 @@ FACTS = [
     ),
     FactKind(
         key="employer",
+        topics=("office", "email"),
         asked=[
             "How do I ask for my first performance review as {job} at {company}?",
             "How should I introduce myself to the team at {company}, where I just started as {job}?",
@@ -84,6 +86,7 @@ FACTS = [
     ),
     FactKind(
         key="pet",
+        topics=("sleep", "week"),
         asked=[
             "Which toys are safe for the {animal} we adopted from the shelter, {pet}?",
             "How do we get {pet}, our new {animal}, to sleep through the night?",
@@ -105,6 +108,7 @@ FACTS = [
     ),
     FactKind(
         key="allergy",
+        topics=("meals",),
         asked=[
             "Which snacks can I take to the office, given that I'm allergic to {food}?",
             "Can you suggest desserts without {food}, since I react badly to it?",
@@ -122,6 +126,7 @@ FACTS = [
     ),
     FactKind(
         key="car",
+        topics=("budget",),
         asked=[
             "How often should I take my {color} {car} in for a service?",
             "Is my {color} {car} good enough for a long road trip?",
@@ -152,6 +157,7 @@ FACTS = [
     ),
     FactKind(
         key="instrument",
+        topics=("week", "sleep"),
         asked=[
             "How can I practise the {instrument} quietly in the evenings without annoying anyone?",
             "Which pieces should I try on the {instrument} after a year of lessons?",
@@ -166,6 +172,7 @@ FACTS = [
     ),
     FactKind(
         key="partner_birthday",
+        topics=("budget", "week"),
         asked=[
             "What should I get my {partner} {name} for the birthday on {date}?",
             "Could you help me plan a surprise for {name}, who turns forty on {date}?",
@@ -193,6 +200,7 @@ FACTS = [
     ),
     FactKind(
         key="trip",
+        topics=("budget", "week"),
         asked=[
             "What should we pack for our trip to {place} in {month}?",
             "Which vaccinations do we need before we fly to {place} in {month}?",
@@ -218,6 +226,7 @@ FACTS = [
     ),
     FactKind(
         key="workout_day",
+        topics=("training", "week"),
         asked=[
             "What should I eat before I {go} on {day} mornings?",
             "How do I recover after my {sport} every {day} morning?",
@@ -242,6 +251,7 @@ FACTS = [
     ),
     FactKind(
         key="dentist",
+        topics=("week",),
         asked=[
             "What should I ask at my dentist appointment on {date}?",
             "Can I eat normally before the dentist on {date}?",
@@ -262,6 +272,7 @@ FACTS = [
     ),
     FactKind(
         key="language",
+        topics=("week",),
         asked=[
             "Which podcasts would help with the {lang} I'm learning on an app every day?",
             "How can I get more out of my evening class in {lang}?",
@@ -276,6 +287,7 @@ FACTS = [
     ),
     FactKind(
         key="author",
+        topics=("sleep",),
         asked=[
             "Which books are like those of {author}, my favourite writer?",
             "Since nobody writes like {author} in my opinion, what should I read next?",

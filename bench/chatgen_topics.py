@@ -7,6 +7,7 @@ from bench.chatgen import Topic
 
 TOPICS_EN = [
     Topic(
+        key="meals",
         requests=[
             "Could you help me plan my meals for the coming week?",
             "I want to cook more at home. Can you suggest a weekly menu?",
@@ -31,6 +32,7 @@ TOPICS_EN = [
         ],
     ),
     Topic(
+        key="budget",
         requests=["Can you help me set up a monthly budget?", "I keep running out of money before payday. Any advice?"],
         sentences=[
             "The first step is to write down every fixed cost, like rent, insurance and subscriptions.",
@@ -52,6 +54,7 @@ TOPICS_EN = [
         ],
     ),
     Topic(
+        key="training",
         requests=[
             "Could you write me a training plan to get fitter?",
             "I want to build more strength. Where do I start?",
@@ -76,6 +79,7 @@ TOPICS_EN = [
         ],
     ),
     Topic(
+        key="email",
         requests=["Can you help me write a polite email to my landlord?", "I need to write a difficult email. Help?"],
         sentences=[
             "Open with a friendly sentence and state the reason for your message in the first paragraph.",
@@ -97,6 +101,7 @@ TOPICS_EN = [
         ],
     ),
     Topic(
+        key="sleep",
         requests=["I've been sleeping badly. What can I change?", "How can I get into a better sleep routine?"],
         sentences=[
             "Going to bed and getting up at the same time every day is the most effective single change.",
@@ -118,6 +123,7 @@ TOPICS_EN = [
         ],
     ),
     Topic(
+        key="office",
         requests=["How should I set up my home office?", "My back hurts from working at the kitchen table. Ideas?"],
         sentences=[
             "The top of the screen should be at about eye level, an arm's length away from you.",
@@ -139,6 +145,7 @@ TOPICS_EN = [
         ],
     ),
     Topic(
+        key="week",
         requests=["Can you help me organise my week better?", "I never get through my to-do list. What should I try?"],
         sentences=[
             "Pick the three most important tasks for each day and do the hardest one first.",
@@ -160,6 +167,7 @@ TOPICS_EN = [
         ],
     ),
     Topic(
+        key="balcony",
         requests=["I'd like to grow vegetables on my balcony. How?", "What can I plant on a small balcony?"],
         sentences=[
             "Tomatoes, lettuce and herbs do well in pots if the balcony gets at least five hours of sun.",
@@ -184,6 +192,7 @@ TOPICS_EN = [
 
 TOPICS_DE = [
     Topic(
+        key="meals",
         requests=[
             "Kannst du mir helfen, meine Mahlzeiten für die kommende Woche zu planen?",
             "Ich möchte mehr zu Hause kochen. Hast du einen Wochenplan für mich?",
@@ -208,6 +217,7 @@ TOPICS_DE = [
         ],
     ),
     Topic(
+        key="budget",
         requests=[
             "Kannst du mir helfen, ein Monatsbudget aufzustellen?",
             "Mir geht vor dem Zahltag immer das Geld aus. Tipps?",
@@ -232,6 +242,7 @@ TOPICS_DE = [
         ],
     ),
     Topic(
+        key="training",
         requests=[
             "Kannst du mir einen Trainingsplan schreiben, damit ich fitter werde?",
             "Ich will kräftiger werden. Wie fange ich an?",
@@ -256,6 +267,7 @@ TOPICS_DE = [
         ],
     ),
     Topic(
+        key="email",
         requests=[
             "Kannst du mir helfen, eine höfliche E-Mail an meinen Vermieter zu schreiben?",
             "Ich muss eine schwierige E-Mail schreiben. Hilfst du mir?",
@@ -280,6 +292,7 @@ TOPICS_DE = [
         ],
     ),
     Topic(
+        key="sleep",
         requests=[
             "Ich schlafe in letzter Zeit schlecht. Was kann ich ändern?",
             "Wie komme ich zu einem besseren Schlafrhythmus?",
@@ -304,6 +317,7 @@ TOPICS_DE = [
         ],
     ),
     Topic(
+        key="office",
         requests=[
             "Wie richte ich mein Homeoffice am besten ein?",
             "Vom Arbeiten am Küchentisch tut mir der Rücken weh. Ideen?",
@@ -328,6 +342,7 @@ TOPICS_DE = [
         ],
     ),
     Topic(
+        key="week",
         requests=[
             "Kannst du mir helfen, meine Woche besser zu organisieren?",
             "Ich schaffe meine To-do-Liste nie. Was soll ich versuchen?",
@@ -352,6 +367,7 @@ TOPICS_DE = [
         ],
     ),
     Topic(
+        key="balcony",
         requests=[
             "Ich möchte auf dem Balkon Gemüse anbauen. Wie geht das?",
             "Was kann ich auf einem kleinen Balkon pflanzen?",

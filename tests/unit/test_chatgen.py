@@ -141,6 +141,43 @@ def test_a_third_of_the_facts_are_told_inside_a_question(samples: list[dict[str,
         assert {qa["evidence"][0] for qa in with_asked["qa"] if qa.get("asked")} <= differ
 
 
+def on_its_topic(language: str, session: list[dict[str, Any]], said: str) -> bool:
+    """Whether `said` states a fact of a kind that belongs to the session's topic (the topic of its
+    first request), without a "By the way" before it."""
+    p = pack(language)
+    [topic] = [t for t in p.topics if any(r in session[0]["text"] for r in t.requests)]
+    templates = [t for k in p.facts if topic.key in k.topics for t in [*k.say, *k.update, *k.asked, *k.asked_update]]
+    pieces = [max(re.split(r"\{\w+\}", t), key=len).strip(" .,?").casefold() for t in templates]
+    return any(piece in said.casefold() for piece in pieces) and not any(lead in said for lead in p.leads)
+
+
+def test_a_share_of_the_facts_is_stated_in_a_session_on_a_topic_it_belongs_to(samples: list[dict[str, Any]]) -> None:
+    fitted = generate(seed=7, conversations=3, on_topic=0.5)
+    single = [(s, qa) for s in fitted for qa in s["qa"] if "on_topic" in qa]
+    assert not any(qa["on_topic"] for s in samples for qa in s["qa"] if "on_topic" in qa)
+    assert 0.2 <= sum(qa["on_topic"] for _, qa in single) / len(single) <= 0.6
+    for sample, qa in single:
+        language = sample["sample_id"].split("-")[1]
+        [gold] = qa["evidence"]
+        session = sample["conversation"][f"session_{gold[1:].split(':')[0]}"]
+        said = next(t["text"] for t in session if t["dia_id"] == gold)
+        if qa["on_topic"]:
+            assert on_its_topic(language, session, said), said
+    # every question about the user's facts is the same, and so is every session without such a
+    # statement (questions about the assistant's advice follow what the assistant said)
+    for plain, with_topics in zip(samples, fitted, strict=True):
+        language = plain["sample_id"].split("-")[1]
+        facts = [[q["question"] for q in s["qa"] if q["category"] <= 6] for s in (plain, with_topics)]
+        assert facts[0] == facts[1]
+        a, b = turns_of(plain), turns_of(with_topics)
+        assert a.keys() == b.keys()
+        changed = {t.split(":")[0] for t in a if a[t]["text"] != b[t]["text"]}
+        assert changed, "some session is on a fact's topic"
+        for name in changed:
+            session = with_topics["conversation"][f"session_{name[1:]}"]
+            assert any(on_its_topic(language, session, t["text"]) for t in session[::2]), session[0]["text"]
+
+
 def test_stale_first_counts_a_superseded_statement_ranked_above_the_current_one() -> None:
     samples = [{"sample_id": "s", "qa": [{"stale_evidence": ["D1:1"]}, {"stale_evidence": ["D1:3"]}, {}]}]
     rows = [
@@ -152,7 +189,7 @@ def test_stale_first_counts_a_superseded_statement_ranked_above_the_current_one(
 
 
 def test_by_form_splits_the_single_fact_questions_by_how_their_evidence_says_it() -> None:
-    samples = [{"sample_id": "s", "qa": [{"asked": True}, {"asked": False}, {}]}]
+    samples = [{"sample_id": "s", "qa": [{"asked": True, "on_topic": False}, {"asked": False, "on_topic": True}, {}]}]
     rows = [
         {"id": "s:0", "gold": ["D1:1"], "ranked": {"hybrid": ["D1:1"]}},
         {"id": "s:1", "gold": ["D2:1"], "ranked": {"hybrid": ["D9:9", "D2:1"]}},
@@ -161,7 +198,8 @@ def test_by_form_splits_the_single_fact_questions_by_how_their_evidence_says_it(
     figures = by_form(samples, rows)
     assert figures["hybrid.asked.count"] == 1 and figures["hybrid.stated.count"] == 1
     assert figures["hybrid.asked.recall@1"] == 1.0 and figures["hybrid.stated.recall@1"] == 0.0
-    assert figures["hybrid.stated.recall@5"] == 1.0 and len(figures) == 8
+    assert figures["hybrid.stated.recall@5"] == 1.0
+    assert figures["hybrid.on_topic.recall@1"] == 0.0 and figures["hybrid.aside.recall@1"] == 1.0 and len(figures) == 16
 
 
 def test_questions_are_asked_days_after_the_last_session_or_now(samples: list[dict[str, Any]]) -> None:
