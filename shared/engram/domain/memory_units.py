@@ -136,6 +136,18 @@ def embedded_by_title(obs: Observation) -> bool:
     return ref is not None and ref.kind is UnitKind.turn
 
 
+_ASSISTANT_CHAT_ONLY = tuple(f"unit:{kind.value}:" for kind in (UnitKind.statement, UnitKind.passage))
+
+
+def with_an_assistant(obs: Observation) -> bool:
+    """Whether a unit shows its conversation had an assistant: an assistant's turn (a unit of low
+    priority, `conversation.turn_units`) or a unit only such a chat gets (statement, passage)."""
+    if obs.priority is not Priority.low and not (obs.key or "").startswith(_ASSISTANT_CHAT_ONLY):
+        return False  # most candidates: no key to parse
+    ref = unit_ref(obs)
+    return ref is not None and (obs.priority is Priority.low or ref.kind in (UnitKind.statement, UnitKind.passage))
+
+
 def turn_of(obs: Observation) -> Hashable:
     """What a hit stands for: its turn for a turn or statement unit, else the observation."""
     return _stands_for(obs, unit_ref(obs))

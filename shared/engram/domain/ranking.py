@@ -171,7 +171,8 @@ def support_session(obs: Observation) -> uuid.UUID | None:
     turn_units`): its prose repeats the topic's words in every session on the topic, so it
     lifted those sessions, itself with them, above the one sentence in another session where
     the user said the fact asked for (assistant_chats hybrid recall@10 0.852 -> 0.884, LoCoMo,
-    which has no assistant, unchanged; bench/RESULTS.md)."""
+    which has no assistant, unchanged; bench/RESULTS.md). A search over such chats now gets no
+    session support at all (`recall_scoring.scored_hits`)."""
     return None if obs.priority is Priority.low else obs.provenance.session_id
 
 
