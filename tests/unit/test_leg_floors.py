@@ -1,5 +1,5 @@
 """The head of each list stays at the head of the fusion (`ranking.with_leg_floors`), also
-through `scored_hits`: a list's first hit ranks at worst 3rd, its second at worst 5th."""
+through `scored_hits`: a list's first hit ranks at worst 2nd, its second at worst 4th."""
 
 from __future__ import annotations
 
@@ -22,16 +22,19 @@ from tests.unit.test_ranking_and_recall_text import obs
 NOW = datetime(2026, 12, 5, tzinfo=UTC)
 
 
-def test_a_lists_first_hit_moves_up_to_third_and_its_second_to_fifth() -> None:
+def test_a_lists_first_hit_moves_up_to_second_and_its_second_to_fourth() -> None:
     fused = list("abcdefghij")
     # the kNN list ranks h first and j second; BM25 agrees with the fusion's head
-    assert with_leg_floors(fused, [list("abc"), list("hj")]) == list("abhcjdefgi")
+    assert with_leg_floors(fused, [list("abc"), list("hj")]) == list("ahbjcdefgi")
     # already high enough: nothing moves
-    assert with_leg_floors(fused, [list("ab"), list("ca")]) == fused
-    # both lists' first hits are low: they take 2nd and 3rd, the better fused first
-    assert with_leg_floors(fused, [list("ia"), list("ga")]) == list("agibcdefhj")
+    assert with_leg_floors(fused, [list("ab"), list("ba")]) == fused
+    assert with_leg_floors(fused, [list("ab"), list("ca")]) == list("acbdefghij")
+    # both lists' first hits are low: they take 1st and 2nd, the better fused first
+    assert with_leg_floors(fused, [list("ia"), list("ga")]) == list("giabcdefhj")
     # a list's entries that are no candidates (not visible, cut) are skipped
-    assert with_leg_floors(fused, [list("xyf"), []]) == list("abfcdeghij")
+    assert with_leg_floors(fused, [list("xyf"), []]) == list("afbcdeghij")
+    # other floors can be asked for
+    assert with_leg_floors(fused, [list("abc"), list("hj")], floors=(3, 5)) == list("abhcjdefgi")
     assert with_leg_floors([], [list("ab")]) == []
 
 
@@ -56,14 +59,14 @@ def test_floors_hold_and_everything_else_keeps_its_order(fused: list[int], lex: 
 
 
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=20, unique=True), st.data())
-def test_recall_at_3_and_5_never_below_either_lists_recall_at_1_and_2(fused: list[int], data: Any) -> None:
+def test_recall_at_2_and_4_never_below_either_lists_recall_at_1_and_2(fused: list[int], data: Any) -> None:
     lex = data.draw(st.permutations(fused))
     vec = data.draw(st.permutations(fused))
     gold = data.draw(st.sampled_from(fused))
     out = with_leg_floors(fused, [lex, vec])
     for leg in (lex, vec):
-        assert (gold in out[:3]) >= (gold in leg[:1])
-        assert (gold in out[:5]) >= (gold in leg[:2])
+        assert (gold in out[:2]) >= (gold in leg[:1])
+        assert (gold in out[:4]) >= (gold in leg[:2])
 
 
 def plan(lexical: list[str], vector: list[str], text: str = "where did I move from?") -> Plan:
@@ -76,7 +79,7 @@ def plan(lexical: list[str], vector: list[str], text: str = "where did I move fr
     return p
 
 
-def test_scored_hits_keep_the_knn_lists_first_hit_in_the_top_three() -> None:
+def test_scored_hits_keep_the_knn_lists_first_hit_in_the_top_two() -> None:
     # BM25 and kNN agree on five notes; only the kNN list finds the answer, and ranks it first
     both = [f"note-{n}" for n in range(5)]
     p = plan(lexical=both, vector=["answer", *both])
@@ -85,11 +88,11 @@ def test_scored_hits_keep_the_knn_lists_first_hit_in_the_top_three() -> None:
     assert [f.id for f in plain].index("answer") == 5  # RRF alone: 6th, out of a top five
     hits = scored_hits(p, found, NOW)
     titles = [h.observation.title for h in hits]
-    assert titles.index("answer") == 2 and len(hits) == 5
-    moved = hits[2]
+    assert titles.index("answer") == 1 and len(hits) == 5
+    moved = hits[1]
     assert moved.vector_rank == 1 and moved.lexical_rank is None
     # its score lies between its new neighbours, and the named boosts explain it
-    assert hits[1].score > moved.score > hits[3].score
+    assert hits[0].score > moved.score > hits[2].score
     assert math.prod(moved.boosts.values()) / (60 + 1) == pytest.approx(moved.score, rel=1e-5)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert all("floor" not in h.boosts for h in hits if h is not moved)
