@@ -211,20 +211,22 @@ def _advice_questions(
 
 @dataclass
 class _Forms:
-    """Which statements of a fact are made inside a question, and in which words."""
+    """Which statements of a fact are made inside a question (`rng`, `share`), in which words,
+    and which in a session on a topic the fact belongs to (`topic_rng`, `on_topic`)."""
 
     rng: random.Random
     share: float
     topic_rng: random.Random
     on_topic: float
 
-    def topic(self, p: Pack, events: list[tuple[_Fact, str]]) -> tuple[Topic, int] | None:
+    def topic(self, p: Pack, events: list[tuple[_Fact, str]]) -> tuple[Topic, tuple[_Fact, str]] | None:
         """A topic that the first fact statement drawn for it (in session order) belongs to, and
-        that statement's place among the events; None: the session's own topic stands."""
-        for place, (fact, what) in enumerate(events):
+        that statement's event; None: the session's own topic stands."""
+        for event in events:
+            fact, what = event
             if what != "mention" and fact.kind.topics and self.topic_rng.random() < self.on_topic:
                 key = self.topic_rng.choice(list(fact.kind.topics))
-                return next(t for t in p.topics if t.key == key), place
+                return next(t for t in p.topics if t.key == key), event
         return None
 
     def asked(self, fact: _Fact, what: str) -> str | None:
@@ -286,7 +288,7 @@ def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms
         user, echo = _Turn(p.user, request), ""
         if (event := by_slot.get(e)) is not None:
             fact, what = event
-            user.on_topic = fitting is not None and events[fitting[1]] is event
+            user.on_topic = fitting is not None and fitting[1] is event
             sentence = _statement(rng, p, fact, what, lead=not user.on_topic)
             if (question := forms.asked(fact, what)) is not None:
                 sentence, user.asked = question, True

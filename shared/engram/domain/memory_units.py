@@ -144,8 +144,7 @@ def with_an_assistant(obs: Observation) -> bool:
     priority, `conversation.turn_units`) or a unit only such a chat gets (statement, passage)."""
     if obs.priority is not Priority.low and not (obs.key or "").startswith(_ASSISTANT_CHAT_ONLY):
         return False  # most candidates: no key to parse
-    ref = unit_ref(obs)
-    return ref is not None and (obs.priority is Priority.low or ref.kind in (UnitKind.statement, UnitKind.passage))
+    return unit_ref(obs) is not None  # a unit's kind is its key's: a statement or passage here
 
 
 def turn_of(obs: Observation) -> Hashable:

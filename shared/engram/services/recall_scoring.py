@@ -62,8 +62,8 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
     # -> 0.795); over chats with an assistant it lifts whole sessions on the question's topic,
     # whether the fact was said there or as an aside elsewhere, so a search among whose
     # candidates such a chat shows gets none (bench/RESULTS.md, part 17)
-    between_people = not any(with_an_assistant(obs) for _, obs in visible)
-    support = session_support(fused) if hybrid and between_people else {}
+    between_people = hybrid and not any(with_an_assistant(obs) for _, obs in visible)
+    support = session_support(fused) if between_people else {}
     dates = mentioned_dates(plan.text) if hybrid else ()
     query_words = padded_words(plan.text) if hybrid else ""
     asked = hybrid and asks_assistant(plan.text)
