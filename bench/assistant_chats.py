@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     locomo.add_asked_after_argument(parser)
     locomo.add_assistant_argument(parser, "speaker_b")
     locomo.add_via_argument(parser)
+    locomo.add_embedding_cpu_argument(parser)
     args = parser.parse_args(argv)
     args.units = locomo.parse_units(args.units)
     from engram.runtime.logs import configure_logging

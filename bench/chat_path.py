@@ -80,7 +80,13 @@ def chat_extraction(uow: UnitOfWork) -> tuple[Extraction, str]:
         uow,
         load_rules(settings),
         types,
-        chat_extractor=ChatExtractor(uow, gateway, types, chat_units=settings.engram_chat_units),
+        chat_extractor=ChatExtractor(
+            uow,
+            gateway,
+            types,
+            chat_units=settings.engram_chat_units,
+            answer_passages=settings.engram_chat_answer_passages,
+        ),
     )
     return extraction, "llm" if gateway.available else "offline"
 

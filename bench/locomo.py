@@ -184,10 +184,13 @@ class Scores:
 @dataclass
 class EmbeddingWork:
     """What indexing embeds, per unit kind: distinct texts and their characters (the embedder's
-    work; a text embedded before is a cache hit). The baseline is the turn units alone."""
+    work; a text embedded before is a cache hit). Two baselines: the turn units alone (an
+    assistant's answer embedded by its opening), and each turn's whole text embedded once
+    (`turn_text`: a turn unit's narrative, what a memory of whole turns would embed)."""
 
     texts: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     turns: int = 0
+    turn_text: set[str] = field(default_factory=set)
 
     def add(self, model: str, observations: Sequence[Observation]) -> None:
         for o in observations:
@@ -195,6 +198,35 @@ class EmbeddingWork:
             kind = ref.kind.value if ref else "other"
             self.turns += kind == "turn"
             self.texts[kind].add(text_hash(model, passage_text(o)) + "\x1f" + passage_text(o))
+            if kind == "turn":
+                self.turn_text.add(o.narrative or o.title)
+
+    async def cpu(self, embedder: Any, sample: int, seed: int = 1) -> dict[str, Any]:
+        """CPU seconds (this process, all threads) to embed each kind's texts and the turns' whole
+        texts, estimated from up to `sample` texts of each, drawn with `seed`, embedded in batches
+        of 16 in alternating order; and the ratio of all kinds to the whole turns."""
+        import random
+
+        pools = {k: sorted(t.split("\x1f", 1)[1] for t in v) for k, v in self.texts.items()}
+        pools["turn_text"] = sorted(self.turn_text)
+        drawn = {k: random.Random(f"{seed}:{k}").sample(v, min(sample, len(v))) for k, v in pools.items() if v}
+        spent: dict[str, float] = defaultdict(float)
+        for start in range(0, max(len(v) for v in drawn.values()), 16):
+            for kind, texts in drawn.items():
+                batch = texts[start : start + 16]
+                if batch:
+                    t0 = time.process_time()
+                    await embedder.embed_passages(batch)
+                    spent[kind] += time.process_time() - t0
+        total = {k: spent[k] * len(pools[k]) / len(drawn[k]) for k in drawn}
+        out: dict[str, Any] = {f"embedding_cpu.{k}_s": round(v, 2) for k, v in sorted(total.items())}
+        units = sum(v for k, v in total.items() if k != "turn_text")
+        if total.get("turn_text"):
+            out["embedding_cpu.ratio_to_turn_text"] = round(units / total["turn_text"], 3)
+        if total.get("turn"):
+            out["embedding_cpu.ratio_to_turn_units"] = round(units / total["turn"], 3)
+        out["embedding_cpu.sample"] = sample
+        return out
 
     def figures(self) -> dict[str, Any]:
         def chars(kinds: Sequence[str]) -> int:
@@ -206,6 +238,9 @@ class EmbeddingWork:
         base, total = chars(["turn"]), chars(kinds)
         out["embedded.chars_per_turn"] = round(total / max(1, self.turns), 1)
         out["embedded.ratio_to_turn_units"] = round(total / base, 3) if base else 0.0
+        whole = sum(len(t) for t in self.turn_text)
+        out["embedded.turn_text.chars"] = whole
+        out["embedded.ratio_to_turn_text"] = round(total / whole, 3) if whole else 0.0
         out["embedded.texts_ratio_to_turn_units"] = round(
             sum(len(v) for v in self.texts.values()) / max(1, len(self.texts["turn"])), 3
         )
@@ -350,6 +385,8 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
             ranked_out.close()
     figures = report(scores, embedder.model, questions, ingest_seconds, time.perf_counter() - started, args)
     figures.update(work.figures())
+    if getattr(args, "embedding_cpu", 0):
+        figures.update(await work.cpu(embedder, args.embedding_cpu))
     figures["conversations_with_assistant"] = with_assistant
     figures["via"] = args.via
     figures.update({f"stored.{k}": n for k, n in sorted(stored.items())})
@@ -480,9 +517,20 @@ def add_asked_after_argument(parser: argparse.ArgumentParser) -> None:
 def add_unit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--units",
-        default="statement",
-        help="derived units besides the turn units, comma-separated (statement, session, entity) or 'none'"
-        " (statements are made only in chats with an assistant)",
+        default="statement,passage",
+        help="derived units besides the turn units, comma-separated (statement, passage, session, entity) or"
+        " 'none' (statements and passages are made only in chats with an assistant)",
+    )
+
+
+def add_embedding_cpu_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--embedding-cpu",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the questions, embed up to N texts of each unit kind and of the turns' whole texts"
+        " again and report the CPU seconds per kind (embedding_cpu.*); 0: off",
     )
 
 
@@ -541,6 +589,7 @@ def main(argv: list[str] | None = None) -> int:
         " data); 'interjected' also has the other person react inside long turns",
     )
     add_via_argument(parser)
+    add_embedding_cpu_argument(parser)
     add_unit_arguments(parser)
     add_asked_after_argument(parser)
     add_assistant_argument(parser, "auto")
