@@ -36,7 +36,7 @@ def visible(doc: IndexDocument, visibility: Visibility, where: SearchFilter) -> 
     """`Visibility.allows` on a document's copy of the visibility columns, plus types and time."""
     if doc.tenant_id != visibility.tenant_id or doc.id in visibility.hidden_ids:
         return False
-    if where.types and doc.type not in where.types:
+    if (where.types and doc.type not in where.types) or doc.type in where.except_types:
         return False
     if (doc.valid_from is not None and doc.valid_from > where.now) or (
         doc.expires_at is not None and doc.expires_at <= where.now

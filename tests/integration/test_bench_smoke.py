@@ -58,8 +58,8 @@ async def test_assistant_chats_report_every_category_and_rankings(services: Any,
 
 
 async def test_assistant_chats_with_the_answers_passages(services: Any, tmp_path: Path) -> None:
-    """`--units statement,passage`: the answers' passages are written, embedded and found as
-    their turns (the advice questions ask for them)."""
+    """`--units statement,passage` (the default): the answers' passages are written, embedded and
+    found as their turns (the advice questions ask for them); `--embedding-cpu` times each kind."""
     samples = generate(seed=3, conversations=1, languages=("en",))
     args = argparse.Namespace(
         embedder="static",
@@ -71,9 +71,15 @@ async def test_assistant_chats_with_the_answers_passages(services: Any, tmp_path
         units=locomo.parse_units("statement,passage"),
         assistant="auto",
         via="units",
+        embedding_cpu=4,
     )
     figures = await locomo.evaluate(services.db, samples, args)
     assert figures["embedded.passage.texts"] > 20 and figures["embedded.ratio_to_turn_units"] > 2.0
+    # against each turn's whole text embedded once: the openings and passages hold it about once more
+    assert 1.0 < figures["embedded.ratio_to_turn_text"] < figures["embedded.ratio_to_turn_units"]
+    cpu = {k: v for k, v in figures.items() if k.startswith("embedding_cpu.")}
+    assert {"embedding_cpu.passage_s", "embedding_cpu.turn_s", "embedding_cpu.turn_text_s"} <= set(cpu)
+    assert cpu["embedding_cpu.ratio_to_turn_units"] > 1.0 and cpu["embedding_cpu.sample"] == 4
     rows = [json.loads(line) for line in args.ranked_out.read_text().splitlines()]
     advice = [r for r in rows if r["category"] == 7]
     assert advice and all(r["ranked"]["hybrid"] for r in advice)

@@ -99,13 +99,13 @@ async def test_offline_extraction_keeps_salient_statements(
     }
     assert all(o["session_id"] == uuid.UUID(body["session_id"]) for o in found)
     (stats,) = await eventually(lambda: extraction_events(services, tenant))
-    # counted apart: the units of what was said (the turn, the answer, two of its sentences)
-    assert stats["count"] == 2 and stats["units"] == 4 and stats["model"] == "offline" and stats["status"] == "ok"
+    # counted apart: the units of what was said (the turn, two of its sentences, the answer and its passage)
+    assert stats["count"] == 2 and stats["units"] == 5 and stats["model"] == "offline" and stats["status"] == "ok"
     async with services.db.tenant(tenant) as conn:
         trace = await conn.fetchval(
             "SELECT memory_trace FROM chat_messages WHERE id = $1", uuid.UUID(body["message_id"])
         )
-    assert trace["extraction"] == {"status": "done", "count": 2, "dedup": 0, "model": "offline", "units": 4}
+    assert trace["extraction"] == {"status": "done", "count": 2, "dedup": 0, "model": "offline", "units": 5}
 
 
 async def test_llm_extraction_in_the_conversations_language_deduplicated(

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engram.domain.conversation import ConversationSession, Turn, turn_id_of
-from engram.domain.memory_units import UnitKind
+from engram.domain.memory_units import PASSAGE_TYPE, UnitKind
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal
 from engram.services.conversations import ConversationIngest
@@ -113,4 +113,42 @@ async def test_the_stored_vectors_of_statement_units_are_read_in_the_recall_tran
     assert all(v.shape == (dims,) and float(v @ v) > 0 for v in vectors.values())
     async with services.uow.tenant(f"{tenant}-other") as tx:  # another tenant reads none of them
         assert await services.index.within(tx).embeddings(statements) == {}
+    await services.recall.drain()
+
+
+async def test_an_answers_passages_are_searched_only_when_the_question_asks_the_assistant(
+    tenant: str, services: Any
+) -> None:
+    """A sentence deep in a long answer (past the opening its turn unit is embedded by) is found
+    through its passage when the user asks what the assistant said; a question about the user's
+    own facts or in neither person leaves every passage out of its candidate lists."""
+    chat = sessions()
+    tip = "One trick for basil: keep the stems in a glass of water on the counter, never in the fridge."
+    answer = chat[5].turns[3]
+    chat[5].turns[3] = Turn(answer.turn_id, answer.speaker, f"{prose('reading', 9)} {tip} {prose('reading', 3)}")
+    written = await ConversationIngest(services.uow).ingest(
+        tenant_id=tenant, user_id="alice", conversation_id="chat-1", sessions=chat, assistants=frozenset({"Assistant"})
+    )
+    passages = [w.observation for w in written if w.observation.type == PASSAGE_TYPE]
+    assert any(tip in o.title for o in passages)  # passages are written by default, typed as such
+    assert all((o.key or "").startswith("unit:passage:") for o in passages)
+    await services.indexing.reindex(tenant)
+    principal = Principal(tenant_id=tenant, user_id="alice", permissions=READ)
+
+    turns, hits = await recall_turns(services, tenant, "What was your trick for keeping basil fresh?")
+    assert turns[0] == answer.turn_id
+    assert hits[0].boosts["unit"] > 1.0  # its passage outscored the answer's own turn unit
+
+    for question in ("Which seafood am I allergic to?", "How do you keep basil in a glass of water?"):
+        for mode in ("hybrid", "lexical", "vector"):
+            result = await services.recall.search(principal, RecallQuery(question, limit=20, mode=mode))
+            assert result.hits and all(h.observation.type != PASSAGE_TYPE for h in result.hits), question
+            # no answer stands in for a better passage of it (a user's turn may, for its statement)
+            answers = [h for h in result.hits if h.observation.title.startswith("Assistant:")]
+            assert answers and all("unit" not in h.boosts for h in answers), question
+    # a query that names the passages' type gets them, asked or not
+    named = await services.recall.search(
+        principal, RecallQuery("basil stems glass of water", limit=5, mode="lexical", types=[PASSAGE_TYPE])
+    )
+    assert named.hits and all(h.observation.type == PASSAGE_TYPE for h in named.hits)
     await services.recall.drain()

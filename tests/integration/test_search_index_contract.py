@@ -138,6 +138,10 @@ async def test_hidden_ids_types_and_time_filters(index: Any, db: Any, tenant: st
     typed = SearchFilter(now=t, types=("decision",))
     assert await lexical_ids(index, vis(tenant), "marmalade", typed) == [decision]
     assert await vector_ids(index, vis(tenant), "marmalade decision", typed) == [decision]
+    # types left out (an assistant's passages unless the question asks the assistant)
+    others = SearchFilter(now=t, except_types=("decision", "passage"))
+    assert set(await lexical_ids(index, vis(tenant), "marmalade", others)) == {fact, soon}
+    assert decision not in await vector_ids(index, vis(tenant), "marmalade decision", others)
     hidden = Visibility(tenant, "alice", frozenset(), False, hidden_ids=frozenset({decision}))
     assert decision not in await lexical_ids(index, hidden, "marmalade")
     assert decision not in await vector_ids(index, hidden, "marmalade decision")

@@ -16,9 +16,10 @@ from engram.domain.addressee import (
     addressee_support,
     asks_about_user,
     asks_assistant,
+    unasked_types,
 )
 from engram.domain.conversation import ConversationSession, Turn, chat_units, derived_units, turn_units
-from engram.domain.memory_units import UnitKind
+from engram.domain.memory_units import PASSAGE_TYPE, UnitKind
 from engram.domain.observation import Observation, ObservationDraft
 from tests.unit import recall_fixtures
 
@@ -139,17 +140,29 @@ def test_a_chat_can_keep_its_answers_in_passages_as_each_turn_completes() -> Non
     user, answer = uuid.uuid4(), uuid.uuid4()
     messages = [(user, "user", "How do I keep herbs?"), (answer, "assistant", "Put them in water. " * 40)]
     common = {"tenant_id": "t", "user_id": "u", "chat_id": uuid.uuid4(), "session_id": uuid.uuid4()}
-    plain = chat_units(**common, started_at=DAY, messages=messages, reaching=user)
-    both = chat_units(
-        **common,
-        started_at=DAY,
-        messages=messages,
-        reaching=user,
-        kinds=frozenset({UnitKind.statement, UnitKind.passage}),
+    plain = chat_units(
+        **common, started_at=DAY, messages=messages, reaching=user, kinds=frozenset({UnitKind.statement})
     )
+    both = chat_units(**common, started_at=DAY, messages=messages, reaching=user)  # passages by default
     assert not [d for d in plain if (d.key or "").startswith("unit:passage:")]
     passages = [d for d in both if (d.key or "").startswith("unit:passage:")]
     assert len(passages) > 1 and all(d.provenance.chat_message_id == answer for d in passages)
+    # their own type: searched only by a question that asks the assistant (`unasked_types`)
+    assert {d.type for d in passages} == {PASSAGE_TYPE} and PASSAGE_TYPE not in {d.type for d in plain}
+
+
+@pytest.mark.parametrize(
+    ("question", "left_out"),
+    [
+        ("What was your trick for keeping herbs fresh?", ()),
+        ("Was hast du mir gegen Rückenschmerzen empfohlen?", ()),
+        ("Which instrument am I learning?", (PASSAGE_TYPE,)),
+        ("How long do roasted vegetables keep?", (PASSAGE_TYPE,)),
+        ("Could you suggest a recipe?", (PASSAGE_TYPE,)),  # a request now, not a question about its answers
+    ],
+)
+def test_only_a_question_to_the_assistant_searches_its_passages(question: str, left_out: tuple[str, ...]) -> None:
+    assert unasked_types(question) == left_out
 
 
 @pytest.mark.parametrize(

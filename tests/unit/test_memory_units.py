@@ -134,7 +134,7 @@ def test_session_and_entity_units_map_to_their_session_and_turns() -> None:
     by_default = derived_units(
         tenant_id="t", user_id="u", conversation_id="c", sessions=chat(), assistants=frozenset({"Assistant"})
     )
-    assert {(d.key or "").split(":")[1] for d in by_default} == {"statement"}
+    assert {(d.key or "").split(":")[1] for d in by_default} == {"statement", "passage"}
     assert {d.key for d in units()} == {d.key for d in units()}  # stable keys: re-ingesting updates in place
 
 

@@ -140,6 +140,8 @@ def visibility_filter(visibility: Visibility, where: SearchFilter) -> list[dict[
     ]
     if where.types:
         clauses.append({"terms": {"type": list(where.types)}})
+    if where.except_types:
+        clauses.append({"bool": {"must_not": [{"terms": {"type": list(where.except_types)}}]}})
     if visibility.hidden_ids:
         clauses.append({"bool": {"must_not": [{"ids": {"values": sorted(visibility.hidden_ids)}}]}})
     return clauses

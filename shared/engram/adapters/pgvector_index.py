@@ -75,6 +75,9 @@ def filter_clause(where: SearchFilter, params: list[Any], alias: str) -> str:
     if where.types:
         params.append(list(where.types))
         clause += f" AND {a}type = ANY(${len(params)}::text[])"
+    if where.except_types:
+        params.append(list(where.except_types))
+        clause += f" AND {a}type <> ALL(${len(params)}::text[])"
     return clause
 
 

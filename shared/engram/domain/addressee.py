@@ -22,13 +22,19 @@ the evidence, and the assistant's answers on the topic, which share the question
 down by half (`UNASKED_WEIGHT`): assistant_chats hybrid recall@10 on the user's facts 0.900 ->
 0.932, its kNN list alone 0.939 (bench/RESULTS.md, part 11). A question in neither person ("How
 long do roasted vegetables keep?") leaves the answers as they are.
+
+`unasked_types(question)`: what a search leaves out of its candidate lists. An assistant's
+passages (`memory_units.passage_units`, type `PASSAGE_TYPE`) are searched only when the question
+asks the assistant: among the lists of a question about the user's own facts they took the places
+of the user's turns (assistant_chats recall@10 on the user's facts 0.932 -> 0.868,
+bench/RESULTS.md part 11), and ranking them down after the lists could not give those back.
 """
 
 from __future__ import annotations
 
 import re
 
-from engram.domain.memory_units import UnitKind, unit_ref
+from engram.domain.memory_units import PASSAGE_TYPE, UnitKind, unit_ref
 from engram.domain.observation import Observation, Priority
 
 # an assistant's unit when the question asks what the assistant said (undoes its low priority,
@@ -83,6 +89,12 @@ _FIRST_PERSON = re.compile(
 def asks_assistant(question: str) -> bool:
     """Whether `question` asks what the assistant said, suggested or gave (see the module)."""
     return _ASKS.search(question) is not None
+
+
+def unasked_types(question: str) -> tuple[str, ...]:
+    """The observation types a search for `question` leaves out: an assistant's passages unless the
+    question asks the assistant (see the module)."""
+    return () if asks_assistant(question) else (PASSAGE_TYPE,)
 
 
 def in_first_person(question: str) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from engram.domain.memory_units import (
+    PASSAGE_TYPE,
     DerivedUnit,
     Speech,
     UnitKind,
@@ -41,9 +42,10 @@ BURST_MESSAGES = 20
 BURST_ID_CHARS = 400  # its message ids, space-separated, fit `source_event_id` (512) beside the conversation id
 REACTION_WORDS = 2  # the other person's message this short does not end a burst (`bursts`)
 UNIT_TYPE = "context"
-# what `ConversationIngest` derives unless told otherwise: the statements. Session and entity
-# units are built on request (`kinds`); measured, they did not add recall (bench/RESULTS.md)
-DERIVED_KINDS = frozenset({UnitKind.statement})
+# what `ConversationIngest` and the chat path derive unless told otherwise: the user's statements
+# and the assistant's passages (both only in a chat with an assistant). Session and entity units
+# are built on request (`kinds`); measured, they did not add recall (bench/RESULTS.md)
+DERIVED_KINDS = frozenset({UnitKind.statement, UnitKind.passage})
 # `likely_assistants`: names an assistant goes by in exported chats, and how long its turns are
 ASSISTANT_NAMES = frozenset(
     {"assistant", "assistent", "assistentin", "ai", "ai assistant", "ki", "bot", "chatbot", "chatgpt", "gpt", "claude"}
@@ -304,7 +306,8 @@ def derived_units(
                 tenant_id=tenant_id,
                 user_id=user_id,
                 team_ids=list(team_ids),
-                type=UNIT_TYPE,
+                # an assistant's passage is searched only when a question asks the assistant
+                type=PASSAGE_TYPE if unit.kind is UnitKind.passage else UNIT_TYPE,
                 title=unit.text[:TITLE_MAX],
                 tags=[unit.tag[:64]] if unit.tag else [],
                 key=derived_key(unit.kind, conversation_id, unit.local),

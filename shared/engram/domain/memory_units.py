@@ -15,8 +15,9 @@ write path), whose provenance names the turn(s) it comes from:
 - `passage`: in a chat with an assistant, a few sentences of the assistant's answer (up to
   `PASSAGE_CHARS`), so "what did you tell me about ...?" finds the sentence said, which the
   answer's turn unit, embedded by its opening (`embedded_by_title`), does not hold; low
-  priority like the answer, and it maps to its turn. Built on request: it embeds the whole
-  answer again (bench/RESULTS.md).
+  priority like the answer, and it maps to its turn. Its observation type is `PASSAGE_TYPE`:
+  only a question that asks the assistant searches passages (`addressee.unasked_types`), so
+  they take no place in the candidate lists of questions about the user's own facts.
 
 `unit_ref` reads a unit back from an observation (its key and provenance), and `collapse`
 turns a ranked list of units into a ranked list of turns: a turn's score is the best of its
@@ -44,6 +45,7 @@ ENTITY_MIN_TURNS = 2  # a name said in fewer turns joins nothing
 ENTITY_MAX_TURNS = 12
 ENTITY_CHARS = 600
 PASSAGE_CHARS = 300  # `passage_units`: sentences of an assistant's answer joined up to this length
+PASSAGE_TYPE = "passage"  # a passage unit's observation type (`addressee.unasked_types`)
 SUPPORT_WEIGHT = 0.5  # share of a multi-turn unit's score each of its turns among the candidates gets
 REF_CHARS = 512  # `Provenance.source_event_id`
 

@@ -110,10 +110,12 @@ class Ranked:
 
 @dataclass(frozen=True)
 class SearchFilter:
-    """Everything a search filters on besides visibility: types and the instant of the search."""
+    """Everything a search filters on besides visibility: the types it keeps (all if empty), the
+    types it leaves out, and the instant of the search."""
 
     now: datetime
     types: Sequence[str] = ()
+    except_types: Sequence[str] = ()
 
 
 @dataclass(frozen=True)

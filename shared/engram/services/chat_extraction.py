@@ -59,7 +59,7 @@ from engram.domain.errors import InvalidEvent
 from engram.domain.events import ChatTurnCompleted, SessionEnded, change_events
 from engram.domain.language import detect_language
 from engram.domain.llm import LlmReply, LlmRequest, Priority, Profile, ToolSpec, Usage
-from engram.domain.memory_units import UnitKind
+from engram.domain.memory_units import PASSAGE_TYPE, UnitKind
 from engram.domain.models import ChatMessage, Session, SessionStatus
 from engram.domain.observation import ObservationDraft
 from engram.domain.proposals import PROPOSAL_TTL, NewProposal, ProposalReason, approval_reason, proposal_id
@@ -140,15 +140,14 @@ class ChatExtractor:
         observation_types: frozenset[str],
         *,
         chat_units: bool = True,
-        answer_passages: bool = False,
+        answer_passages: bool = True,
     ) -> None:
         self.uow = uow
         self.gateway = gateway
         self.observation_types = observation_types
         self.chat_units = chat_units
-        # the assistant's answers in passages too (`memory_units.passage_units`): off by default, it
-        # embeds each answer whole again
-        self.unit_kinds = DERIVED_KINDS | ({UnitKind.passage} if answer_passages else set())
+        # the assistant's answers in passages too (`memory_units.passage_units`)
+        self.unit_kinds = DERIVED_KINDS if answer_passages else DERIVED_KINDS - {UnitKind.passage}
 
     async def __call__(self, delivery: Delivery[ChatEvent]) -> Extracted:
         data = delivery.data
@@ -350,10 +349,14 @@ class ChatExtractor:
         return permitted(extractor_for(tenant, user, may_store_sensitive=False), self._typed(units))
 
     def _typed(self, drafts: list[ObservationDraft]) -> list[ObservationDraft]:
-        """Summaries and units are `context`; a tenant without that type gets `note`."""
+        """Summaries and units are `context`; a tenant without that type gets `note`. An
+        assistant's passage keeps its own type, which only a question to the assistant searches
+        (`addressee.unasked_types`)."""
         fallback = "note" if "note" in self.observation_types else None
         return [
-            d.model_copy(update={"type": fallback}) if d.type not in self.observation_types and fallback else d
+            d.model_copy(update={"type": fallback})
+            if d.type not in self.observation_types and d.type != PASSAGE_TYPE and fallback
+            else d
             for d in drafts
         ]
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import structlog
 
+from engram.domain.addressee import unasked_types
 from engram.domain.errors import Unprocessable
 from engram.domain.events import FEEDBACK_RECORDED, FeedbackRecorded, new_event
 from engram.domain.models import FeedbackKind
@@ -215,7 +216,13 @@ class RecallService:
             text=text,
             vector_text=vector_text,
             visibility=Visibility.for_principal(principal, want_sensitive=query.want_sensitive),
-            where=SearchFilter(now=_instant(query, now), types=tuple(query.types)),
+            where=SearchFilter(
+                now=_instant(query, now),
+                types=tuple(query.types),
+                # an assistant's passages only for a question that asks the assistant; a query
+                # that names its types gets what it names
+                except_types=() if query.types else unasked_types(text),
+            ),
             pool=max(self.candidates, query.limit * 2),
         )
 

@@ -88,10 +88,12 @@ def shared_limit(plans: Sequence[Plan]) -> int:
 
 def groups(plans: Sequence[Plan], side: Literal["text", "vector_text"]) -> list[list[Plan]]:
     """Plans that search the same text (BM25: `text`, kNN: `vector_text`) with the same
-    visibility at the same instant (streams of one turn; a recall "as of" a time searches alone)."""
-    groups: dict[tuple[str, Visibility, datetime], list[Plan]] = {}
+    visibility at the same instant, leaving out the same types (streams of one turn; a recall
+    "as of" a time searches alone)."""
+    groups: dict[tuple[str, Visibility, datetime, tuple[str, ...]], list[Plan]] = {}
     for plan in plans:
-        groups.setdefault((getattr(plan, side), plan.visibility, plan.where.now), []).append(plan)
+        key = (getattr(plan, side), plan.visibility, plan.where.now, tuple(plan.where.except_types))
+        groups.setdefault(key, []).append(plan)
     return list(groups.values())
 
 
@@ -115,7 +117,8 @@ async def shared_list(
     if all(p.query.types for p in group):
         union = tuple(dict.fromkeys(t for p in group for t in p.query.types))
     limit = shared_limit(group)
-    shared = await search(first.visibility, text, SearchFilter(now=first.where.now, types=union), limit)
+    where = SearchFilter(now=first.where.now, types=union, except_types=first.where.except_types)
+    shared = await search(first.visibility, text, where, limit)
     complete = len(shared) < limit  # nothing was cut: every matching entry is in the list
     lists = []
     for plan in group:
