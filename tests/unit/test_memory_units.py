@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +24,7 @@ from engram.domain.conversation import (
 )
 from engram.domain.memory_units import (
     PASSAGE_CHARS,
+    PASSAGE_TYPE,
     SUPPORT_WEIGHT,
     UnitKind,
     collapse,
@@ -175,6 +177,17 @@ def test_hits_on_units_become_hits_on_turns() -> None:
     assert merged[1].score == pytest.approx(0.01 + SUPPORT_WEIGHT * 0.04)
     assert merged[1].boosts["support"] == pytest.approx((0.01 + SUPPORT_WEIGHT * 0.04) / 0.01)
     assert turn_of(peanuts) == turn_of(turn1) == ("chat-1", "D1:1") and turn_of(other) == other.id
+
+
+def test_a_question_to_the_assistant_is_also_searched_among_its_passages_alone() -> None:
+    asked = RecallQuery("What was your tip for keeping herbs fresh?")
+    expanded, owners = with_parts([asked, RecallQuery("Which instrument am I learning?")])
+    assert expanded[2:] == [dataclasses.replace(asked, types=(PASSAGE_TYPE,))] and owners == [0, 1, 0]
+    # a query that names its types, or a stream's template, is searched as it is
+    typed = RecallQuery("What was your tip for keeping herbs fresh?", types=("fact",))
+    assert with_parts([typed])[0] == [typed]
+    template = RecallQuery("What was your tip?", vector_text="herbs")
+    assert with_parts([template])[0] == [template]
 
 
 def test_collapse_keeps_what_is_no_unit_and_orders_by_score() -> None:

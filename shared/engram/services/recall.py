@@ -7,10 +7,11 @@
    kNN part (`ranking.cross_language_factor`).
 3. The best candidates are read from PostgreSQL (visibility and "in force" checked again, so a
    stale index can never leak), boosted (priority, recency, relevance, verified, feedback,
-   the stream's type boosts), each list's best two kept in the top 3 and 5
+   the stream's type boosts), each list's best two kept in the top 2 and 4
    (`ranking.with_leg_floors`) and cut to the limit.
 4. Hits on derived units count for their turns (`recall_plan.as_turns`); a question that names
-   two things is also searched in parts, fused by RRF (`recall_plan.with_parts`); of two
+   two things is also searched in parts, and a question to the assistant among its answers'
+   passages alone, fused by RRF (`recall_plan.with_parts`); of two
    near-duplicate statements of one speaker the later ranks first (`domain/recency`, with the
    statement units' stored vectors; pgvector only, read in the recall's transaction).
 5. Every recall gets a `query_id` (or the one the query brings); a `retrieved` feedback event

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from engram.domain.addressee import asks_assistant
 from engram.domain.decomposition import decompose, fuse_parts
 from engram.domain.errors import Unprocessable
-from engram.domain.memory_units import collapse, turn_of, unit_refs
+from engram.domain.memory_units import PASSAGE_TYPE, collapse, turn_of, unit_refs
 from engram.domain.ranking import Fused, lexical_weight, rrf_fuse
 from engram.domain.recall import RecallQuery, RecallResult, SearchHit
 from engram.domain.scopes import Visibility
@@ -132,14 +133,20 @@ async def shared_list(
 
 def with_parts(queries: Sequence[RecallQuery]) -> tuple[list[RecallQuery], list[int]]:
     """The queries followed by the parts of those that name two things (`decomposition`), and
-    for each the index of the query it belongs to. A stream's query with its own kNN text
-    (a template) is searched as it is."""
+    for each the index of the query it belongs to. A question to the assistant (`addressee`) is
+    also searched among the assistant's passages alone: in the whole lists the user's own units
+    on the topic take most places (assistant_chats advice questions, recall@1 up in three seeds
+    of three; bench/RESULTS.md part 18). A query that names its types, and a stream's query with
+    its own kNN text (a template), are searched as they are."""
     expanded, owners = list(queries), list(range(len(queries)))
     for i, query in enumerate(queries):
         if query.vector_text is not None or not isinstance(query.text, str):
             continue
         for part in decompose(query.text):
             expanded.append(dataclasses.replace(query, text=part, query_id=None))
+            owners.append(i)
+        if not query.types and asks_assistant(query.text):
+            expanded.append(dataclasses.replace(query, types=(PASSAGE_TYPE,), query_id=None))
             owners.append(i)
     return expanded, owners
 
