@@ -7,7 +7,7 @@
    kNN part (`ranking.cross_language_factor`).
 3. The best candidates are read from PostgreSQL (visibility and "in force" checked again, so a
    stale index can never leak), boosted (priority, recency, relevance, verified, feedback,
-   the stream's type boosts), each list's best two kept in the top 2 and 4
+   the stream's type boosts), each list's first hit kept in the top 2, its second in the top 4
    (`ranking.with_leg_floors`) and cut to the limit.
 4. Hits on derived units count for their turns (`recall_plan.as_turns`); a question that names
    two things is also searched in parts, and a question to the assistant among its answers'
