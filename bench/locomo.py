@@ -360,6 +360,20 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                     assistants=assistants,
                 )
                 work.add(embedder.model, [w.observation for w in written])
+                mixed = getattr(args, "mix_samples", None)
+                if mixed:  # another conversation in the same tenant, not asked about
+                    other = mixed[samples.index(sample) % len(mixed)]
+                    other_sessions = sessions_of(other)
+                    await ingest.ingest(
+                        tenant_id=tenant,
+                        user_id="reader",
+                        conversation_id=f"mix-{other['sample_id']}",
+                        sessions=other_sessions,
+                        window=args.window,
+                        kinds=args.units,
+                        assistants=assistants_of(other, other_sessions, "auto"),
+                    )
+                    turn_of = _turn_of_conversation(sid)
             await index_events(indexer, bus.take())
             stored += await stored_observations(db, tenant)
             ingest_seconds += time.perf_counter() - t0
@@ -389,6 +403,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
         figures.update(await work.cpu(embedder, args.embedding_cpu))
     figures["conversations_with_assistant"] = with_assistant
     figures["via"] = args.via
+    figures["mixed_with"] = len(getattr(args, "mix_samples", None) or [])
     figures.update({f"stored.{k}": n for k, n in sorted(stored.items())})
     if args.via == "chat":
         figures["chat.refused_events"] = len(refused)
@@ -409,6 +424,18 @@ def assistants_of(sample: dict[str, Any], sessions: Sequence[ConversationSession
 def _provenance_turn(observation: Observation) -> str:
     """The turn a unit stands for: its provenance's `<conversation>#<turn ids>`."""
     return turn_id_of(observation.provenance.source_event_id) or ""
+
+
+def _turn_of_conversation(conversation_id: str) -> Callable[[Observation], str]:
+    """`_provenance_turn` for a tenant that holds other conversations too (`--mix`): a turn of
+    another conversation never counts as one of `conversation_id`'s (their turn ids repeat)."""
+
+    def turn(observation: Observation) -> str:
+        ref = observation.provenance.source_event_id or ""
+        conversation, _, turns = ref.rpartition("#")
+        return turns if conversation == conversation_id else f"{conversation}#{turns}"
+
+    return turn
 
 
 async def ask(
@@ -590,6 +617,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_via_argument(parser)
     add_embedding_cpu_argument(parser)
+    parser.add_argument(
+        "--mix",
+        default=None,
+        help="a second data set in this layout (e.g. `bench.assistant_chats --dump`): each conversation"
+        " shares its tenant with one of it, whose questions are not asked (a tenant holding both kinds)",
+    )
     add_unit_arguments(parser)
     add_asked_after_argument(parser)
     add_assistant_argument(parser, "auto")
@@ -600,6 +633,7 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_logging("WARNING")
     args.samples = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    args.mix_samples = json.loads(Path(args.mix).read_text(encoding="utf-8")) if args.mix else None
     if args.as_messages:
         args.samples = as_messages(args.samples, args.as_messages)
     args.state_dir = Path(args.state).resolve()

@@ -135,3 +135,31 @@ async def test_consolidation_bench_reports_its_figures(services: Any) -> None:
     by_facts = [v.split("/") for k, v in figures["update_accuracy_by_kind"].items() if "facts" in k]
     assert by_facts and all(done == planted for done, planted in by_facts)
     assert figures["calibration"] and {"precision", "recall"} <= set(figures["calibration"][0])
+
+
+async def test_a_tenant_holding_a_second_conversation_counts_only_the_asked_ones_turns(
+    services: Any, tmp_path: Path
+) -> None:
+    """`--mix`: each conversation shares its tenant with one of a second data set, not asked
+    about; that conversation's turns (whose ids repeat, "D1:3") never count as the asked one's."""
+    samples = generate(seed=3, conversations=1, languages=("en",))
+    other = generate(seed=4, conversations=1, languages=("en",))
+    args = argparse.Namespace(
+        embedder="static",
+        window=2,
+        limit=10,
+        candidates=10,
+        ranked_out=tmp_path / "ranked.jsonl",
+        categories=CATEGORIES,
+        units=locomo.parse_units("statement"),
+        assistant="auto",
+        via="units",
+        mix_samples=other,
+    )
+    figures = await locomo.evaluate(services.db, samples, args)
+    assert figures["mixed_with"] == 1 and figures["questions"] == len(samples[0]["qa"])
+    rows = [json.loads(line) for line in args.ranked_out.read_text().splitlines()]
+    ranked = [t for r in rows for t in r["ranked"]["hybrid"]]
+    theirs = [t for t in ranked if t.startswith(f"mix-{other[0]['sample_id']}#")]
+    assert theirs and len(theirs) < len(ranked)  # both conversations answer, told apart
+    assert all(r["ranked"]["ts_rank"] == [] for r in rows)  # the reference reads no conversation ids
