@@ -27,13 +27,12 @@ from datetime import timedelta
 from engram.adapters.observation_rows import to_observation
 from engram.adapters.postgres import Database
 from engram.adapters.tenant_data import PgTenantData
-from engram.bootstrap import build_gateway, load_rules
+from engram.bootstrap import build_extraction, build_gateway
 from engram.domain.conversation import ConversationSession, turn_id_of
 from engram.domain.events import CHAT_TURN_COMPLETED, ChatTurnCompleted, new_event
 from engram.domain.language import detect_language
 from engram.domain.observation import Observation
 from engram.ports import NewMessage, UnitOfWork
-from engram.services.chat_extraction import ChatExtractor
 from engram.services.extraction import Extraction
 from engram.services.sessions import session_ended_event
 from engram.settings import get_settings
@@ -74,21 +73,8 @@ def chat_extraction(uow: UnitOfWork) -> tuple[Extraction, str]:
     """extract-observation's service as bootstrap builds it (its rules, types and LLM gateway:
     offline unless an API key is configured), and which extractor that is ("llm" or "offline")."""
     settings = get_settings()
-    types = settings.engram_observation_types
     gateway = build_gateway(settings)
-    extraction = Extraction(
-        uow,
-        load_rules(settings),
-        types,
-        chat_extractor=ChatExtractor(
-            uow,
-            gateway,
-            types,
-            chat_units=settings.engram_chat_units,
-            answer_passages=settings.engram_chat_answer_passages,
-        ),
-    )
-    return extraction, "llm" if gateway.available else "offline"
+    return build_extraction(settings, uow, gateway), "llm" if gateway.available else "offline"
 
 
 async def reset_tenant(db: Database, tenant_id: str, keep: frozenset[str] = frozenset({"embedding_cache"})) -> None:

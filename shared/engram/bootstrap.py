@@ -254,6 +254,20 @@ def build_gateway(settings: Settings, llm: LLM | None = None) -> LlmGateway:
     )
 
 
+def build_extraction(settings: Settings, uow: UnitOfWork, gateway: LlmGateway) -> Extraction:
+    """extract-observation's service: the event rules, the tenant's types, and the chat extractor
+    with the chat's memory units as configured (the chat path bench builds it here too)."""
+    types = settings.engram_observation_types
+    chat = ChatExtractor(
+        uow,
+        gateway,
+        types,
+        chat_units=settings.engram_chat_units,
+        answer_passages=settings.engram_chat_answer_passages,
+    )
+    return Extraction(uow, load_rules(settings), types, chat_extractor=chat)
+
+
 def build_chat(
     settings: Settings, uow: UnitOfWork, gateway: LlmGateway, recall: Callable[[], Recall | None]
 ) -> ChatTurns:
@@ -336,18 +350,7 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
         agent_keys=AgentKeys(uow),
         memory=MemoryService(uow, bus, types),
         ingest=EventIngest(bus),
-        extraction=Extraction(
-            uow,
-            load_rules(settings),
-            types,
-            chat_extractor=ChatExtractor(
-                uow,
-                gateway,
-                types,
-                chat_units=settings.engram_chat_units,
-                answer_passages=settings.engram_chat_answer_passages,
-            ),
-        ),
+        extraction=build_extraction(settings, uow, gateway),
         feedback=FeedbackService(uow, bus),
         feedback_recorder=FeedbackRecorder(uow),
         telemetry_query=TelemetryQuery(uow),
