@@ -17,6 +17,22 @@ from bench.chatgen import CATEGORIES, generate
 XQUAD = Path(xquad.DEFAULT_DATA)
 
 
+def chat_args(ranked_out: Path, units: str, via: str = "units", **more: Any) -> argparse.Namespace:
+    """`bench.assistant_chats`' arguments for `locomo.evaluate`, on the static embedder."""
+    return argparse.Namespace(
+        embedder="static",
+        window=2,
+        limit=10,
+        candidates=10,
+        ranked_out=ranked_out,
+        categories=CATEGORIES,
+        units=locomo.parse_units(units),
+        assistant="auto",  # found by itself: the assistant's turns are named so and run long
+        via=via,
+        **more,
+    )
+
+
 @pytest.mark.skipif(not (XQUAD / "xquad.de.json").exists(), reason="XQuAD is read from ../shared/bench/xquad")
 async def test_xquad_reports_three_modes_in_four_directions(services: Any, tmp_path: Path) -> None:
     args = argparse.Namespace(embedder="static", limit=3, data_dir=XQUAD, ranked_out=tmp_path / "ranked.jsonl")
@@ -32,17 +48,7 @@ async def test_xquad_reports_three_modes_in_four_directions(services: Any, tmp_p
 async def test_assistant_chats_report_every_category_and_rankings(services: Any, tmp_path: Path) -> None:
     samples = generate(seed=3, conversations=1)
     ranked = tmp_path / "ranked.jsonl"
-    args = argparse.Namespace(
-        embedder="static",
-        window=2,
-        limit=10,
-        candidates=10,
-        ranked_out=ranked,
-        categories=CATEGORIES,
-        units=locomo.parse_units("statement,session,entity"),
-        assistant="auto",  # found by itself: the assistant's turns are named so and run long
-        via="units",
-    )
+    args = chat_args(ranked, "statement,session,entity")
     figures = await locomo.evaluate(services.db, samples, args)
     assert figures["questions"] == sum(len(s["qa"]) for s in samples)
     assert figures["conversations_with_assistant"] == len(samples)
@@ -61,18 +67,7 @@ async def test_assistant_chats_with_the_answers_passages(services: Any, tmp_path
     """`--units statement,passage` (the default): the answers' passages are written, embedded and
     found as their turns (the advice questions ask for them); `--embedding-cpu` times each kind."""
     samples = generate(seed=3, conversations=1, languages=("en",))
-    args = argparse.Namespace(
-        embedder="static",
-        window=2,
-        limit=10,
-        candidates=10,
-        ranked_out=tmp_path / "ranked.jsonl",
-        categories=CATEGORIES,
-        units=locomo.parse_units("statement,passage"),
-        assistant="auto",
-        via="units",
-        embedding_cpu=4,
-    )
+    args = chat_args(tmp_path / "ranked.jsonl", "statement,passage", embedding_cpu=4)
     figures = await locomo.evaluate(services.db, samples, args)
     assert figures["embedded.passage.texts"] > 20 and figures["embedded.ratio_to_turn_units"] > 2.0
     # against each turn's whole text embedded once: the openings and passages hold it about once more
@@ -95,17 +90,7 @@ async def test_a_chat_replayed_through_extraction_is_scored_by_the_turns_extract
     (offline extractor); what recall finds maps back to the user turn it was extracted from."""
     samples = generate(seed=3, conversations=1)
     ranked = tmp_path / "ranked.jsonl"
-    args = argparse.Namespace(
-        embedder="static",
-        window=2,
-        limit=10,
-        candidates=10,
-        ranked_out=ranked,
-        categories=CATEGORIES,
-        units=locomo.parse_units("statement"),
-        assistant="auto",
-        via="chat",
-    )
+    args = chat_args(ranked, "statement", via="chat")
     figures = await locomo.evaluate(services.db, samples, args)
     assert (figures["via"], figures["chat.extractor"], figures["chat.refused_events"]) == ("chat", "offline", 0)
     assert figures["questions"] == sum(len(s["qa"]) for s in samples)
@@ -144,18 +129,7 @@ async def test_a_tenant_holding_a_second_conversation_counts_only_the_asked_ones
     about; that conversation's turns (whose ids repeat, "D1:3") never count as the asked one's."""
     samples = generate(seed=3, conversations=1, languages=("en",))
     other = generate(seed=4, conversations=1, languages=("en",))
-    args = argparse.Namespace(
-        embedder="static",
-        window=2,
-        limit=10,
-        candidates=10,
-        ranked_out=tmp_path / "ranked.jsonl",
-        categories=CATEGORIES,
-        units=locomo.parse_units("statement"),
-        assistant="auto",
-        via="units",
-        mix_samples=other,
-    )
+    args = chat_args(tmp_path / "ranked.jsonl", "statement", mix_samples=other)
     figures = await locomo.evaluate(services.db, samples, args)
     assert figures["mixed_with"] == 1 and figures["questions"] == len(samples[0]["qa"])
     rows = [json.loads(line) for line in args.ranked_out.read_text().splitlines()]
