@@ -39,6 +39,11 @@ DAY = NOW - timedelta(days=20)
         "Welche Raumtemperatur sollte ich laut dir zum Schlafen haben?",
         "Wie war nochmal dein Tipp für die Kräuter?",
         "Was hattest du über Meetings ohne Agenda gesagt?",
+        # a subordinate clause (the verb last), an earlier chat named, what the assistant gave
+        "Kannst du mich erinnern, welches Restaurant du mir in Rom empfohlen hast?",
+        "I'm going back to our previous conversation about sourdough. Can you remind me of the flour ratio?",
+        "In unserem letzten Gespräch ging es um Steuern: welche Frist galt noch mal?",
+        "What was the name of the hotel from your list?",
     ],
 )
 def test_a_question_about_what_the_assistant_said(question: str) -> None:
@@ -63,6 +68,8 @@ def test_a_question_about_what_the_assistant_said(question: str) -> None:
         "Have you got any tips for my garden?",
         "Kannst du mir etwas gegen Rückenschmerzen empfehlen?",
         "Was ist dein Rat?",
+        "In your opinion, should I move?",
+        "Kannst du mir sagen, was du davon hältst?",
     ],
 )
 def test_a_question_about_the_user_or_other_people(question: str) -> None:

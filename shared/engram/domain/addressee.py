@@ -10,8 +10,10 @@ user's own requests on the topic lost them (assistant_chats "advice" questions, 
 
 `asks_assistant(question)`: the question asks the assistant about what it said, suggested or
 gave before, in English or German: "did you say/tell/suggest/recommend...", "you said...", "what
-was your tip/idea/advice/recipe...", "hast du ... empfohlen/gesagt/geraten...", "laut dir", "was
-war dein Tipp/Rat/Vorschlag...". A request to it now ("Could you suggest a recipe?", "What's your
+was your tip/idea/advice/recipe...", "the hotel from your list", "in our previous conversation",
+"hast du ... empfohlen/gesagt/geraten...", "..., das du mir empfohlen hast", "laut dir", "was war
+dein Tipp/Rat/Vorschlag...", "in unserem letzten Gespräch". None of LoCoMo dev's, XQuAD's or the
+generated chats' other 3,599 questions matches. A request to it now ("Could you suggest a recipe?", "What's your
 advice?", "Kannst du mir etwas empfehlen?") is not: in a chat, the user's message is the query,
 and a request is answered with the user's own facts first. Questions about people in the third
 person ("What did Caroline say?") and the user's own facts ("Where do I live?") are not either.
@@ -57,6 +59,8 @@ _EN_THINGS = (
     r"trick|tricks|idea|ideas|tip|tips|advice|suggestion|suggestions|recommendation|recommendations|answer|plan"
     r"|proposal|recipe|recipes|list|draft|example|explanation|opinion|rule"
 )
+# what the assistant gave, as in "the hotel from your list" ("in your opinion" is a request now)
+_EN_GIVEN = r"list|lists|answer|recipe|recipes|explanation|example|examples|draft|tips|suggestions|recommendations"
 _DE_PARTICIPLES = (
     r"gesagt|erzählt|erwähnt|empfohlen|geraten|vorgeschlagen|geschrieben|erklärt|gemeint|genannt|gegeben"
     r"|gezeigt|geschickt|versprochen|notiert"
@@ -73,7 +77,11 @@ _ASKS = re.compile(
     rf"|you\s+(?:{_EN_PAST})\b"
     rf"|(?:was|were)\s+(?:\w+\s+)?your\s+(?:\w+\s+)?(?:{_EN_THINGS})\b"
     rf"|your\s+(?:earlier|last|previous|old|first)\s+(?:\w+\s+)?(?:{_EN_THINGS})\b"
+    rf"|(?:from|in)\s+your\s+(?:{_EN_GIVEN})\b"
+    rf"|\bour\s+(?:previous|last|earlier|old)\s+(?:conversation|chat|discussion|session)\b"
+    rf"|\bunser(?:e|em|en|er)?\s+(?:letzte[nmrs]?|vorige[nmrs]?|frühere[nmrs]?)\s+(?:gespräch|unterhaltung|chat)\b"
     rf"|(?:hast|hattest) du\b[^?.!]*\b(?:{_DE_PARTICIPLES})\b"
+    rf"|\bdu\b[^?.!]*\b(?:{_DE_PARTICIPLES})\s+(?:hast|hattest)\b"
     rf"|laut dir\b|du (?:sagtest|meintest|riet(?:e)?st|empfahlst)\b"
     rf"|(?:war|waren)\s+(?:\w+\s+)?dein(?:e|en|em|er|es)?\s+(?:\w+\s+)?(?:{_DE_THINGS})\b"
     rf"|dein(?:e|en|em|er|es)?\s+(?:frühere[nrs]?|letzte[nrs]?|damalige[nrs]?)\s+(?:\w+\s+)?(?:{_DE_THINGS})\b)"
