@@ -15,7 +15,8 @@ states the fact: `<mode>.asked.recall@k` where the user said it inside a questio
 should we pack for our trip to Crete in August?"), `<mode>.stated.recall@k` where in a
 statement. With `--on-topic SHARE`, about that share of the facts is stated in a session on a
 topic the fact belongs to (the allergy while planning meals) instead of as an aside:
-`<mode>.on_topic.recall@k` and `<mode>.aside.recall@k`.
+`<mode>.on_topic.recall@k` and `<mode>.aside.recall@k`. `--units` and `--embedding-cpu` as in
+`bench.locomo`: the answers' passages are stored by default, as the product stores them.
 """
 
 from __future__ import annotations

@@ -18,6 +18,12 @@ stored as the assistant benches store theirs; LoCoMo's people have none.
 message holding the fact; `interjected` also has the other person react inside long turns.
 `--ranked-out FILE` writes one JSON line per question (`id` "<sample>:<qa index>", `category`,
 `gold` turn ids, `ranked`: the turn ids per mode), so rankings can be compared offline.
+`--mix FILE` stores each conversation in a tenant with one conversation of a second data set in
+this layout (e.g. `bench.assistant_chats --dump`), not asked about: a tenant holding both kinds.
+`--units` names the derived units (statements and an assistant's passages by default; both only
+in a chat with an assistant); `embedded.*` counts what indexing embeds per unit kind against the
+turn units and against each turn's whole text, and `--embedding-cpu N` times the embedding of up
+to N texts of each kind (`embedding_cpu.*`).
 
 Embeddings are cached by text hash in a persistent embedded PostgreSQL
 (`.engram/bench/postgres`), so a re-run does not re-embed. The data is read from the path
