@@ -2,6 +2,8 @@
 
 `visibility_sql` and `live_sql` are R-7.2 and "in force" as SQL; the observation store and
 the pgvector index (whose tables copy the visibility columns) both build on them.
+`search_filter_sql` is a search's `SearchFilter` (in force at its instant, types kept and left
+out) on the index tables.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncpg
 
 from engram.domain.observation import Observation, ObservationDraft, Provenance
 from engram.domain.scopes import Visibility
+from engram.domain.search import SearchFilter
 
 _COLUMNS = (
     "id",
@@ -211,3 +214,19 @@ def live_sql(now_param: str, alias: str = "") -> str:
         f" AND ({p}expires_at IS NULL OR {p}expires_at > {now_param})"
         f" AND ({p}valid_from IS NULL OR {p}valid_from <= {now_param}))"
     )
+
+
+def search_filter_sql(where: SearchFilter, params: list[Any], alias: str) -> str:
+    """A search's filter besides visibility as SQL on the index tables (they copy the validity
+    and type columns); appends its parameters to `params`."""
+    a = f"{alias}."
+    params.append(where.now)
+    now = f"${len(params)}::timestamptz"
+    clause = f"({a}valid_from IS NULL OR {a}valid_from <= {now}) AND ({a}expires_at IS NULL OR {a}expires_at > {now})"
+    if where.types:
+        params.append(list(where.types))
+        clause += f" AND {a}type = ANY(${len(params)}::text[])"
+    if where.except_types:
+        params.append(list(where.except_types))
+        clause += f" AND {a}type <> ALL(${len(params)}::text[])"
+    return clause

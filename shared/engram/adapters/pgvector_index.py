@@ -42,7 +42,7 @@ import asyncpg
 import numpy as np
 import structlog
 
-from engram.adapters.observation_rows import visibility_sql
+from engram.adapters.observation_rows import search_filter_sql, visibility_sql
 from engram.adapters.pgvector_writes import INSERT_DOCUMENTS, INSERT_POSTINGS
 from engram.adapters.postgres import Connection, Database, vector_literal
 from engram.adapters.unit_of_work import connection_of
@@ -65,20 +65,6 @@ GRAPH_BUILD_SECONDS = 6 * 3600.0  # the client's wait for a build (asyncpg's Non
 def graph_name(tenant_id: str, dims: int) -> str:
     """The name of a tenant's HNSW index for one embedding width (migration 0012 names it alike)."""
     return f"search_documents_hnsw_{int(dims)}_{hashlib.md5(tenant_id.encode()).hexdigest()}"
-
-
-def filter_clause(where: SearchFilter, params: list[Any], alias: str) -> str:
-    a = f"{alias}."
-    params.append(where.now)
-    now = f"${len(params)}::timestamptz"
-    clause = f"({a}valid_from IS NULL OR {a}valid_from <= {now}) AND ({a}expires_at IS NULL OR {a}expires_at > {now})"
-    if where.types:
-        params.append(list(where.types))
-        clause += f" AND {a}type = ANY(${len(params)}::text[])"
-    if where.except_types:
-        params.append(list(where.except_types))
-        clause += f" AND {a}type <> ALL(${len(params)}::text[])"
-    return clause
 
 
 class PgVectorIndex:
@@ -318,7 +304,7 @@ class PgVectorIndex:
     ) -> list[Ranked]:
         params: list[Any] = [visibility.tenant_id, text]
         vis = visibility_sql(visibility, params, "s", id_column="observation_id")
-        flt = filter_clause(where, params, "s")
+        flt = search_filter_sql(where, params, "s")
         params.extend([self.exact_below, self.postings_per_term, limit, query_words(text)])
         exact, m, k, words = (f"${len(params) - i}" for i in (3, 2, 1, 0))
         if plan is None:
@@ -383,7 +369,7 @@ class PgVectorIndex:
         # a float4[] parameter: asyncpg sends it binary (no 384 float reprs for PostgreSQL to parse)
         params: list[Any] = [visibility.tenant_id, embedding.tolist()]
         vis = visibility_sql(visibility, params, "s", id_column="observation_id")
-        flt = filter_clause(where, params, "s")
+        flt = search_filter_sql(where, params, "s")
         params.append(limit)
         k = f"${len(params)}"
         if plan.exact:
