@@ -315,7 +315,8 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
         extraction, extractor = chat_extraction(uow)
     ranked_out = args.ranked_out.open("w", encoding="utf-8") if args.ranked_out else None
     try:
-        for sample in samples:
+        mixed = getattr(args, "mix_samples", None)  # `--mix`: another conversation per tenant
+        for position, sample in enumerate(samples):
             sid = sample["sample_id"]
             tenant = f"locomo-{sid}"
             principal = Principal(
@@ -366,9 +367,8 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                     assistants=assistants,
                 )
                 work.add(embedder.model, [w.observation for w in written])
-                mixed = getattr(args, "mix_samples", None)
                 if mixed:  # another conversation in the same tenant, not asked about
-                    other = mixed[samples.index(sample) % len(mixed)]
+                    other = mixed[position % len(mixed)]
                     other_sessions = sessions_of(other)
                     await ingest.ingest(
                         tenant_id=tenant,
@@ -409,7 +409,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
         figures.update(await work.cpu(embedder, args.embedding_cpu))
     figures["conversations_with_assistant"] = with_assistant
     figures["via"] = args.via
-    figures["mixed_with"] = len(getattr(args, "mix_samples", None) or [])
+    figures["mixed_with"] = len(mixed or [])
     figures.update({f"stored.{k}": n for k, n in sorted(stored.items())})
     if args.via == "chat":
         figures["chat.refused_events"] = len(refused)
