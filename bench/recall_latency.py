@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import itertools
 import json
 import random
@@ -432,7 +433,7 @@ async def knn_only(index: PgVectorIndex, tenant: str, vectors: Sequence[Vector],
         async with index.db.tenant(tenant) as conn:
             plan = await index.prepare(conn, tenant, 20)
             t0 = time.perf_counter()
-            await index.vector_in(conn, visibility, vector, where, 20, SearchPlan(plan.docs, exact))
+            await index.vector_in(conn, visibility, vector, where, 20, dataclasses.replace(plan, exact=exact))
             latencies.append((time.perf_counter() - t0) * 1000)
     return percentiles(latencies)
 
@@ -527,7 +528,7 @@ async def buffers_per_query(index: PgVectorIndex, tenant: str, vectors: Sequence
         async def knn(
             conn: _Explaining, plan: SearchPlan, vector: Vector = vector, vis: Visibility = visibility
         ) -> object:
-            return await index.vector_in(conn, vis, vector, where, 20, SearchPlan(plan.docs, exact))
+            return await index.vector_in(conn, vis, vector, where, 20, dataclasses.replace(plan, exact=exact))
 
         top = (await _explained(index, tenant, knn))["Plan"]
         touched.append(top["Shared Hit Blocks"] + top["Shared Read Blocks"])

@@ -9,7 +9,9 @@ overwrites a newer document. Searches are a BM25 query and a kNN query, both car
 R-7.2 visibility filter (for kNN inside `knn.filter`, which is applied during the HNSW
 search, not after it); recall fuses them client-side with RRF (k = 60) because
 `retriever.rrf` needs an Enterprise licence. `ELASTICSEARCH_USE_RETRIEVER_RRF=true` sends one
-`retriever.rrf` request instead (licensed clusters).
+`retriever.rrf` request instead (licensed clusters). An assistant's passages count in the
+index's BM25 statistics here, unlike PostgreSQL's (migration 0017), where a search that leaves
+them out ranks as if there were none; their filter (`SearchFilter.except_types`) is the same.
 
 Tested at the HTTP transport level against a fake server; it has not run against a live
 cluster yet.

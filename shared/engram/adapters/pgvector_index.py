@@ -261,6 +261,7 @@ class PgVectorIndex:
         settings, for this transaction."""
         sizes = await conn.fetchrow(
             "SELECT (SELECT doc_count FROM search_stats WHERE tenant_id = $1) AS docs,"
+            " (SELECT bm25_docs FROM search_stats WHERE tenant_id = $1) AS bm25_docs,"
             " (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($3)) AS graph"
             " FROM (SELECT set_config('hnsw.ef_search', $2, true),"
             " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
@@ -272,7 +273,9 @@ class PgVectorIndex:
         )
         assert sizes is not None
         docs = int(sizes["docs"] or 0)
-        plan = SearchPlan(docs=docs, exact=docs < self.exact_below or not sizes["graph"])
+        plan = SearchPlan(
+            docs=docs, exact=docs < self.exact_below or not sizes["graph"], bm25_docs=int(sizes["bm25_docs"] or 0)
+        )
         if not plan.exact:
             await self._warm(conn, tenant_id)
         return plan
@@ -308,9 +311,9 @@ class PgVectorIndex:
         params.extend([self.exact_below, self.postings_per_term, limit, query_words(text)])
         exact, m, k, words = (f"${len(params) - i}" for i in (3, 2, 1, 0))
         if plan is None:
-            docs = "coalesce((SELECT doc_count FROM search_stats WHERE tenant_id = $1), 0)::float8"
+            docs = "coalesce((SELECT bm25_docs FROM search_stats WHERE tenant_id = $1), 0)::float8"
         else:
-            params.append(plan.docs)
+            params.append(plan.docs if plan.bm25_docs is None else plan.bm25_docs)
             docs = f"${len(params)}::float8"
         configs = " UNION ".join(f"SELECT lexeme FROM unnest(to_tsvector('{c}', $2::text))" for c in SEARCH_CONFIGS)
         stems = " || ".join(f"tsvector_to_array(to_tsvector('{c}', w))" for c in SEARCH_CONFIGS)

@@ -31,7 +31,7 @@ WITH d AS (
   FROM unnest($2::uuid[], $3::text[], $4::text[]) AS x(id, title, body)
   JOIN search_documents s ON s.observation_id = x.id
 ), stats AS (
-  SELECT greatest(1.0, total_length::float8 / greatest(doc_count, 1)) AS avgdl FROM search_stats WHERE tenant_id = $1
+  SELECT greatest(1.0, total_length::float8 / greatest(bm25_docs, 1)) AS avgdl FROM search_stats WHERE tenant_id = $1
 )
 INSERT INTO search_terms (tenant_id, term, observation_id, impact,
                           user_id, team_ids, scope, type, valid_from, expires_at)

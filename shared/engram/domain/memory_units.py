@@ -17,7 +17,9 @@ write path), whose provenance names the turn(s) it comes from:
   answer's turn unit, embedded by its opening (`embedded_by_title`), does not hold; low
   priority like the answer, and it maps to its turn. Its observation type is `PASSAGE_TYPE`:
   only a question that asks the assistant searches passages (`addressee.unasked_types`), so
-  they take no place in the candidate lists of questions about the user's own facts.
+  they take no place in the candidate lists of questions about the user's own facts. Nor in
+  BM25's statistics (PostgreSQL, migration 0017): their words are the answer's turn unit's too,
+  so a search that leaves them out ranks as if there were none.
 
 `unit_ref` reads a unit back from an observation (its key and provenance), and `collapse`
 turns a ranked list of units into a ranked list of turns: a turn's score is the best of its
