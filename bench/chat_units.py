@@ -11,7 +11,15 @@ turns arrive (the session up to that turn), and the whole session once, as at it
 "Whole session per turn" is the baseline: what a turn would cost if it built every unit of the
 session so far (the obvious way to write units per turn), the session's end cost at each turn.
 
-    python -m bench.chat_units [--sizes 50,200,1000] [--json]
+`--long 2000,10000,50000` adds one message of each length (the XQuAD English paragraphs of
+`--xquad` joined: real prose, no sentence said twice), framed by a user ("Can you check this
+text for me? ... Please keep it short.") and as an assistant's answer: the statement and passage
+units it makes with the bounds (`memory_units.STATEMENTS_PER_TURN`, `PASSAGES_PER_ANSWER`) and
+without them, the characters they embed, and with `--embed` the e5 CPU seconds to embed them
+against the two turn units' (the user's turn embedded whole, up to its narrative's 20,000
+characters, in 512-token windows; the answer by its opening).
+
+    python -m bench.chat_units [--sizes 50,200,1000] [--long 2000,10000,50000 [--embed]] [--json]
 """
 
 from __future__ import annotations
@@ -21,11 +29,23 @@ import statistics
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bench._common import emit_json, machine, table
 from bench.chatgen import generate
-from engram.domain.conversation import chat_units
+from bench.xquad import DEFAULT_DATA, load
+from engram.domain.conversation import ConversationSession, Turn, chat_units, turn_units
+from engram.domain.memory_units import (
+    PASSAGES_PER_ANSWER,
+    STATEMENTS_PER_TURN,
+    DerivedUnit,
+    Speech,
+    passage_units,
+    statement_units,
+)
+from engram.domain.observation import Observation
+from engram.domain.search import passage_text
 
 NAMESPACE = uuid.UUID("0b9b6f59-4d0e-4c55-8f5a-2e7c0e0f6a21")
 
@@ -92,13 +112,92 @@ def measure(n: int) -> dict[str, Any]:
     }
 
 
+def long_text(chars: int, folder: str) -> str:
+    """About `chars` characters of real prose: XQuAD's English paragraphs joined, in order."""
+    paragraphs, _ = load(Path(folder), "en")
+    out: list[str] = []
+    size = 0
+    for paragraph in paragraphs:
+        if size >= chars:
+            break
+        out.append(paragraph.text)
+        size += len(paragraph.text) + 1
+    return " ".join(out)[:chars]
+
+
+def _cpu(embedder: Any, texts: list[str]) -> float:
+    """Process CPU seconds to embed `texts` as passages, in batches of 16."""
+    import asyncio
+
+    started = time.process_time()
+    for i in range(0, len(texts), 16):
+        asyncio.run(embedder.embed_passages(texts[i : i + 16]))
+    return time.process_time() - started
+
+
+def measure_long(chars: int, folder: str, embedder: Any | None) -> dict[str, Any]:
+    """One message of `chars` characters, as a user's pasted text and as an assistant's answer:
+    its derived units with the bounds and without, and their embedding work against the two
+    turn units' (what indexing embeds of them: the user's turn whole up to its narrative's 20,000
+    characters, the answer by its opening)."""
+    text = long_text(chars, folder)
+    started = datetime(2026, 1, 1, tzinfo=UTC)
+    asked = f"Can you check this text for me? {text} Please keep it short."
+    session = ConversationSession("s1", started, [Turn("D1:1", "User", asked), Turn("D1:2", "Assistant", text)])
+    assistants = frozenset({"Assistant"})
+    turns = turn_units(
+        tenant_id="bench", user_id="alice", conversation_id="c", sessions=[session], assistants=assistants
+    )
+    turn_texts = [passage_text(stored(d)) for d in turns]
+    day = "1 January 2026"
+    user, answer = Speech("D1:1", "User", asked, "s1", day), Speech("D1:2", "Assistant", text, "s1", day)
+    out: dict[str, Any] = {"chars": chars, "turn_units.embedded_chars": sum(len(t) for t in turn_texts)}
+    variants: dict[str, list[DerivedUnit]] = {
+        "unbounded": statement_units([user], assistants, None) + passage_units([answer], assistants, None),
+        "bounded": statement_units([user], assistants, STATEMENTS_PER_TURN)
+        + passage_units([answer], assistants, PASSAGES_PER_ANSWER),
+    }
+    for name, units in variants.items():
+        out[f"{name}.statements"] = sum(u.kind.value == "statement" for u in units)
+        out[f"{name}.passages"] = sum(u.kind.value == "passage" for u in units)
+        out[f"{name}.embedded_chars"] = sum(len(u.text) for u in units)
+    if embedder is not None:
+        base = _cpu(embedder, turn_texts)
+        out["cpu.turn_units_s"] = round(base, 3)
+        for name, units in variants.items():
+            spent = _cpu(embedder, [u.text for u in units])
+            out[f"cpu.{name}_s"] = round(spent, 3)
+            out[f"cpu.{name}_ratio_to_turn_units"] = round(spent / base, 2)
+    return out
+
+
+def stored(draft: Any) -> Observation:
+    """A draft as the store returns it, for `passage_text` (what indexing embeds)."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    data: dict[str, Any] = draft.model_dump()
+    data.pop("merged_from", None)
+    return Observation(
+        **data, id=uuid.uuid4(), content_hash="h", relevance_count=0, superseded_by=None, created_at=now, updated_at=now
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="50,200,1000", help="session lengths in messages")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object last")
+    parser.add_argument("--long", default="", help="lengths of one long message in characters, comma-separated")
+    parser.add_argument("--embed", action="store_true", help="with --long: time e5 embedding the units")
+    parser.add_argument("--xquad", default=DEFAULT_DATA, help="folder with xquad.en.json (--long's prose)")
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
     results = [measure(n) for n in sizes]
+    embedder = None
+    if args.embed:
+        from engram.adapters.embedders import build_embedder
+
+        embedder = build_embedder("e5")
+        _cpu(embedder, ["A first call loads the model's sessions."] * 16)  # not counted
+    longs = [measure_long(int(c), args.xquad, embedder) for c in args.long.split(",") if c]
     table(
         "chat_units CPU per completed turn (ms of process CPU)",
         [
@@ -127,12 +226,44 @@ def main() -> None:
             for r in results
         ],
     )
+    if longs:
+        table(
+            "one long message: derived units without / with the bounds (statements of the user's"
+            " message, passages of the answer; characters embedded; e5 CPU, and against the two turn units')",
+            [
+                "characters",
+                "statements",
+                "passages",
+                "embedded chars",
+                "turn units' chars",
+                "CPU s",
+                "CPU / turn units",
+            ],
+            [
+                [
+                    r["chars"],
+                    f"{r['unbounded.statements']} / {r['bounded.statements']}",
+                    f"{r['unbounded.passages']} / {r['bounded.passages']}",
+                    f"{r['unbounded.embedded_chars']} / {r['bounded.embedded_chars']}",
+                    r["turn_units.embedded_chars"],
+                    f"{r.get('cpu.unbounded_s', '-')} / {r.get('cpu.bounded_s', '-')}",
+                    "{} / {}".format(
+                        r.get("cpu.unbounded_ratio_to_turn_units", "-"), r.get("cpu.bounded_ratio_to_turn_units", "-")
+                    ),
+                ]
+                for r in longs
+            ],
+        )
     if args.json:
         figures: dict[str, Any] = dict(machine())
         for r in results:
             for key, value in r.items():
                 if key != "messages":
                     figures[f"n{r['messages']}.{key}"] = value
+        for r in longs:
+            for key, value in r.items():
+                if key != "chars":
+                    figures[f"long{r['chars']}.{key}"] = value
         emit_json(figures)
 
 

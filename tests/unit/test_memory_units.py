@@ -25,6 +25,8 @@ from engram.domain.conversation import (
 from engram.domain.memory_units import (
     PASSAGE_CHARS,
     PASSAGE_TYPE,
+    PASSAGES_PER_ANSWER,
+    STATEMENTS_PER_TURN,
     SUPPORT_WEIGHT,
     UnitKind,
     collapse,
@@ -115,6 +117,29 @@ def test_an_assistants_answer_in_passages_of_whole_sentences_mapped_to_its_turn(
     # a person's turns and a chat between people have none
     assert {turn_id_of(d.provenance.source_event_id) for d in drafts} == {"D1:2", "D1:4", "D2:2"}
     assert not [d for d in units() if d.key and d.key.startswith("unit:passage:")]
+
+
+def test_a_pasted_document_makes_a_bounded_number_of_units() -> None:
+    """A turn of many sentences keeps `STATEMENTS_PER_TURN` statements: what the person says of
+    themselves, then the first and last sentences, each numbered by its place in the turn; an
+    answer longer than `PASSAGES_PER_ANSWER` passages keeps its first ones."""
+    pasted = " ".join(f"Clause {n} of the rental contract covers the heating costs of the flat." for n in range(80))
+    text = f"Can you check this contract for me? {pasted} I prefer a short summary in German. Thanks a lot for that."
+    answer = " ".join(f"Clause {n} of the contract means that the landlord pays the repairs." for n in range(200))
+    sessions = [ConversationSession("session_1", DAY, [Turn("D1:1", "User", text), Turn("D1:2", "Assistant", answer)])]
+    drafts = units(sessions=sessions, assistants=frozenset({"Assistant"}))
+    statements = [d for d in drafts if d.key and d.key.startswith("unit:statement:")]
+    assert len(statements) == STATEMENTS_PER_TURN
+    titles = [d.title.removeprefix("User: ") for d in statements]
+    assert "I prefer a short summary in German." in titles  # salient
+    assert titles[0] == "Can you check this contract for me?" and titles[-1] == "Thanks a lot for that."
+    places = [int((d.key or "").rsplit(":", 1)[1]) for d in statements]
+    assert places == sorted(places) and places[0] == 0 and places[-1] == 82  # the turn's 83 sentences
+    passages = [d for d in drafts if d.key and d.key.startswith("unit:passage:")]
+    assert len(passages) == PASSAGES_PER_ANSWER
+    assert passages[0].title.startswith("Assistant: Clause 0 of the contract")
+    # a turn under the bounds keeps everything (the chat above: every sentence, every passage)
+    assert len([d for d in units(assistants=frozenset({"Assistant"})) if d.key and ":D1:1:" in d.key]) == 2
 
 
 def test_session_and_entity_units_map_to_their_session_and_turns() -> None:

@@ -48,6 +48,10 @@ ENTITY_MAX_TURNS = 12
 ENTITY_CHARS = 600
 PASSAGE_CHARS = 300  # `passage_units`: sentences of an assistant's answer joined up to this length
 PASSAGE_TYPE = "passage"  # a passage unit's observation type (`addressee.unasked_types`)
+# at most this many statement units of one turn and passages of one answer (a pasted document,
+# a long listing): the embedding work and the rows of one message stay bounded
+STATEMENTS_PER_TURN = 12
+PASSAGES_PER_ANSWER = 24
 SUPPORT_WEIGHT = 0.5  # share of a multi-turn unit's score each of its turns among the candidates gets
 REF_CHARS = 512  # `Provenance.source_event_id`
 
@@ -182,7 +186,9 @@ class DerivedUnit:
     tag: str | None = None  # a speaker, for the tag support of recall
 
 
-def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[DerivedUnit]:
+def statement_units(
+    speech: Sequence[Speech], assistants: frozenset[str], limit: int | None = STATEMENTS_PER_TURN
+) -> list[DerivedUnit]:
     """In a chat with an assistant: one unit per sentence of a person's turn that has more than
     one sentence. The assistant's turns are the prose a user's sentence drowns in; they are not
     split. Between people (no assistant) nothing is split: their turns are short already, and
@@ -192,7 +198,11 @@ def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> lis
     our trip to Crete in August?"). Leaving questions out (to keep a bare "Can you make it
     shorter?" from ranking near any later question) cost more than it gave once a third of the
     facts were said that way (`bench.assistant_chats`, RESULTS part 14); so did keeping only the
-    questions that say "my", "our" or a number."""
+    questions that say "my", "our" or a number.
+
+    A turn of more than `limit` such sentences (a pasted document, a long list) keeps `limit` of
+    them (`kept_statements`): its turn unit still holds all of it, for BM25 and by its opening
+    for the vector search."""
     if not assistants:
         return []
     units = []
@@ -202,12 +212,34 @@ def statement_units(speech: Sequence[Speech], assistants: frozenset[str]) -> lis
         said = [s for s in sentences(turn.text) if len(s) >= STATEMENT_MIN_CHARS]
         if len(said) < 2:
             continue
-        units.extend(_pieces(UnitKind.statement, turn, said))
+        kept = kept_statements(said, limit)
+        units.extend(_pieces(UnitKind.statement, turn, [said[n] for n in kept], kept))
     return units
 
 
-def _pieces(kind: UnitKind, turn: Speech, texts: Sequence[str]) -> list[DerivedUnit]:
-    """Units of `kind` for pieces of one turn, numbered in order, each mapped to the turn."""
+def kept_statements(said: Sequence[str], limit: int | None) -> list[int]:
+    """The places of the sentences of one turn that become statement units: all of them up to
+    `limit`; of more, the salient ones (`chat_extraction.salient`: what a person says of
+    themselves, their plans, preferences and decisions) in order, then the first and the last
+    ones by turns, where a person frames what they paste ("I'm applying for this job: ...",
+    "... Can you shorten it?"), each place once."""
+    if limit is None or len(said) <= limit:
+        return list(range(len(said)))
+    kept = [n for n, sentence in enumerate(said) if salient(sentence)][:limit]
+    ends = (n for pair in zip(range(len(said)), reversed(range(len(said))), strict=True) for n in pair)
+    for n in ends:
+        if len(kept) >= limit:
+            break
+        if n not in kept:
+            kept.append(n)
+    return sorted(kept)
+
+
+def _pieces(
+    kind: UnitKind, turn: Speech, texts: Sequence[str], places: Sequence[int] | None = None
+) -> list[DerivedUnit]:
+    """Units of `kind` for pieces of one turn, numbered by their place in it (in order unless
+    `places` says), each mapped to the turn."""
     return [
         DerivedUnit(
             kind,
@@ -217,13 +249,16 @@ def _pieces(kind: UnitKind, turn: Speech, texts: Sequence[str]) -> list[DerivedU
             turn.session_key,
             turn.speaker,
         )
-        for n, text in enumerate(texts)
+        for n, text in zip(places if places is not None else range(len(texts)), texts, strict=True)
     ]
 
 
-def passage_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[DerivedUnit]:
+def passage_units(
+    speech: Sequence[Speech], assistants: frozenset[str], limit: int | None = PASSAGES_PER_ANSWER
+) -> list[DerivedUnit]:
     """In a chat with an assistant: each answer of the assistant in passages of whole sentences
-    of up to `PASSAGE_CHARS` characters (a longer sentence is a passage of its own, clipped)."""
+    of up to `PASSAGE_CHARS` characters (a longer sentence is a passage of its own, clipped);
+    of a longer answer (a listing, a whole document), its first `limit` passages."""
     units = []
     for turn in speech:
         if turn.speaker not in assistants:
@@ -234,7 +269,7 @@ def passage_units(speech: Sequence[Speech], assistants: frozenset[str]) -> list[
                 passages[-1] = f"{passages[-1]} {sentence}"
             else:
                 passages.append(sentence)
-        units.extend(_pieces(UnitKind.passage, turn, passages))
+        units.extend(_pieces(UnitKind.passage, turn, passages[:limit]))
     return units
 
 
