@@ -16,8 +16,8 @@ session so far (the obvious way to write units per turn), the session's end cost
 text for me? ... Please keep it short.") and as an assistant's answer: the statement and passage
 units it makes with the bounds (`memory_units.STATEMENTS_PER_TURN`, `PASSAGES_PER_ANSWER`) and
 without them, the characters they embed, and with `--embed` the e5 CPU seconds to embed them
-against the two turn units' (the user's turn embedded whole, up to its narrative's 20,000
-characters, in 512-token windows; the answer by its opening).
+against the two turn units' (the user's turn by its title and up to `EMBEDDED_TURN_CHARS` of its
+narrative, in 512-token windows; the answer by its opening).
 
     python -m bench.chat_units [--sizes 50,200,1000] [--long 2000,10000,50000 [--embed]] [--json]
 """
@@ -138,8 +138,7 @@ def _cpu(embedder: Any, texts: list[str]) -> float:
 def measure_long(chars: int, folder: str, embedder: Any | None) -> dict[str, Any]:
     """One message of `chars` characters, as a user's pasted text and as an assistant's answer:
     its derived units with the bounds and without, and their embedding work against the two
-    turn units' (what indexing embeds of them: the user's turn whole up to its narrative's 20,000
-    characters, the answer by its opening)."""
+    turn units' (what indexing embeds of them, `search.passage_text`)."""
     text = long_text(chars, folder)
     started = datetime(2026, 1, 1, tzinfo=UTC)
     asked = f"Can you check this text for me? {text} Please keep it short."

@@ -17,6 +17,6 @@ def test_a_long_message_is_measured_with_and_without_the_bounds() -> None:
     assert r["unbounded.statements"] > r["bounded.statements"] == chat_units.STATEMENTS_PER_TURN
     assert r["unbounded.passages"] > r["bounded.passages"] == chat_units.PASSAGES_PER_ANSWER
     assert r["unbounded.embedded_chars"] > 30_000 > 10_000 > r["bounded.embedded_chars"]
-    # the turn units as indexing embeds them: the user's turn whole (narrative up to 20,000
-    # characters, and its clipped title), the answer by its opening
-    assert 20_000 < r["turn_units.embedded_chars"] < 21_500
+    # the turn units as indexing embeds them: the user's turn by its title and the first
+    # EMBEDDED_TURN_CHARS of its narrative, the answer by its opening
+    assert 4_500 < r["turn_units.embedded_chars"] < 5_100

@@ -23,6 +23,7 @@ from engram.domain.conversation import (
     turn_units,
 )
 from engram.domain.memory_units import (
+    EMBEDDED_TURN_CHARS,
     PASSAGE_CHARS,
     PASSAGE_TYPE,
     PASSAGES_PER_ANSWER,
@@ -69,6 +70,10 @@ def chat() -> list[ConversationSession]:
         ConversationSession("session_1", DAY, first),
         ConversationSession("session_2", DAY + timedelta(days=9), second),
     ]
+
+
+def base_args(sessions: list[ConversationSession]) -> dict[str, Any]:
+    return {"tenant_id": "t", "user_id": "u", "conversation_id": "chat-1", "sessions": sessions}
 
 
 def units(**kw: Any) -> list[ObservationDraft]:
@@ -138,6 +143,12 @@ def test_a_pasted_document_makes_a_bounded_number_of_units() -> None:
     passages = [d for d in drafts if d.key and d.key.startswith("unit:passage:")]
     assert len(passages) == PASSAGES_PER_ANSWER
     assert passages[0].title.startswith("Assistant: Clause 0 of the contract")
+    # the user's turn unit embeds the first EMBEDDED_TURN_CHARS of its narrative; BM25 reads all
+    (turn,) = [d for d in turn_units(**base_args(sessions)) if d.key and d.key.endswith(":D1:1")]
+    embedded = passage_text(stored(turn))
+    assert turn.narrative is not None and len(turn.narrative) > EMBEDDED_TURN_CHARS + 1_000
+    assert len(embedded) <= len(turn.title) + EMBEDDED_TURN_CHARS + 10 and "Clause 0 of" in embedded
+    assert "Clause 79 of" not in embedded
     # a turn under the bounds keeps everything (the chat above: every sentence, every passage)
     assert len([d for d in units(assistants=frozenset({"Assistant"})) if d.key and ":D1:1:" in d.key]) == 2
 

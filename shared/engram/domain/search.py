@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engram.domain.language import detect_language, search_config
-from engram.domain.memory_units import embedded_by_title
+from engram.domain.memory_units import embedded_by_title, embedded_narrative
 from engram.domain.observation import Observation
 
 if TYPE_CHECKING:
@@ -63,11 +63,12 @@ def passage_text(obs: Observation) -> str:
     pull the vector away from what the observation itself says (for a conversation turn, its
     neighbouring turns are found by BM25 while the vector stays on the turn; the two lists then
     complement each other instead of repeating each other). An assistant's turn unit is embedded
-    by its title, the answer's opening (`memory_units.embedded_by_title`).
+    by its title, the answer's opening (`memory_units.embedded_by_title`); a person's turn unit by
+    at most the first `EMBEDDED_TURN_CHARS` characters of its narrative (`memory_units.embedded_narrative`).
     """
     if embedded_by_title(obs):  # an assistant's answer: its opening (`memory_units.embedded_by_title`)
         return "\n".join(p for p in (obs.title, *obs.tags) if p)
-    parts = [obs.title, obs.narrative, *obs.facts, *obs.concepts, *obs.tags]
+    parts = [obs.title, embedded_narrative(obs), *obs.facts, *obs.concepts, *obs.tags]
     return "\n".join(p for p in parts if p)
 
 
