@@ -138,7 +138,8 @@ def _cpu(embedder: Any, texts: list[str]) -> float:
 def measure_long(chars: int, folder: str, embedder: Any | None) -> dict[str, Any]:
     """One message of `chars` characters, as a user's pasted text and as an assistant's answer:
     its derived units with the bounds and without, and their embedding work against the two
-    turn units' (what indexing embeds of them, `search.passage_text`)."""
+    turn units' (what indexing embeds of them, `search.passage_text`; and the user's turn whole,
+    as before `memory_units.embedded_narrative`)."""
     text = long_text(chars, folder)
     started = datetime(2026, 1, 1, tzinfo=UTC)
     asked = f"Can you check this text for me? {text} Please keep it short."
@@ -148,9 +149,16 @@ def measure_long(chars: int, folder: str, embedder: Any | None) -> dict[str, Any
         tenant_id="bench", user_id="alice", conversation_id="c", sessions=[session], assistants=assistants
     )
     turn_texts = [passage_text(stored(d)) for d in turns]
+    # before `memory_units.embedded_narrative`: the user's turn with its whole narrative (a draft
+    # without its unit key is embedded whole), the answer by its opening as now
+    whole_texts = [passage_text(stored(turns[0].model_copy(update={"key": None}))), turn_texts[1]]
     day = "1 January 2026"
     user, answer = Speech("D1:1", "User", asked, "s1", day), Speech("D1:2", "Assistant", text, "s1", day)
-    out: dict[str, Any] = {"chars": chars, "turn_units.embedded_chars": sum(len(t) for t in turn_texts)}
+    out: dict[str, Any] = {
+        "chars": chars,
+        "turn_units.embedded_chars": sum(len(t) for t in turn_texts),
+        "turn_units_whole.embedded_chars": sum(len(t) for t in whole_texts),
+    }
     variants: dict[str, list[DerivedUnit]] = {
         "unbounded": statement_units([user], assistants, None) + passage_units([answer], assistants, None),
         "bounded": statement_units([user], assistants, STATEMENTS_PER_TURN)
@@ -161,6 +169,7 @@ def measure_long(chars: int, folder: str, embedder: Any | None) -> dict[str, Any
         out[f"{name}.passages"] = sum(u.kind.value == "passage" for u in units)
         out[f"{name}.embedded_chars"] = sum(len(u.text) for u in units)
     if embedder is not None:
+        out["cpu.turn_units_whole_s"] = round(_cpu(embedder, whole_texts), 3)
         base = _cpu(embedder, turn_texts)
         out["cpu.turn_units_s"] = round(base, 3)
         for name, units in variants.items():
@@ -234,7 +243,8 @@ def main() -> None:
                 "statements",
                 "passages",
                 "embedded chars",
-                "turn units' chars",
+                "turn units' chars (whole / now)",
+                "turn units' CPU s (whole / now)",
                 "CPU s",
                 "CPU / turn units",
             ],
@@ -244,7 +254,8 @@ def main() -> None:
                     f"{r['unbounded.statements']} / {r['bounded.statements']}",
                     f"{r['unbounded.passages']} / {r['bounded.passages']}",
                     f"{r['unbounded.embedded_chars']} / {r['bounded.embedded_chars']}",
-                    r["turn_units.embedded_chars"],
+                    f"{r['turn_units_whole.embedded_chars']} / {r['turn_units.embedded_chars']}",
+                    f"{r.get('cpu.turn_units_whole_s', '-')} / {r.get('cpu.turn_units_s', '-')}",
                     f"{r.get('cpu.unbounded_s', '-')} / {r.get('cpu.bounded_s', '-')}",
                     "{} / {}".format(
                         r.get("cpu.unbounded_ratio_to_turn_units", "-"), r.get("cpu.bounded_ratio_to_turn_units", "-")
