@@ -283,6 +283,15 @@ def _withheld(head: str, token: str) -> str:
     return f"{head}{WITHHELD}{token[len(word) :]}"
 
 
+def _cued_secret(cue: str, token: str, after: str, *, signs_only: bool) -> bool:
+    """Whether `token`, named by `cue` ("password", "API key" ...), is the secret: not a mark
+    already put in (`[...]`), a secret by its shape (`_token_secret`), and after a key's cue
+    ("key", "Schlüssel") one of letters and digits mixed, not a word."""
+    if token.startswith("[") or not _token_secret(token, after, signs_only=signs_only):
+        return False
+    return not (_KEY.fullmatch(cue) and not _mixed(token))
+
+
 def withhold(text: str) -> Withheld:
     """`text` with its credentials, card numbers and tokens replaced (see the module's doc)."""
     kinds: set[str] = set()
@@ -299,18 +308,14 @@ def withhold(text: str) -> Withheld:
         # front desk is broken" stays)
         far = sum(1 for w in between.split() if w.strip(":=").casefold() not in _LINKS) >= 5
         weak = far or connector.casefold() in ("to", "auf") or _WEAK.fullmatch(cue) is not None
-        if token.startswith("[") or not _token_secret(token, text[match.end() : match.end() + 2], signs_only=weak):
-            return match.group(0)
-        if _KEY.fullmatch(cue) and not _mixed(token):
+        if not _cued_secret(cue, token, text[match.end() : match.end() + 2], signs_only=weak):
             return match.group(0)
         kinds.add("credential")
         return _withheld(f"{cue}{between}", token)
 
     def bare(match: re.Match[str]) -> str:
         token = match.group(3)
-        if token.startswith("[") or not _token_secret(token, "", signs_only=True):
-            return match.group(0)
-        if _KEY.fullmatch(match.group(1)) and not _mixed(token):
+        if not _cued_secret(match.group(1), token, "", signs_only=True):
             return match.group(0)
         kinds.add("credential")
         return _withheld(f"{match.group(1)}{match.group(2)}", token)
