@@ -44,6 +44,15 @@ DAY = NOW - timedelta(days=20)
         "I'm going back to our previous conversation about sourdough. Can you remind me of the flour ratio?",
         "In unserem letzten Gespräch ging es um Steuern: welche Frist galt noch mal?",
         "What was the name of the hotel from your list?",
+        # what it made or handed over, not only what it said
+        "What was the 7th job in the list of jobs you provided earlier?",
+        "Can you remind me of the itinerary you put together for Lisbon?",
+        "Which three books did you list for me?",
+        "The recipe you shared called for how much flour?",
+        "What was your itinerary for day two?",
+        "Welche Restaurants hast du mir für Lissabon aufgelistet?",
+        "Wie hoch war die Miete, die du für Hamburg geschätzt hast?",
+        "Was war nochmal dein Zeitplan für den Umzug?",
     ],
 )
 def test_a_question_about_what_the_assistant_said(question: str) -> None:
@@ -70,6 +79,10 @@ def test_a_question_about_what_the_assistant_said(question: str) -> None:
         "Was ist dein Rat?",
         "In your opinion, should I move?",
         "Kannst du mir sagen, was du davon hältst?",
+        "Can you put together an itinerary for Lisbon?",
+        "Kannst du eine Liste erstellen?",
+        "I made a list of my goals, can you look at it?",
+        "Which plan did I choose for my phone?",
     ],
 )
 def test_a_question_about_the_user_or_other_people(question: str) -> None:

@@ -8,14 +8,16 @@ empfohlen?"): then the assistant's answers are what is asked for, and ranking th
 user's own requests on the topic lost them (assistant_chats "advice" questions, hybrid recall@10
 0.27 en / 0.19 de, below BM25 alone; bench/RESULTS.md).
 
-`asks_assistant(question)`: the question asks the assistant about what it said, suggested or
-gave before, in English or German: "did you say/tell/suggest/recommend...", "you said...", "what
-was your tip/idea/advice/recipe...", "the hotel from your list", "in our previous conversation",
-"hast du ... empfohlen/gesagt/geraten...", "..., das du mir empfohlen hast", "laut dir", "was war
-dein Tipp/Rat/Vorschlag...", "in unserem letzten Gespräch". None of LoCoMo dev's, XQuAD's or the
-generated chats' other 3,599 questions matches. A request to it now ("Could you suggest a recipe?", "What's your
-advice?", "Kannst du mir etwas empfehlen?") is not: in a chat, the user's message is the query,
-and a request is answered with the user's own facts first. Questions about people in the third
+`asks_assistant(question)`: the question asks the assistant about what it said, suggested,
+gave or made before, in English or German: "did you say/tell/suggest/recommend...", "you
+said...", "the list you provided / put together", "what was your tip/idea/advice/recipe...",
+"the hotel from your list", "in our previous conversation", "hast du ...
+empfohlen/gesagt/geraten/aufgelistet...", "..., das du mir empfohlen hast", "laut dir", "was war
+dein Tipp/Rat/Vorschlag...", "in unserem letzten Gespräch". None of LoCoMo dev's, XQuAD's or
+the generated chats' other 3,618 questions matches. A request to it now ("Could you suggest a
+recipe?", "Can you put together an itinerary?", "What's your advice?", "Kannst du mir etwas
+empfehlen?") is not: in a chat, the user's message is the query, and a request is answered with
+the user's own facts first. Questions about people in the third
 person ("What did Caroline say?") and the user's own facts ("Where do I live?") are not either.
 
 `asks_about_user(question)`: the question is in the first person ("Which instrument am I
@@ -46,35 +48,50 @@ ADDRESSED_WEIGHT = 1.5
 # assistant's passage when a question does not ask the assistant
 UNASKED_WEIGHT = 0.5
 
-_EN_VERBS = r"say|tell|mention|suggest|recommend|advise|propose|write|explain|give|call|think|show|send|promise|note"
+_EN_VERBS = (
+    r"say|tell|mention|suggest|recommend|advise|propose|write|explain|give|call|think|show|send|promise|note"
+    r"|provide|list|share|describe|offer|create|generate|draft|compile|include|outline|summari[sz]e|translate"
+    r"|calculate|estimate|quote|cite|point out|come up with|put together"
+)
+# what the assistant made or handed over too ("the list you provided", "the itinerary you put
+# together"), not only what it said
+_EN_MADE = (
+    r"provided|listed|shared|described|offered|created|generated|drafted|compiled|included|outlined|summari[sz]ed"
+    r"|translated|calculated|estimated|quoted|cited|pointed out|came up with|put together|walked me through"
+)
 _EN_PAST = (
     r"said|told|mentioned|suggested|recommended|advised|proposed|wrote|explained|gave|called|meant|showed|sent"
-    r"|promised|noted"
+    rf"|promised|noted|{_EN_MADE}"
 )
 _EN_PERFECT = (
     r"said|told|mentioned|suggested|recommended|advised|proposed|written|explained|given|called|meant|shown|sent"
-    r"|promised|noted"
+    rf"|promised|noted|{_EN_MADE}"
 )
 _EN_THINGS = (
     r"trick|tricks|idea|ideas|tip|tips|advice|suggestion|suggestions|recommendation|recommendations|answer|plan"
-    r"|proposal|recipe|recipes|list|draft|example|explanation|opinion|rule"
+    r"|proposal|recipe|recipes|list|draft|example|explanation|opinion|rule|itinerary|schedule|summary|translation"
+    r"|estimate|calculation|outline|checklist|instructions|steps|template"
 )
 # what the assistant gave, as in "the hotel from your list" ("in your opinion" is a request now)
 _EN_GIVEN = r"list|lists|answer|recipe|recipes|explanation|example|examples|draft|tips|suggestions|recommendations"
 _DE_PARTICIPLES = (
     r"gesagt|erzählt|erwähnt|empfohlen|geraten|vorgeschlagen|geschrieben|erklärt|gemeint|genannt|gegeben"
-    r"|gezeigt|geschickt|versprochen|notiert"
+    r"|gezeigt|geschickt|versprochen|notiert|aufgelistet|aufgezählt|beschrieben|angeboten|erstellt"
+    r"|zusammengestellt|entworfen|berechnet|ausgerechnet|geschätzt|zusammengefasst|übersetzt|skizziert"
+    r"|aufgeschrieben|formuliert|herausgesucht"
 )
 _DE_THINGS = (
     r"trick|tricks|idee|ideen|tipp|tipps|rat|ratschlag|ratschläge|vorschlag|vorschläge|empfehlung|empfehlungen"
-    r"|antwort|plan|rezept|rezepte|liste|entwurf|beispiel|erklärung|meinung|regel"
+    r"|antwort|plan|rezept|rezepte|liste|entwurf|beispiel|erklärung|meinung|regel|reiseplan|zeitplan"
+    r"|zusammenfassung|übersetzung|schätzung|berechnung|gliederung|checkliste|anleitung|schritte|vorlage"
 )
 # what the assistant said before, in the past: a request to it now ("Could you suggest a recipe?",
 # "What's your advice?", "Kannst du mir etwas empfehlen?") is not a question about its answers
 _ASKS = re.compile(
     rf"(?i)\b(?:did you\s+(?:\w+\s+){{0,2}}?(?:{_EN_VERBS})\b"
     rf"|(?:have|had) you\s+(?:\w+\s+){{0,2}}?(?:{_EN_PERFECT})\b"
-    rf"|you\s+(?:{_EN_PAST})\b"
+    # "you put together" is a past, "can you put together" a request
+    rf"|(?<!can )(?<!could )(?<!would )(?<!will )(?<!to )you\s+(?:{_EN_PAST})\b"
     rf"|(?:was|were)\s+(?:\w+\s+)?your\s+(?:\w+\s+)?(?:{_EN_THINGS})\b"
     rf"|your\s+(?:earlier|last|previous|old|first)\s+(?:\w+\s+)?(?:{_EN_THINGS})\b"
     rf"|(?:from|in)\s+your\s+(?:{_EN_GIVEN})\b"
