@@ -13,6 +13,7 @@ request is recorded so tests can assert exact request bodies.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -116,6 +117,8 @@ class FakeElasticsearch:
             return self.index_op(request.method, parts[0])
         if len(parts) == 2 and parts[1] == "_search":
             return self.search(parts[0], body or {})
+        if len(parts) == 2 and parts[1] == "_mapping" and request.method == "PUT":
+            return self.put_mapping(parts[0], body or {})
         if len(parts) == 2 and parts[1] == "_refresh":
             return _ok({"_shards": {"total": 1, "successful": 1, "failed": 0}})
         if not parts:
@@ -138,7 +141,7 @@ class FakeElasticsearch:
             mappings: dict[str, Any] = {}
             for template in self.templates.values():
                 if any(re.fullmatch(p.replace("*", ".*"), name) for p in template.get("index_patterns", [])):
-                    mappings = template.get("template", {}).get("mappings", {})
+                    mappings = copy.deepcopy(template.get("template", {}).get("mappings", {}))
             self.indices[name] = Index(name, mappings)
             return _ok({"acknowledged": True, "shards_acknowledged": True, "index": name})
         if method == "DELETE":
@@ -147,6 +150,18 @@ class FakeElasticsearch:
             del self.indices[name]
             return _ok({"acknowledged": True})
         return _error(405, "method_not_allowed", method)
+
+    def put_mapping(self, name: str, body: dict[str, Any]) -> web.Response:
+        """New fields join the mapping; a field already there must be mapped the same (as ES)."""
+        index = self.indices.get(name)
+        if index is None:
+            return _error(404, "index_not_found_exception", f"no such index [{name}]")
+        properties = index.mappings.setdefault("properties", {})
+        for fname, spec in body.get("properties", {}).items():
+            if fname in properties and properties[fname] != spec:
+                return _error(400, "illegal_argument_exception", f"mapper [{fname}] cannot be changed")
+            properties[fname] = spec
+        return _ok({"acknowledged": True})
 
     # ---- bulk -------------------------------------------------------------------------------
 
@@ -381,7 +396,8 @@ class FakeElasticsearch:
         return best + float(arg.get("tie_breaker", 0.0)) * (sum(per_field) - best)
 
     def _bm25(self, index: Index, doc: Doc, fname: str, query: list[str], k1: float = 1.2, b: float = 0.75) -> float:
-        docs = list(index.docs.values())
+        # per field, as Lucene: N and the average length over the documents with words in it
+        docs = [d for d in index.docs.values() if tokens(str(d.source.get(fname) or ""))]
         lengths = [len(tokens(str(d.source.get(fname) or ""))) for d in docs]
         avg = (sum(lengths) / len(lengths)) if lengths else 1.0
         words = tokens(str(doc.source.get(fname) or ""))

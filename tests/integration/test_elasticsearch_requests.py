@@ -97,7 +97,14 @@ async def test_search_requests_carry_the_filter_inside_knn(es: Any) -> None:
                             "query": "quarterly invoices",
                             "type": "best_fields",
                             "tie_breaker": 0.3,
-                            "fields": ["title.en", "title.de", "body.en^0.5", "body.de^0.5"],
+                            "fields": [
+                                "title.en",
+                                "title.de",
+                                "body.en^0.5",
+                                "body.de^0.5",
+                                "passage.en",
+                                "passage.de",
+                            ],
                         }
                     }
                 ],
@@ -194,6 +201,29 @@ async def test_template_index_and_bulk_requests(es: Any) -> None:
     assert delete_bulk.body == [
         {"delete": {"_index": name, "_id": str(obs_id), "version": 2**62, "version_type": "external_gte"}}
     ]
+
+
+async def test_an_index_made_before_the_passage_field_gets_it(es: Any) -> None:
+    """A tenant's index made from the template before passages had a field of their own (its
+    mapping is strict) gets the field on the first write, and the passage is indexed in it."""
+    fake, index = es
+    old = index_template(4)
+    del old["template"]["mappings"]["properties"]["passage"]
+    name = index_name("acme")
+    await index.client.indices.put_index_template(
+        name="engram-observations", index_patterns=old["index_patterns"], template=old["template"]
+    )
+    await index.client.indices.create(index=name)
+    draft = ObservationDraft(tenant_id="acme", user_id="alice", title="Assistant: keep herbs in water", type="passage")
+    from tests.unit.recall_fixtures import stored
+
+    obs = stored(draft, NOW)
+    await index.upsert("acme", [index_document(obs, np.array([0.6, 0.8, 0, 0], dtype=np.float32))])
+    (mapping,) = fake.requests_to("PUT", f"/{name}/_mapping")
+    assert set(mapping.body["properties"]) == {"passage"}
+    (bulk,) = fake.requests_to("PUT", "/_bulk")
+    assert bulk.body[1]["passage"] == "Assistant: keep herbs in water" and "title" not in bulk.body[1]
+    assert fake.indices[name].docs[str(obs.id)].source["passage"] == "Assistant: keep herbs in water"
 
 
 async def test_retriever_rrf_behind_the_setting(es: Any, services: Any, tenant: str) -> None:

@@ -236,19 +236,39 @@ async def test_pgvector_stems_german_and_english(db: Any, tenant: str) -> None:
     assert str(obs[1].id) in await lexical_ids(index, vis(tenant), "invoice sending")
 
 
-async def test_pgvector_passages_leave_the_bm25_statistics(db: Any, tenant: str) -> None:
-    """An assistant's passages keep their postings but not their place in BM25's statistics
-    (migration 0017): a search that leaves them out scores exactly as if there were none, and a
-    search of the passages still finds them by their words."""
-    from engram.adapters.pgvector_index import PgVectorIndex
-
-    index = PgVectorIndex(db, DIMS)
+async def test_passages_leave_the_bm25_scores_of_searches_without_them(index: Any, db: Any, tenant: str) -> None:
+    """An assistant's passages keep their words for BM25 but not their place in its statistics
+    (pgvector: migration 0017; Elasticsearch: a field of their own): a search that leaves them
+    out scores exactly as if there were none, and a search of the passages still finds them."""
     await put(index, db, [draft(tenant, f"kestrel invoice {i} for Bremen") for i in range(3)])
     await put(index, db, [draft(tenant, "the osprey contract is signed")])
     without = SearchFilter(now=datetime.now(UTC), except_types=("passage",))
 
-    async def state() -> tuple[list[tuple[str, float]], list[Any], Any]:
-        scores = [(r.id, r.score) for r in await index.lexical(vis(tenant), "kestrel osprey invoice", without, 50)]
+    async def scores() -> list[tuple[str, float]]:
+        return [(r.id, r.score) for r in await index.lexical(vis(tenant), "kestrel osprey invoice", without, 50)]
+
+    before = await scores()
+    passages = await put(
+        index,
+        db,
+        [draft(tenant, f"kestrel kestrel invoice advice number {i}", type="passage") for i in range(6)],
+    )
+    assert await scores() == before
+    only = SearchFilter(now=datetime.now(UTC), types=("passage",))
+    assert set(await lexical_ids(index, vis(tenant), "kestrel advice", only)) == {str(p.id) for p in passages}
+    await index.delete(tenant, [str(p.id) for p in passages])
+    assert await scores() == before
+
+
+async def test_pgvector_passages_leave_the_statistics_tables(db: Any, tenant: str) -> None:
+    """`search_term_stats` and BM25's N and length in `search_stats` do not count passages;
+    `doc_count`, the vector search's size, does."""
+    from engram.adapters.pgvector_index import PgVectorIndex
+
+    index = PgVectorIndex(db, DIMS)
+    await put(index, db, [draft(tenant, f"kestrel invoice {i} for Bremen") for i in range(3)])
+
+    async def tables() -> tuple[list[Any], Any]:
         async with db.system() as conn:
             terms = await conn.fetch(
                 "SELECT term, doc_freq FROM search_term_stats WHERE tenant_id = $1 ORDER BY term", tenant
@@ -256,22 +276,15 @@ async def test_pgvector_passages_leave_the_bm25_statistics(db: Any, tenant: str)
             stats = await conn.fetchrow(
                 "SELECT doc_count, bm25_docs, total_length FROM search_stats WHERE tenant_id = $1", tenant
             )
-        return scores, list(terms), stats
+        return list(terms), stats
 
-    scores, terms, stats = await state()
-    passages = await put(
-        index,
-        db,
-        [draft(tenant, f"kestrel kestrel invoice advice number {i}", type="passage") for i in range(6)],
-    )
-    after_scores, after_terms, after_stats = await state()
-    assert after_scores == scores and after_terms == terms
-    assert (after_stats["bm25_docs"], after_stats["total_length"]) == (stats["bm25_docs"], stats["total_length"])
-    assert after_stats["doc_count"] == stats["doc_count"] + 6  # the vector search's size counts them
-    only = SearchFilter(now=datetime.now(UTC), types=("passage",))
-    assert set(await lexical_ids(index, vis(tenant), "kestrel advice", only)) == {str(p.id) for p in passages}
+    terms, stats = await tables()
+    passages = await put(index, db, [draft(tenant, f"kestrel advice number {i}", type="passage") for i in range(6)])
+    after_terms, after = await tables()
+    assert after_terms == terms and (after["bm25_docs"], after["total_length"]) == (3, stats["total_length"])
+    assert after["doc_count"] == stats["doc_count"] + 6
     await index.delete(tenant, [str(p.id) for p in passages])
-    assert await state() == (scores, terms, stats)
+    assert await tables() == (terms, stats)
 
 
 async def test_pgvector_large_tenant_uses_hnsw_with_filters(db: Any, tenant: str) -> None:

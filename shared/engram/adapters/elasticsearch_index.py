@@ -9,9 +9,10 @@ overwrites a newer document. Searches are a BM25 query and a kNN query, both car
 R-7.2 visibility filter (for kNN inside `knn.filter`, which is applied during the HNSW
 search, not after it); recall fuses them client-side with RRF (k = 60) because
 `retriever.rrf` needs an Enterprise licence. `ELASTICSEARCH_USE_RETRIEVER_RRF=true` sends one
-`retriever.rrf` request instead (licensed clusters). An assistant's passages count in the
-index's BM25 statistics here, unlike PostgreSQL's (migration 0017), where a search that leaves
-them out ranks as if there were none; their filter (`SearchFilter.except_types`) is the same.
+`retriever.rrf` request instead (licensed clusters). An assistant's passages (type
+`memory_units.PASSAGE_TYPE`) keep their words in a text field of their own, `passage`: BM25's
+statistics are per field, so a search that leaves them out ranks as if there were none, as on
+PostgreSQL (migration 0017). An index made before that field gets it added on first use.
 
 Tested at the HTTP transport level against a fake server; it has not run against a live
 cluster yet.
@@ -29,6 +30,7 @@ import structlog
 from elasticsearch import AsyncElasticsearch, NotFoundError
 from elasticsearch.helpers import async_bulk
 
+from engram.domain.memory_units import PASSAGE_TYPE
 from engram.domain.ranking import RRF_K
 from engram.domain.scopes import Visibility
 from engram.domain.search import IndexDocument, Ranked, SearchFilter, Vector
@@ -57,6 +59,14 @@ def _text_field() -> dict[str, Any]:
     }
 
 
+def text_fields(document: IndexDocument) -> dict[str, str]:
+    """The document's words by field: a passage's in `passage`, out of the other documents'
+    BM25 statistics (see the module); everything else's in `title` and `body`."""
+    if document.type == PASSAGE_TYPE:
+        return {"passage": "\n".join(p for p in (document.title, document.body) if p)}
+    return {"title": document.title, "body": document.body}
+
+
 def index_template(dimensions: int) -> dict[str, Any]:
     """One shard per tenant index, and a replica of it once the cluster has a second node
     (`auto_expand_replicas` 0-1): a single node stays green, three nodes keep every document on
@@ -81,6 +91,7 @@ def index_template(dimensions: int) -> dict[str, Any]:
                     "revision": {"type": "date"},
                     "title": _text_field(),
                     "body": _text_field(),
+                    "passage": _text_field(),
                     "embedding": {
                         "type": "dense_vector",
                         "dims": dimensions,
@@ -155,7 +166,14 @@ def text_query(text: str) -> dict[str, Any]:
             "query": text,
             "type": "best_fields",
             "tie_breaker": 0.3,
-            "fields": ["title.en", "title.de", f"body.en^{BODY_BOOST}", f"body.de^{BODY_BOOST}"],
+            "fields": [
+                "title.en",
+                "title.de",
+                f"body.en^{BODY_BOOST}",
+                f"body.de^{BODY_BOOST}",
+                "passage.en",
+                "passage.de",
+            ],
         }
     }
 
@@ -214,6 +232,8 @@ class ElasticsearchIndex:
             except Exception as exc:  # a concurrent worker created it first
                 if "resource_already_exists_exception" not in str(exc):
                     raise
+        else:  # made before the `passage` field: adding a field to a mapping is allowed, and idempotent
+            await self.client.indices.put_mapping(index=name, properties={"passage": _text_field()})
         self._indices.add(name)
         return name
 
@@ -245,8 +265,7 @@ class ElasticsearchIndex:
                         "valid_from": _iso(d.valid_from),
                         "expires_at": _iso(d.expires_at),
                         "revision": _iso(d.revision),
-                        "title": d.title,
-                        "body": d.body,
+                        **text_fields(d),
                         "embedding": [float(x) for x in d.embedding.tolist()],
                     },
                 }
