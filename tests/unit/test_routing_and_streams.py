@@ -148,7 +148,9 @@ def test_memory_text_orders_by_priority_then_recency_and_marks_unverified() -> N
     entries = [line for line in text.splitlines() if line.startswith("- ")]
     assert entries == ["- [fact] Critical rule [critical]", "- [fact] Fresh fact (unverified)", "- [fact] Old fact"]
     assert "  tags: billing" in text  # the memory API's recall format, shared (domain.recall_text)
-    budgeted = render_observations([old_normal, new_normal, old_critical], 100)  # one entry with its provenance
+    # each with its day, so the model can tell which of two that disagree holds now
+    assert f"as of {old_normal.created_at.date().isoformat()}" in text.split("- [fact] Old fact", 1)[1]
+    budgeted = render_observations([old_normal, new_normal, old_critical], 120)  # one entry with its provenance
     assert [line for line in budgeted.splitlines() if line.startswith("- ")] == ["- [fact] Critical rule [critical]"]
 
 

@@ -1,6 +1,6 @@
 """The plain-text recall for an LLM's context (R-7.3). Pure: chat-turn and the memory API share it.
 
-Entries are sorted by priority, then recency; unverified ones are marked "(unverified)" (what an
+Entries are sorted by priority, then recency, each with its date; unverified ones are marked "(unverified)" (what an
 agent inferred, not what a business system recorded: those come from domain events); two that
 contradict each other without a clear order (consolidation links them, R-15.1) are marked
 "(conflicting: <the other's title>)", so the assistant asks instead of guessing; tags
@@ -38,8 +38,13 @@ def defuse(text: str) -> str:
 
 
 def provenance_line(obs: Observation) -> str:
+    """Where an entry comes from, how far it is trusted, and its date (`ranking.observation_time`:
+    the day it was said or holds from): of two entries that disagree ("I work at Brightline",
+    later "I switched jobs, I'm now at Nimbus Labs") the model can tell the current one. A
+    statement unit has no narrative that would say its day."""
     verified = "verified" if obs.verified else "not verified"
-    return f"  provenance: {obs.source.value}, {verified}, confidence {obs.confidence:.2f}"
+    day = observation_time(obs).date().isoformat()
+    return f"  provenance: {obs.source.value}, {verified}, confidence {obs.confidence:.2f}, as of {day}"
 
 
 def estimate_tokens(text: str) -> int:
