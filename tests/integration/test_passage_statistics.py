@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import numpy as np
 
 from engram.adapters.migrations import MIGRATIONS_DIR, migrate
@@ -18,18 +17,9 @@ from engram.adapters.pgvector_index import PgVectorIndex
 from engram.adapters.postgres import Database
 from engram.domain.observation import ObservationDraft
 from engram.domain.search import index_document
+from tests.integration.databases import fresh_database
 
 DIMS = 64
-
-
-async def _fresh_database(url: str) -> str:
-    name = f"passages_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return url.rsplit("/", 1)[0] + f"/{name}"
 
 
 async def test_the_migration_takes_stored_passages_out_of_the_statistics(stack: dict[str, str], tmp_path: Path) -> None:
@@ -38,7 +28,7 @@ async def test_the_migration_takes_stored_passages_out_of_the_statistics(stack: 
     for f in sorted(MIGRATIONS_DIR.glob("*.sql")):
         if int(f.name[:4]) < 17:
             shutil.copy(f, before / f.name)
-    url = await _fresh_database(stack["database_url"])
+    url = await fresh_database(stack["database_url"], "passages")
     await migrate(url, before)
     db = await Database.connect(url, max_size=2)
     try:

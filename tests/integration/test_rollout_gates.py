@@ -8,28 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import uuid
 from typing import Any
-
-import asyncpg
 
 from engram.adapters.migrations import applied_version, latest_version, migrate
 from engram.adapters.postgres import Database
-
-
-async def _fresh_database(url: str) -> str:
-    name = f"rollout_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return url.rsplit("/", 1)[0] + f"/{name}"
+from tests.integration.databases import fresh_database
 
 
 async def test_schema_gate_opens_after_migration(services: Any, stack: dict[str, str]) -> None:
     assert (await services.ready())["schema"] is True
-    url = await _fresh_database(stack["database_url"])
+    url = await fresh_database(stack["database_url"], "rollout")
     db = await Database.connect(url, max_size=2)
     try:
         fresh = dataclasses.replace(services._current(), db=db)
