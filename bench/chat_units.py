@@ -189,6 +189,39 @@ def stored(draft: Any) -> Observation:
     )
 
 
+def long_table(longs: list[dict[str, Any]]) -> None:
+    """The `--long` table: without / with the bounds, same run."""
+    table(
+        "one long message: derived units without / with the bounds (statements of the user's"
+        " message, passages of the answer; characters embedded; e5 CPU, and against the two turn units')",
+        [
+            "characters",
+            "statements",
+            "passages",
+            "embedded chars",
+            "turn units' chars (whole / now)",
+            "turn units' CPU s (whole / now)",
+            "CPU s",
+            "CPU / turn units",
+        ],
+        [
+            [
+                r["chars"],
+                f"{r['unbounded.statements']} / {r['bounded.statements']}",
+                f"{r['unbounded.passages']} / {r['bounded.passages']}",
+                f"{r['unbounded.embedded_chars']} / {r['bounded.embedded_chars']}",
+                f"{r['turn_units_whole.embedded_chars']} / {r['turn_units.embedded_chars']}",
+                f"{r.get('cpu.turn_units_whole_s', '-')} / {r.get('cpu.turn_units_s', '-')}",
+                f"{r.get('cpu.unbounded_s', '-')} / {r.get('cpu.bounded_s', '-')}",
+                "{} / {}".format(
+                    r.get("cpu.unbounded_ratio_to_turn_units", "-"), r.get("cpu.bounded_ratio_to_turn_units", "-")
+                ),
+            ]
+            for r in longs
+        ],
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="50,200,1000", help="session lengths in messages")
@@ -235,35 +268,7 @@ def main() -> None:
         ],
     )
     if longs:
-        table(
-            "one long message: derived units without / with the bounds (statements of the user's"
-            " message, passages of the answer; characters embedded; e5 CPU, and against the two turn units')",
-            [
-                "characters",
-                "statements",
-                "passages",
-                "embedded chars",
-                "turn units' chars (whole / now)",
-                "turn units' CPU s (whole / now)",
-                "CPU s",
-                "CPU / turn units",
-            ],
-            [
-                [
-                    r["chars"],
-                    f"{r['unbounded.statements']} / {r['bounded.statements']}",
-                    f"{r['unbounded.passages']} / {r['bounded.passages']}",
-                    f"{r['unbounded.embedded_chars']} / {r['bounded.embedded_chars']}",
-                    f"{r['turn_units_whole.embedded_chars']} / {r['turn_units.embedded_chars']}",
-                    f"{r.get('cpu.turn_units_whole_s', '-')} / {r.get('cpu.turn_units_s', '-')}",
-                    f"{r.get('cpu.unbounded_s', '-')} / {r.get('cpu.bounded_s', '-')}",
-                    "{} / {}".format(
-                        r.get("cpu.unbounded_ratio_to_turn_units", "-"), r.get("cpu.bounded_ratio_to_turn_units", "-")
-                    ),
-                ]
-                for r in longs
-            ],
-        )
+        long_table(longs)
     if args.json:
         figures: dict[str, Any] = dict(machine())
         for r in results:
