@@ -1,8 +1,9 @@
 """The plain-text recall for an LLM's context (R-7.3). Pure: chat-turn and the memory API share it.
 
-Entries are sorted by priority, then recency, each with its date; unverified ones are marked "(unverified)" (what an
-agent inferred, not what a business system recorded: those come from domain events); two that
-contradict each other without a clear order (consolidation links them, R-15.1) are marked
+Entries are sorted by priority, then recency, each with its date; unverified ones are marked
+"(unverified)" (what an agent inferred, not what a business system recorded: those come from
+domain events); two that contradict each other without a clear order (consolidation links
+them, R-15.1) are marked
 "(conflicting: <the other's title>)", so the assistant asks instead of guessing; tags
 are shown; whole entries are added until the token budget is spent (a long narrative is cut
 first, so one huge entry cannot push everything else out).
