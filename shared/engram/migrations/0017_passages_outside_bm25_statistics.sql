@@ -17,6 +17,11 @@
 
 SET LOCAL lock_timeout = '1min';
 
+-- Writers wait from here to the commit (searches read on): a writer's statistics triggers then
+-- run with the new definitions, and one already under way finishes first, so the counts below
+-- include it. ADD COLUMN holds search_stats exclusively (searches wait for the few statements).
+LOCK TABLE search_documents, search_terms IN SHARE MODE;
+
 ALTER TABLE search_stats ADD COLUMN IF NOT EXISTS bm25_docs bigint NOT NULL DEFAULT 0;
 
 CREATE OR REPLACE FUNCTION search_stats_added() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -68,17 +73,20 @@ BEGIN
   RETURN NULL;
 END $$;
 
--- what is stored already: the passages' postings out of the document frequencies, the count
--- and length over the other documents
-LOCK TABLE search_stats IN EXCLUSIVE MODE;
-
+-- What is stored already: the passages' postings out of the document frequencies, their count
+-- and length out of BM25's N and length. The passages are found through search_documents'
+-- (tenant_id, type) index and their postings through search_terms_doc, so the work is in
+-- proportion to the passages, not to the postings.
 UPDATE search_term_stats s SET doc_freq = greatest(0, s.doc_freq - p.n)
-  FROM (SELECT tenant_id, term, count(*) AS n FROM search_terms WHERE type = 'passage' GROUP BY tenant_id, term) p
+  FROM (SELECT t.tenant_id, t.term, count(*) AS n
+          FROM search_documents d JOIN search_terms t ON t.observation_id = d.observation_id
+         WHERE d.type = 'passage' GROUP BY t.tenant_id, t.term) p
  WHERE s.tenant_id = p.tenant_id AND s.term = p.term;
 
+UPDATE search_stats SET bm25_docs = doc_count;
+
 UPDATE search_stats s
-   SET bm25_docs = d.counted, total_length = d.len
-  FROM (SELECT tenant_id, count(*) FILTER (WHERE type <> 'passage') AS counted,
-               coalesce(sum(doc_length) FILTER (WHERE type <> 'passage'), 0) AS len
-          FROM search_documents GROUP BY tenant_id) d
- WHERE s.tenant_id = d.tenant_id;
+   SET bm25_docs = greatest(0, s.bm25_docs - p.n), total_length = greatest(0, s.total_length - p.len)
+  FROM (SELECT tenant_id, count(*) AS n, coalesce(sum(doc_length), 0) AS len
+          FROM search_documents WHERE type = 'passage' GROUP BY tenant_id) p
+ WHERE s.tenant_id = p.tenant_id;
