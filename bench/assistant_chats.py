@@ -17,6 +17,8 @@ statement. With `--on-topic SHARE`, about that share of the facts is stated in a
 topic the fact belongs to (the allergy while planning meals) instead of as an aside:
 `<mode>.on_topic.recall@k` and `<mode>.aside.recall@k`. `--units` and `--embedding-cpu` as in
 `bench.locomo`: the answers' passages are stored by default, as the product stores them.
+`--pastes N` (`bench.pasted`): N of each conversation's user turns that are no evidence also
+carry a pasted text of `--paste-chars` characters of XQuAD prose, as a user pastes a document.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from rich.console import Console
 
 from bench import locomo
 from bench.chatgen import ASKED, CATEGORIES, ON_TOPIC, SESSIONS, generate
+from bench.pasted import with_pastes
+from bench.xquad import DEFAULT_DATA
 from engram.services.recall_plan import CANDIDATES
 
 
@@ -104,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         help="about the share of the fact statements made in a session on a topic the fact belongs to",
     )
     parser.add_argument("--dump", type=Path, default=None, help="write the generated data (LoCoMo layout) here")
+    parser.add_argument(
+        "--pastes", type=int, default=0, help="pasted texts in each conversation's user turns (`bench.pasted`)"
+    )
+    parser.add_argument("--paste-chars", type=int, default=6000, help="characters of each pasted text")
+    parser.add_argument("--xquad", type=Path, default=Path(DEFAULT_DATA), help="XQuAD folder (the pasted texts)")
     locomo.add_unit_arguments(parser)
     locomo.add_asked_after_argument(parser)
     locomo.add_assistant_argument(parser, "speaker_b")
@@ -120,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as exc:  # too few sessions
         parser.error(f"--sessions: {exc}")
+    try:
+        args.samples = with_pastes(args.samples, args.pastes, args.paste_chars, args.xquad, args.seed)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.dump:
         args.dump.write_text(json.dumps(args.samples, indent=1, ensure_ascii=False), encoding="utf-8")
     args.categories = CATEGORIES
@@ -132,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["sessions"] = args.sessions
     figures["asked"] = args.asked
     figures["on_topic"] = args.on_topic
+    figures["pastes"] = args.pastes
     for mode, share in stale_first(args.samples, rows).items():
         figures[f"{locomo.REPORTED.get(mode, mode)}.stale_first"] = share
     for key, value in by_form(args.samples, rows).items():
