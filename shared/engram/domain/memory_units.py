@@ -48,8 +48,9 @@ ENTITY_MAX_TURNS = 12
 ENTITY_CHARS = 600
 PASSAGE_CHARS = 300  # `passage_units`: sentences of an assistant's answer joined up to this length
 PASSAGE_TYPE = "passage"  # a passage unit's observation type (`addressee.unasked_types`)
-# a person's turn unit embeds its narrative up to this length (`embedded_narrative`)
-EMBEDDED_TURN_CHARS = 4_000
+# a person's turn unit embeds its narrative up to this length (`embedded_narrative`): about one
+# of e5's 512-token windows
+EMBEDDED_TURN_CHARS = 2_000
 # at most this many statement units of one turn and passages of one answer (a pasted document,
 # a long listing): the embedding work and the rows of one message stay bounded
 STATEMENTS_PER_TURN = 12
@@ -150,9 +151,11 @@ def embedded_narrative(obs: Observation) -> str | None:
     """The part of the narrative indexing embeds: all of it, but of a turn unit its first
     `EMBEDDED_TURN_CHARS` characters. A pasted document in a person's turn (up to the
     narrative's 20,000 characters) took ~3.5 s of e5 CPU, in 512-token windows averaged into
-    one vector near nothing in particular; its salient, first and last sentences are statement
-    units of their own (`kept_statements`), and BM25 reads all of it (bench.chat_units --long,
-    bench/RESULTS.md part 19). The turns of the benches' conversations are far shorter."""
+    one vector near nothing in particular, that took places from the user's facts; its salient,
+    first and last sentences are statement units of their own (`kept_statements`), and BM25
+    reads all of it. With two pasted texts per generated chat, 2,000 against 4,000 characters
+    gave hybrid recall@5 +0.006 to +0.014 (bench.assistant_chats --pastes, bench/RESULTS.md part
+    19). The turns of the benches' conversations are far shorter."""
     narrative = obs.narrative
     ref = unit_ref(obs)
     if narrative and ref is not None and ref.kind is UnitKind.turn and len(narrative) > EMBEDDED_TURN_CHARS:
