@@ -36,6 +36,7 @@ from rich.console import Console
 
 from bench import locomo
 from bench.chatgen import ASKED, CATEGORIES, ON_TOPIC, SESSIONS, generate
+from bench.pasted import CATEGORIES as PASTED_CATEGORIES
 from bench.pasted import with_pastes
 from bench.xquad import DEFAULT_DATA
 from engram.services.recall_plan import CANDIDATES
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         "--pastes", type=int, default=0, help="pasted texts in each conversation's user turns (`bench.pasted`)"
     )
     parser.add_argument("--paste-chars", type=int, default=6000, help="characters of each pasted text")
+    parser.add_argument("--paste-questions", type=int, default=0, help="XQuAD's questions asked about each pasted text")
     parser.add_argument("--xquad", type=Path, default=Path(DEFAULT_DATA), help="XQuAD folder (the pasted texts)")
     locomo.add_unit_arguments(parser)
     locomo.add_asked_after_argument(parser)
@@ -130,12 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # too few sessions
         parser.error(f"--sessions: {exc}")
     try:
-        args.samples = with_pastes(args.samples, args.pastes, args.paste_chars, args.xquad, args.seed)
+        args.samples = with_pastes(
+            args.samples, args.pastes, args.paste_chars, args.xquad, args.seed, args.paste_questions
+        )
     except ValueError as exc:
         parser.error(str(exc))
     if args.dump:
         args.dump.write_text(json.dumps(args.samples, indent=1, ensure_ascii=False), encoding="utf-8")
-    args.categories = CATEGORIES
+    args.categories = {**CATEGORIES, **(PASTED_CATEGORIES if args.pastes and args.paste_questions else {})}
     args.state_dir = Path(args.state).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         args.ranked_out = args.ranked_out or Path(tmp) / "ranked.jsonl"
@@ -151,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in by_form(args.samples, rows).items():
         mode, rest = key.split(".", 1)
         figures[f"{locomo.REPORTED.get(mode, mode)}.{rest}"] = value
-    locomo.print_table(figures, CATEGORIES, title="Assistant chats, turn retrieval")
+    locomo.print_table(figures, args.categories, title="Assistant chats, turn retrieval")
     Console().print(
         "stale statement ranked above the current one (updated facts): "
         + ", ".join(f"{m} {figures[f'{m}.stale_first']:.3f}" for m in ("bm25", "vector", "hybrid", "ts_rank"))

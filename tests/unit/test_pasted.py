@@ -8,7 +8,7 @@ import pytest
 
 from bench import xquad
 from bench.chatgen import generate
-from bench.pasted import REQUEST, with_pastes
+from bench.pasted import PASTED, REQUEST, with_pastes
 
 XQUAD = Path(xquad.DEFAULT_DATA)
 
@@ -43,3 +43,18 @@ def test_pasted_texts_go_to_user_turns_that_are_no_evidence() -> None:
             assert tail not in seen  # no paragraph pasted twice
             seen.add(tail)
         assert after["qa"] == before["qa"]
+
+
+@pytest.mark.skipif(not (XQUAD / "xquad.en.json").exists(), reason="the texts are read from ../shared/bench/xquad")
+def test_questions_about_a_pasted_text_have_its_turn_as_evidence() -> None:
+    samples = generate(21, 1)
+    pasted = with_pastes(samples, 2, 3000, XQUAD, 21, questions=3)
+    for before, after in zip(samples, pasted, strict=True):
+        language = "de" if "-de-" in before["sample_id"] else "en"
+        added = after["qa"][len(before["qa"]) :]
+        assert after["qa"][: len(before["qa"])] == before["qa"] and len(added) == 6
+        turns = _turns(after)
+        for qa in added:
+            assert qa["category"] == PASTED[language] and qa["question"].strip()
+            (turn,) = qa["evidence"]
+            assert REQUEST[language] in turns[turn]["text"]
