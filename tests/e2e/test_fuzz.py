@@ -94,6 +94,24 @@ KEY_ACTIONS = ("/api/ai/agent-keys/{key_id}/revoke", "/api/ai/agent-keys/{key_id
 UNMERGE = "/api/ai/memory/{observation_id}/unmerge"
 
 
+# schemathesis warns of a "validation mismatch" when an operation mostly rejected the cases it
+# generated as valid; with the time box a phase may generate one or two cases of an operation
+# (memory-api's remember: a random expires_at before valid_from is refused, which JSON Schema
+# cannot say), and one refusal then made the warning, and the run red, by chance
+MIN_JUDGED = 10
+
+
+def mismatched(result: dict[str, Any]) -> list[str]:
+    """The operations schemathesis warned of a validation mismatch, judged on `MIN_JUDGED` or
+    more generated valid cases (accepted or rejected, all phases)."""
+    rates = result.get("valid_rates", {})
+    return [
+        op
+        for op in result["warnings"]["validation_mismatch"]
+        if sum(p.get("accepted", 0) + p.get("rejected", 0) for p in rates.get(op, {}).values()) >= MIN_JUDGED
+    ]
+
+
 def tenant_of(group: str) -> str:
     return f"fuzz-{group.replace(':', '-')}"
 
@@ -350,7 +368,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(
     result = json.loads(report.read_text())
     assert result["failures"] == [], summary
     assert result["errors"] == [], summary
-    assert result["warnings"]["validation_mismatch"] == [], summary
+    assert mismatched(result) == [], summary
     assert result["warnings"]["missing_auth"] == [], summary
     assert result["test_cases"]["generated"] > 100, summary
     assert run.returncode == 0, summary
