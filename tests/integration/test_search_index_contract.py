@@ -260,6 +260,27 @@ async def test_passages_leave_the_bm25_scores_of_searches_without_them(index: An
     assert await scores() == before
 
 
+async def test_pgvector_prepare_reads_the_sizes_and_sets_the_scan(db: Any, tenant: str) -> None:
+    """`prepare` reads the tenant's sizes (none yet: zero) and sets the scan's settings for the
+    transaction in the same statement."""
+    from engram.adapters.pgvector_index import PgVectorIndex
+
+    index = PgVectorIndex(db, DIMS)
+    async with db.tenant(tenant) as conn:
+        empty = await index.prepare(conn, tenant, 10)
+    assert (empty.docs, empty.bm25_docs, empty.exact) == (0, 0, True)
+    await put(index, db, [draft(tenant, f"kestrel invoice {i}") for i in range(3)])
+    await put(index, db, [draft(tenant, "kestrel advice", type="passage")])
+    async with db.tenant(tenant) as conn:
+        plan = await index.prepare(conn, tenant, 500)
+        settings = await conn.fetchrow(
+            "SELECT current_setting('hnsw.ef_search') AS ef, current_setting('hnsw.iterative_scan') AS scan,"
+            " current_setting('plan_cache_mode') AS plans"
+        )
+    assert (plan.docs, plan.bm25_docs) == (4, 3)
+    assert (settings["ef"], settings["scan"], settings["plans"]) == ("500", "relaxed_order", "force_custom_plan")
+
+
 async def test_pgvector_passages_leave_the_statistics_tables(db: Any, tenant: str) -> None:
     """`search_term_stats` and BM25's N and length in `search_stats` do not count passages;
     `doc_count`, the vector search's size, does."""

@@ -260,13 +260,13 @@ class PgVectorIndex:
         """The tenant's size, whether its own graph is ready (else an exact scan), and the scan
         settings, for this transaction."""
         sizes = await conn.fetchrow(
-            "SELECT (SELECT doc_count FROM search_stats WHERE tenant_id = $1) AS docs,"
-            " (SELECT bm25_docs FROM search_stats WHERE tenant_id = $1) AS bm25_docs,"
+            "SELECT s.doc_count AS docs, s.bm25_docs,"
             " (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($3)) AS graph"
             " FROM (SELECT set_config('hnsw.ef_search', $2, true),"
             " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
             # a generic plan cannot see the query vector, nor which tenant's graph applies
-            " set_config('plan_cache_mode', 'force_custom_plan', true)) AS settings",
+            " set_config('plan_cache_mode', 'force_custom_plan', true)) AS settings"
+            " LEFT JOIN search_stats s ON s.tenant_id = $1",
             tenant_id,
             str(max(self.ef_search, limit)),
             graph_name(tenant_id, self.dimensions),
@@ -313,7 +313,7 @@ class PgVectorIndex:
         if plan is None:
             docs = "coalesce((SELECT bm25_docs FROM search_stats WHERE tenant_id = $1), 0)::float8"
         else:
-            params.append(plan.docs if plan.bm25_docs is None else plan.bm25_docs)
+            params.append(plan.bm25_docs)
             docs = f"${len(params)}::float8"
         configs = " UNION ".join(f"SELECT lexeme FROM unnest(to_tsvector('{c}', $2::text))" for c in SEARCH_CONFIGS)
         stems = " || ".join(f"tsvector_to_array(to_tsvector('{c}', w))" for c in SEARCH_CONFIGS)

@@ -125,6 +125,4 @@ class SearchPlan:
 
     docs: int  # indexed documents of the tenant
     exact: bool  # exact kNN scan instead of the approximate (HNSW) index
-    # BM25's N: the documents its statistics count (not an assistant's passages, migration 0017);
-    # None: `docs`
-    bm25_docs: int | None = None
+    bm25_docs: int  # BM25's N: the documents its statistics count (not an assistant's passages, migration 0017)
