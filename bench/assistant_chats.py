@@ -19,6 +19,8 @@ topic the fact belongs to (the allergy while planning meals) instead of as an as
 `bench.locomo`: the answers' passages are stored by default, as the product stores them.
 `--pastes N` (`bench.pasted`): N of each conversation's user turns that are no evidence also
 carry a pasted text of `--paste-chars` characters of XQuAD prose, as a user pastes a document.
+`--requests`: per fact also a request that needs it without naming it ("Can you suggest a dinner
+I could cook tonight?" for an allergy), categories 11 and 12, reported beside the others.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import locomo
-from bench.chatgen import ASKED, CATEGORIES, ON_TOPIC, SESSIONS, generate
+from bench.chatgen import ASKED, CATEGORIES, ON_TOPIC, REQUEST_CATEGORIES, SESSIONS, generate
 from bench.pasted import CATEGORIES as PASTED_CATEGORIES
 from bench.pasted import with_pastes
 from bench.xquad import DEFAULT_DATA
@@ -108,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         default=ON_TOPIC,
         help="about the share of the fact statements made in a session on a topic the fact belongs to",
     )
+    parser.add_argument(
+        "--requests",
+        action="store_true",
+        help="also ask, per fact, a request that needs it without naming it (categories 11 and 12)",
+    )
     parser.add_argument("--dump", type=Path, default=None, help="write the generated data (LoCoMo layout) here")
     parser.add_argument(
         "--pastes", type=int, default=0, help="pasted texts in each conversation's user turns (`bench.pasted`)"
@@ -127,7 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("WARNING")
     try:
         args.samples = generate(
-            args.seed, args.conversations, sessions=args.sessions, asked=args.asked, on_topic=args.on_topic
+            args.seed,
+            args.conversations,
+            sessions=args.sessions,
+            asked=args.asked,
+            on_topic=args.on_topic,
+            requests=args.requests,
         )
     except ValueError as exc:  # too few sessions
         parser.error(f"--sessions: {exc}")
@@ -139,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.dump:
         args.dump.write_text(json.dumps(args.samples, indent=1, ensure_ascii=False), encoding="utf-8")
-    args.categories = {**CATEGORIES, **(PASTED_CATEGORIES if args.pastes and args.paste_questions else {})}
+    args.categories = {
+        **CATEGORIES,
+        **(PASTED_CATEGORIES if args.pastes and args.paste_questions else {}),
+        **(REQUEST_CATEGORIES if args.requests else {}),
+    }
     args.state_dir = Path(args.state).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         args.ranked_out = args.ranked_out or Path(tmp) / "ranked.jsonl"
@@ -150,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["asked"] = args.asked
     figures["on_topic"] = args.on_topic
     figures["pastes"] = args.pastes
+    figures["requests"] = args.requests
     for mode, share in stale_first(args.samples, rows).items():
         figures[f"{locomo.REPORTED.get(mode, mode)}.stale_first"] = share
     for key, value in by_form(args.samples, rows).items():

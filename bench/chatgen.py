@@ -45,6 +45,8 @@ CATEGORIES = {
     8: "advice de",
 }
 KINDS = ("single-hop", "updated", "multi-hop")
+# `generate(requests=True)`: requests that need a fact the user told (after `bench.pasted`'s 9 and 10)
+REQUEST_CATEGORIES = {11: "request en", 12: "request de"}
 LANGUAGES = ("en", "de")
 START = datetime(2025, 1, 6, 9, 30, tzinfo=UTC)
 
@@ -66,6 +68,7 @@ class FactKind:
     asked: Sequence[str] = ()  # a request that states the fact in passing, as a question
     asked_update: Sequence[str] = ()  # the same for a changed value
     topics: Sequence[str] = ()  # the sessions' topics (`Topic.key`) a request about it belongs to
+    requests: Sequence[str] = ()  # a request whose good answer needs the fact, without naming it
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,7 @@ def generate(
     advice: int = ADVICE_QUESTIONS,
     asked: float = ASKED,
     on_topic: float = ON_TOPIC,
+    requests: bool = False,
 ) -> list[dict[str, Any]]:
     """`conversations` samples per language, all drawn from one `random.Random(seed)`, of
     `sessions` sessions each (about eight turns per session). More sessions make a longer
@@ -165,7 +169,13 @@ def generate(
     About a share `on_topic` of the statements are made in a session on a topic the fact belongs
     to ("I'm allergic to peanuts" while planning meals, no "By the way"), where the assistant's
     answers share the question's words; the others are asides to an unrelated request. Also
-    drawn from a stream of its own: `on_topic=0` changes nothing."""
+    drawn from a stream of its own: `on_topic=0` changes nothing.
+
+    With `requests`, each fact also gets a request whose good answer needs it but that does not
+    name it ("Can you suggest a dinner I could cook tonight?" for an allergy, "Which houseplants
+    are safe to keep in our flat?" for a pet; `REQUEST_CATEGORIES`): what a chat turn's memory
+    has to bring without being asked, as LongMemEval's preference questions do. The evidence is
+    the fact's latest statement. Drawn from a stream of its own, so the rest is the same."""
     if sessions < 2:
         raise ValueError("a conversation needs at least two sessions (a fact and its change)")
     rng = random.Random(seed)
@@ -176,7 +186,8 @@ def generate(
             forms = _Forms(
                 random.Random(f"{seed}:{sample_id}:asked"), asked, random.Random(f"{seed}:{sample_id}:topic"), on_topic
             )
-            sample = _conversation(rng, pack(language), sample_id, sessions, forms)
+            asks = random.Random(f"{seed}:{sample_id}:requests") if requests else None
+            sample = _conversation(rng, pack(language), sample_id, sessions, forms, asks)
             own = random.Random(f"{seed}:{sample['sample_id']}:advice")
             sample["qa"].extend(_advice_questions(own, language, sample["conversation"], advice))
             samples.append(sample)
@@ -236,7 +247,9 @@ class _Forms:
         return fill(self.rng.choice(templates), fact.slots)
 
 
-def _conversation(rng: random.Random, p: Pack, sample_id: str, sessions: int, forms: _Forms) -> dict[str, Any]:
+def _conversation(
+    rng: random.Random, p: Pack, sample_id: str, sessions: int, forms: _Forms, asks: random.Random | None = None
+) -> dict[str, Any]:
     kinds = list(p.facts)
     updatable = [k for k in kinds if k.update]
     changing = rng.sample(updatable, 3)
@@ -271,7 +284,8 @@ def _conversation(rng: random.Random, p: Pack, sample_id: str, sessions: int, fo
         conversation[f"session_{s}"] = [{"speaker": t.speaker, "dia_id": t.dia_id, "text": t.text} for t in turns]
         conversation[f"session_{s}_date_time"] = locomo_date(when)
         when += timedelta(days=rng.randint(3, 12), minutes=rng.randint(0, 600))
-    return {"sample_id": sample_id, "conversation": conversation, "qa": _questions(rng, p, facts)}
+    qa = _questions(rng, p, facts) + (_requests(asks, p, facts) if asks is not None else [])
+    return {"sample_id": sample_id, "conversation": conversation, "qa": qa}
 
 
 def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms: _Forms) -> list[_Turn]:
@@ -350,3 +364,18 @@ def _questions(rng: random.Random, p: Pack, facts: list[_Fact]) -> list[dict[str
             }
         )
     return qa
+
+
+def _requests(rng: random.Random, p: Pack, facts: list[_Fact]) -> list[dict[str, Any]]:
+    """A request per fact that needs it without naming it; the evidence is its latest statement."""
+    category = next(c for c, name in REQUEST_CATEGORIES.items() if name.endswith(f" {p.language}"))
+    return [
+        {
+            "question": fill(rng.choice(fact.kind.requests), fact.slots),
+            "answer": fill(fact.kind.answer, fact.slots),
+            "evidence": [fact.turns[-1]],
+            "category": category,
+        }
+        for fact in facts
+        if fact.kind.requests
+    ]

@@ -20,6 +20,10 @@ FACTS = [
     FactKind(
         key="relative_city",
         topics=("week", "email"),
+        requests=[
+            "Ich möchte {name} nächsten Monat überraschend besuchen. Wie plane ich die Reise?",
+            "Was könnte ich {name} zur neuen Wohnung schicken?",
+        ],
         asked=[
             "Was schenke ich {name} zum Einzug, jetzt wo {my} {rel} nach {city} gezogen ist?",
             "Was kann man in {city} unternehmen, wo {my} {rel} {name} jetzt wohnt?",
@@ -52,6 +56,10 @@ FACTS = [
     FactKind(
         key="employer",
         topics=("office", "email"),
+        requests=[
+            "Kannst du mir einen kurzen Text für mein Profil in einem Karrierenetzwerk schreiben?",
+            "Wie stelle ich mich bei einem Netzwerktreffen nächste Woche vor?",
+        ],
         asked=[
             "Wie frage ich als {job} {at} nach meinem ersten Mitarbeitergespräch?",
             "Wie stelle ich mich dem Team vor, wo ich doch gerade als {job} {at} angefangen habe?",
@@ -87,6 +95,10 @@ FACTS = [
     FactKind(
         key="pet",
         topics=("sleep", "week"),
+        requests=[
+            "Wir fahren eine Woche weg. Was müssen wir zu Hause vorher organisieren?",
+            "Welche Zimmerpflanzen sind in unserer Wohnung unbedenklich?",
+        ],
         asked=[
             "Wir haben {animal} aus dem Tierheim geholt und {pet} genannt, welches Spielzeug ist sicher?",
             "Wie bringen wir {pet}, unser neues Haustier, dazu, nachts durchzuschlafen?",
@@ -112,6 +124,10 @@ FACTS = [
     FactKind(
         key="allergy",
         topics=("meals",),
+        requests=[
+            "Was könnte ich heute Abend kochen?",
+            "Was kann ich am Wochenende zum Grillabend bei Freunden mitbringen?",
+        ],
         asked=[
             "Welche Snacks kann ich ins Büro mitnehmen, wenn ich gegen {food} allergisch bin?",
             "Hast du Ideen für Desserts ohne {food}, da ich heftig darauf reagiere?",
@@ -134,6 +150,10 @@ FACTS = [
     FactKind(
         key="car",
         topics=("budget",),
+        requests=[
+            "Was sollte ich vor einer langen Autofahrt im Sommer prüfen?",
+            "Wie kann ich meine monatlichen Fahrtkosten senken?",
+        ],
         asked=[
             "Ich fahre {car}, wie oft muss der zur Inspektion?",
             "Ich habe {car}, taugt der für eine lange Urlaubsfahrt?",
@@ -162,6 +182,10 @@ FACTS = [
     FactKind(
         key="instrument",
         topics=("week", "sleep"),
+        requests=[
+            "Wie halte ich den Lärm für die Nachbarn gering, wenn ich abends übe?",
+            "Wie teile ich mir diesen Monat meine Übungszeit ein?",
+        ],
         asked=[
             "Wie kann ich abends leise {instrument} üben, ohne die Nachbarn zu stören?",
             "Welche Stücke eignen sich nach einem Jahr {instrument}-Unterricht?",
@@ -177,6 +201,10 @@ FACTS = [
     FactKind(
         key="partner_birthday",
         topics=("budget", "week"),
+        requests=[
+            "Welche Termine sollte ich dieses Jahr für Geschenke im Blick haben?",
+            "Kannst du mir helfen, eine Überraschungsparty für {name} zu planen?",
+        ],
         asked=[
             "Was soll ich {name} zum Geburtstag am {date} schenken?",
             "Kannst du mir helfen, eine Überraschung für {name}s Geburtstag am {date} zu planen?",
@@ -199,6 +227,10 @@ FACTS = [
     FactKind(
         key="trip",
         topics=("budget", "week"),
+        requests=[
+            "Welche Impfungen oder Dokumente brauchen wir für unseren Urlaub?",
+            "Was sollten wir für die nächste Reise einpacken?",
+        ],
         asked=[
             "Was sollten wir für die Reise nach {place} im {month} einpacken?",
             "Welche Impfungen brauchen wir, bevor wir im {month} nach {place} fliegen?",
@@ -225,6 +257,10 @@ FACTS = [
     FactKind(
         key="workout_day",
         topics=("training", "week"),
+        requests=[
+            "An welchem Morgen passt mir ein frühes Meeting am besten?",
+            "Wie plane ich meine Mahlzeiten rund um mein Training?",
+        ],
         asked=[
             "Was sollte ich vor dem {sport} am {day}morgen essen?",
             "Wie erhole ich mich am besten nach dem {sport}, zu dem ich jeden {day} früh gehe?",
@@ -259,6 +295,10 @@ FACTS = [
     FactKind(
         key="dentist",
         topics=("week",),
+        requests=[
+            "Gibt es Termine, um die ich meine Woche planen sollte?",
+            "Was steht bei mir demnächst an, das ich nicht vergessen darf?",
+        ],
         asked=[
             "Was sollte ich bei meinem Zahnarzttermin am {date} fragen?",
             "Darf ich vor dem Zahnarzt am {date} normal essen?",
@@ -286,6 +326,10 @@ FACTS = [
     FactKind(
         key="language",
         topics=("week",),
+        requests=[
+            "Kannst du mir Podcasts für den Arbeitsweg empfehlen?",
+            "Welche Filme könnten mir beim Lernen helfen?",
+        ],
         asked=[
             "Welche Podcasts helfen mir beim {lang}, das ich jeden Tag mit einer App lerne?",
             "Wie hole ich mehr aus meinem Abendkurs in {lang} heraus?",
@@ -307,6 +351,10 @@ FACTS = [
     FactKind(
         key="author",
         topics=("sleep",),
+        requests=[
+            "Kannst du mir einen Roman für den nächsten Urlaub empfehlen?",
+            "Welches Buch sollte ich als Nächstes kaufen?",
+        ],
         asked=[
             "Ich liebe die Bücher von {author} und habe alles gelesen, was soll ich als Nächstes lesen?",
             "Wenn mir niemand so gut gefällt wie {author}, welche Bücher sollte ich als Nächstes lesen?",

@@ -20,6 +20,10 @@ FACTS = [
     FactKind(
         key="relative_city",
         topics=("week", "email"),
+        requests=[
+            "I'd like to surprise my {rel} with a visit next month. How should I plan the journey?",
+            "Which present could I post to my {rel} for a new home?",
+        ],
         asked=[
             "What's a good housewarming gift for my {rel} {name}, who just moved to {city}?",
             "What is there to do in {city}, where my {rel} {name} lives now, when I visit?",
@@ -52,6 +56,10 @@ FACTS = [
     FactKind(
         key="employer",
         topics=("office", "email"),
+        requests=[
+            "Can you help me write a short bio for my profile on a professional network?",
+            "How should I introduce myself at a networking event next week?",
+        ],
         asked=[
             "How do I ask for my first performance review as {job} at {company}?",
             "How should I introduce myself to the team at {company}, where I just started as {job}?",
@@ -87,6 +95,10 @@ FACTS = [
     FactKind(
         key="pet",
         topics=("sleep", "week"),
+        requests=[
+            "We're going away for a week. What do we need to organise at home before we leave?",
+            "Which houseplants are safe to keep in our flat?",
+        ],
         asked=[
             "Which toys are safe for the {animal} we adopted from the shelter, {pet}?",
             "How do we get {pet}, our new {animal}, to sleep through the night?",
@@ -109,6 +121,10 @@ FACTS = [
     FactKind(
         key="allergy",
         topics=("meals",),
+        requests=[
+            "Can you suggest a dinner I could cook tonight?",
+            "What could I bring to a friend's barbecue this weekend?",
+        ],
         asked=[
             "Which snacks can I take to the office, given that I'm allergic to {food}?",
             "Can you suggest desserts without {food}, since I react badly to it?",
@@ -127,6 +143,10 @@ FACTS = [
     FactKind(
         key="car",
         topics=("budget",),
+        requests=[
+            "What should I check before a long drive this summer?",
+            "How can I cut my monthly transport costs?",
+        ],
         asked=[
             "How often should I take my {color} {car} in for a service?",
             "Is my {color} {car} good enough for a long road trip?",
@@ -158,6 +178,10 @@ FACTS = [
     FactKind(
         key="instrument",
         topics=("week", "sleep"),
+        requests=[
+            "How can I keep the noise down for the neighbours when I practise in the evening?",
+            "How should I structure my practice time this month?",
+        ],
         asked=[
             "How can I practise the {instrument} quietly in the evenings without annoying anyone?",
             "Which pieces should I try on the {instrument} after a year of lessons?",
@@ -173,6 +197,10 @@ FACTS = [
     FactKind(
         key="partner_birthday",
         topics=("budget", "week"),
+        requests=[
+            "Which dates should I keep in mind for presents this year?",
+            "Can you help me plan a surprise party for my {partner}?",
+        ],
         asked=[
             "What should I get my {partner} {name} for the birthday on {date}?",
             "Could you help me plan a surprise for {name}, who turns forty on {date}?",
@@ -201,6 +229,10 @@ FACTS = [
     FactKind(
         key="trip",
         topics=("budget", "week"),
+        requests=[
+            "Which vaccinations or documents do we need for our holiday?",
+            "What should we pack for our next trip?",
+        ],
         asked=[
             "What should we pack for our trip to {place} in {month}?",
             "Which vaccinations do we need before we fly to {place} in {month}?",
@@ -227,6 +259,10 @@ FACTS = [
     FactKind(
         key="workout_day",
         topics=("training", "week"),
+        requests=[
+            "Which morning would suit me for an early meeting?",
+            "How should I plan my meals around my training?",
+        ],
         asked=[
             "What should I eat before I {go} on {day} mornings?",
             "How do I recover after my {sport} every {day} morning?",
@@ -252,6 +288,10 @@ FACTS = [
     FactKind(
         key="dentist",
         topics=("week",),
+        requests=[
+            "Are there any appointments I should plan my week around?",
+            "What do I have coming up that I shouldn't forget?",
+        ],
         asked=[
             "What should I ask at my dentist appointment on {date}?",
             "Can I eat normally before the dentist on {date}?",
@@ -273,6 +313,10 @@ FACTS = [
     FactKind(
         key="language",
         topics=("week",),
+        requests=[
+            "Can you recommend podcasts for my commute?",
+            "Which films could I watch to help with my studies?",
+        ],
         asked=[
             "Which podcasts would help with the {lang} I'm learning on an app every day?",
             "How can I get more out of my evening class in {lang}?",
@@ -288,6 +332,10 @@ FACTS = [
     FactKind(
         key="author",
         topics=("sleep",),
+        requests=[
+            "Can you recommend a novel for my next holiday?",
+            "Which book should I buy next?",
+        ],
         asked=[
             "Which books are like those of {author}, my favourite writer?",
             "Since nobody writes like {author} in my opinion, what should I read next?",

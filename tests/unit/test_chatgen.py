@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench.assistant_chats import by_form, stale_first
-from bench.chatgen import CATEGORIES, LANGUAGES, generate, pack
+from bench.chatgen import CATEGORIES, LANGUAGES, REQUEST_CATEGORIES, generate, pack
 from bench.locomo import AskedAt, asked_at, gold_ids, sessions_of
 from engram.domain.chat_extraction import sentences
 from engram.domain.language import language_of
@@ -109,6 +109,7 @@ def test_every_template_fills_with_every_value() -> None:
                     *kind.ask,
                     *kind.mention,
                     *kind.echo,
+                    *kind.requests,
                     kind.about,
                     kind.answer,
                 ]:
@@ -116,6 +117,26 @@ def test_every_template_fills_with_every_value() -> None:
             assert bool(kind.update) == bool(kind.changes)
             assert all(t.endswith("?") for t in [*kind.asked, *kind.asked_update])
             assert bool(kind.asked_update) <= bool(kind.update)
+
+
+def test_a_request_needs_a_fact_without_naming_it_and_changes_nothing_else(samples: list[dict[str, Any]]) -> None:
+    asking = generate(seed=7, conversations=3, requests=True)
+    for plain, with_requests in zip(samples, asking, strict=True):
+        assert plain["conversation"] == with_requests["conversation"]
+        assert [qa for qa in with_requests["qa"] if qa["category"] not in REQUEST_CATEGORIES] == plain["qa"]
+        requests = [qa for qa in with_requests["qa"] if qa["category"] in REQUEST_CATEGORIES]
+        language = with_requests["sample_id"].split("-")[1]
+        assert len(requests) == 8 and {REQUEST_CATEGORIES[qa["category"]] for qa in requests} == {f"request {language}"}
+        latest = {qa["answer"]: qa["evidence"] for qa in with_requests["qa"] if "asked" in qa}
+        turns = turns_of(with_requests)
+        for qa in requests:
+            assert qa["question"].endswith("?") and qa["evidence"] == latest[qa["answer"]]
+            assert turns[qa["evidence"][0]]["speaker"] == with_requests["conversation"]["speaker_a"]
+            # no word of the fact's value in the request: only what the fact means links them
+            value = {w.casefold() for w in re.findall(r"\w{3,}", qa["answer"])}
+            assert not value & {w.casefold() for w in re.findall(r"\w{3,}", qa["question"])}, qa
+    assert not any(qa["category"] in REQUEST_CATEGORIES for s in samples for qa in s["qa"])
+    assert all(kind.requests for language in LANGUAGES for kind in pack(language).facts)
 
 
 def test_a_third_of_the_facts_are_told_inside_a_question(samples: list[dict[str, Any]]) -> None:
