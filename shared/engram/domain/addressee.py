@@ -36,6 +36,7 @@ bench/RESULTS.md part 11), and ranking them down after the lists could not give 
 
 from __future__ import annotations
 
+import functools
 import re
 
 from engram.domain.memory_units import PASSAGE_TYPE, UnitKind, unit_ref
@@ -111,6 +112,7 @@ _FIRST_PERSON = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4096)  # a recall asks it of one question up to three times
 def asks_assistant(question: str) -> bool:
     """Whether `question` asks what the assistant said, suggested or gave (see the module)."""
     return _ASKS.search(question) is not None

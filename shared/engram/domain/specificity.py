@@ -24,6 +24,7 @@ friends' turns all say something, moves by less than its ties (recall@10 0.795 -
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -42,7 +43,7 @@ K = TypeVar("K", bound=Hashable)
 def specificity(texts: Mapping[K, str]) -> dict[K, float]:
     """For each key, its rarest word's inverse document frequency among the texts, over that of a
     word only one text has (see the module)."""
-    said = {key: set(_WORD.findall(text.casefold())) for key, text in texts.items()}
+    said = {key: _words(text) for key, text in texts.items()}
     n = len(said)
     if n < 2:
         return dict.fromkeys(said, 1.0)
@@ -50,6 +51,11 @@ def specificity(texts: Mapping[K, str]) -> dict[K, float]:
     top = math.log(n)
     # the rarest word's inverse document frequency: that of its smallest frequency
     return {key: math.log(n / min(map(frequency.__getitem__, found), default=n)) / top for key, found in said.items()}
+
+
+@functools.lru_cache(maxsize=2048)  # the same memories come back question after question (~5 kB each)
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.casefold()))
 
 
 def specificity_support(
