@@ -70,6 +70,6 @@ def test_a_hybrid_recall_ranks_a_sentence_that_says_nothing_below_the_one_that_t
         fillers[0].id,
         fact.id,
     ]
-    # a memory that is no conversation's turn is not compared: its title names what it is about
+    # a memory that is no conversation's turn is not compared: its title is a headline of it
     notes = [obs(title="Customer 1001", user_id="u") for _ in range(MIN_TURNS)]
     assert not any("specific" in h.boosts for h in recall_fixtures.scored("customer?", notes, notes, notes, NOW))

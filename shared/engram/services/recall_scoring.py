@@ -121,11 +121,11 @@ _SAID = (UnitKind.turn, UnitKind.statement, UnitKind.passage)  # what a conversa
 def turn_texts(visible: Sequence[tuple[Fused, Observation]], key: dict[uuid.UUID, Hashable]) -> dict[Hashable, str]:
     """What each candidate turn said: the titles of its units among the candidates (a turn unit,
     its statements, an answer's passages), joined, without the speaker a title starts with. What
-    `specificity` compares. Other memories are not compared: their title names what they are
-    about, which other memories of the same thing share (XQuAD's paragraphs are titled by their
-    article; German -> German hybrid recall@5 fell 0.992 -> 0.983 with them). A speaker's name is
-    no word of what was said, and the rarer speaker among the candidates, often the assistant,
-    would have it as a word of its own."""
+    `specificity` compares. Other memories are not compared: their title is a headline of what
+    they say, the rest is in the narrative (XQuAD's paragraphs: the first sentence; German ->
+    German hybrid recall@5 fell 0.992 -> 0.983 with them compared). A speaker's name is no word
+    of what was said, and the rarer speaker among the candidates, often the assistant, would
+    have it as a word of its own."""
     texts: dict[Hashable, list[str]] = defaultdict(list)
     for _, obs in visible:
         ref = unit_ref(obs)
