@@ -53,7 +53,7 @@ def specificity(texts: Mapping[K, str]) -> dict[K, float]:
     return {key: math.log(n / min(map(frequency.__getitem__, found), default=n)) / top for key, found in said.items()}
 
 
-@functools.lru_cache(maxsize=2048)  # the same memories come back question after question (~5 kB each)
+@functools.lru_cache(maxsize=1024)  # the same memories come back question after question (a turn: <= ~13 kB)
 def _words(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(text.casefold()))
 
