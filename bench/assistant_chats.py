@@ -21,6 +21,8 @@ topic the fact belongs to (the allergy while planning meals) instead of as an as
 carry a pasted text of `--paste-chars` characters of XQuAD prose, as a user pastes a document.
 `--requests`: per fact also a request that needs it without naming it ("Can you suggest a dinner
 I could cook tonight?" for an allergy), categories 11 and 12, reported beside the others.
+`--via chat` also reports `context.recall`: the share of the evidence in what a chat turn sends
+with the question, the stable memory block (the user's preferences and identity) and the hits.
 """
 
 from __future__ import annotations
@@ -190,6 +192,16 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(
                 f"{m} " + "/".join(f"{figures.get(f'{m}.{form}.recall@{k}', 0):.3f}" for k in (1, 5, 10))
                 for m in ("bm25", "vector", "hybrid")
+            )
+        )
+    if "context.recall" in figures:  # via chat
+        Console().print(
+            "in what a chat turn sends (the stable memory block's"
+            f" {figures.get('context.stable_turns', 0):.1f} turns and the hybrid hits): "
+            + ", ".join(
+                f"{args.categories[c]} {figures[f'context.cat{c}.recall']:.3f}"
+                for c in args.categories
+                if f"context.cat{c}.recall" in figures
             )
         )
     if args.json:

@@ -22,7 +22,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from engram.adapters.observation_rows import to_observation
 from engram.adapters.postgres import Database
@@ -32,7 +32,9 @@ from engram.domain.conversation import ConversationSession, turn_id_of
 from engram.domain.events import CHAT_TURN_COMPLETED, ChatTurnCompleted, new_event
 from engram.domain.language import detect_language
 from engram.domain.observation import Observation
+from engram.domain.scopes import Visibility
 from engram.ports import NewMessage, UnitOfWork
+from engram.services.chat.prepare import STABLE_LIMIT, STABLE_TYPES
 from engram.services.extraction import Extraction
 from engram.services.sessions import session_ended_event
 from engram.settings import get_settings
@@ -97,6 +99,16 @@ async def stored_observations(db: Database, tenant_id: str) -> Counter[str]:
 async def tenant_observations(db: Database, tenant_id: str) -> list[Observation]:
     async with db.tenant(tenant_id) as conn:
         return [to_observation(r) for r in await conn.fetch("SELECT * FROM observations ORDER BY created_at, id")]
+
+
+async def stable_memory_turns(uow: UnitOfWork, tenant_id: str, user_id: str, replay: ChatReplay) -> set[str]:
+    """The turns that the chat's stable memory block cites, as a chat turn of this user would
+    send it (`chat.prepare`: the user's own preferences and identity, never sensitive), one turn
+    id per message the block's observations were extracted from."""
+    visibility = Visibility(tenant_id=tenant_id, user_id=user_id, teams=frozenset(), include_sensitive=False)
+    async with uow.tenant(tenant_id) as tx:
+        found = await tx.observations.profile(visibility, types=STABLE_TYPES, now=datetime.now(UTC), limit=STABLE_LIMIT)
+    return {turn for o in found for turn in replay.turn_of(o).split() if turn}
 
 
 def message_id(tenant: str, conversation_id: str, turn_id: str) -> uuid.UUID:

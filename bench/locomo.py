@@ -58,6 +58,7 @@ from bench.chat_path import (
     chat_extraction,
     replay_chat,
     reset_tenant,
+    stable_memory_turns,
     stored_observations,
     tenant_observations,
 )
@@ -311,6 +312,9 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     refused: list[str] = []
     extraction: Extraction | None = None
     extractor = ""
+    # via chat: is the evidence in what a chat turn would send, the stable memory block or the hits?
+    in_context: dict[int, list[float]] = defaultdict(list)
+    stable_sizes: list[int] = []
     if args.via == "chat":
         extraction, extractor = chat_extraction(uow)
     ranked_out = args.ranked_out.open("w", encoding="utf-8") if args.ranked_out else None
@@ -381,6 +385,10 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                     )
                     turn_of = _turn_of_conversation(sid)
             await index_events(indexer, bus.take())
+            stable: set[str] | None = None
+            if args.via == "chat":
+                stable = await stable_memory_turns(uow, tenant, "reader", replay)
+                stable_sizes.append(len(stable))
             stored += await stored_observations(db, tenant)
             ingest_seconds += time.perf_counter() - t0
             console.print(
@@ -397,6 +405,9 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 ranked = await ask(db, recall, principal, str(qa["question"]), args.limit, scores, turn_of)
                 for mode, turns in ranked.items():
                     scores.add(mode, category, metrics(turns, gold))
+                if stable is not None:
+                    sent = stable | {t for hit in ranked["hybrid"][: args.limit] for t in hit.split()}
+                    in_context[category].append(len(gold & sent) / len(gold))
                 if ranked_out is not None:
                     row = {"id": f"{sid}:{number}", "category": category, "gold": sorted(gold), "ranked": ranked}
                     ranked_out.write(json.dumps(row) + "\n")
@@ -414,7 +425,21 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     if args.via == "chat":
         figures["chat.refused_events"] = len(refused)
         figures["chat.extractor"] = extractor
+        figures.update(context_figures(in_context, stable_sizes))
     return figures
+
+
+def context_figures(in_context: Mapping[int, Sequence[float]], stable_sizes: Sequence[int]) -> dict[str, float]:
+    """`context.recall`: the share of the evidence in what a chat turn sends with the question (the
+    stable memory block's turns and the hybrid hits), per category and pooled;
+    `context.stable_turns`: the turns the block cites, per conversation on average."""
+    out = {f"context.cat{c}.recall": round(statistics.fmean(v), 4) for c, v in sorted(in_context.items()) if v}
+    pooled = [x for v in in_context.values() for x in v]
+    if pooled:
+        out["context.recall"] = round(statistics.fmean(pooled), 4)
+    if stable_sizes:
+        out["context.stable_turns"] = round(statistics.fmean(stable_sizes), 2)
+    return out
 
 
 def assistants_of(sample: dict[str, Any], sessions: Sequence[ConversationSession], choice: str) -> frozenset[str]:

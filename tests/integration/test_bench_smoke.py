@@ -108,6 +108,9 @@ async def test_a_chat_replayed_through_extraction_is_scored_by_the_turns_extract
     hits = {turn for r in rows for hit in r["ranked"]["hybrid"] for turn in hit.split()}
     assert hits <= {t["dia_id"] for t in said} | {""} and hits & user_turns
     assert all(r["ranked"]["ts_rank"] == [] for r in rows)
+    # what a chat turn sends: the stable memory block's turns besides the hits, never less than the hits
+    assert figures["context.stable_turns"] >= 0 and figures["context.recall"] >= figures["hybrid.recall@10"] - 1e-9
+    assert all(f"context.cat{c}.recall" in figures for c in {r["category"] for r in rows})
 
 
 async def test_consolidation_bench_reports_its_figures(services: Any) -> None:
