@@ -71,7 +71,7 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
     asked = hybrid and asks_assistant(plan.text)
     about_user = hybrid and not asked and in_first_person(plan.text)  # `addressee.asks_about_user`
     answers = answer_support([obs for _, obs in visible], asked_kind(plan.text)) if hybrid else {}
-    key = turn_keys([obs for _, obs in visible])
+    key = turn_keys([obs for _, obs in visible]) if hybrid else {}  # the support and the floors are hybrid's
     specific = specificity_support(turn_texts(visible, key)) if hybrid else {}
     own: dict[str, dict[str, float]] = {}  # each candidate's boosts but the language gate
     for f, obs in visible:
@@ -88,7 +88,7 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
             applied["addressee"] = addressee
         if obs.id in answers:
             applied["answer"] = answers[obs.id]
-        if (own_words := specific.get(key[obs.id], 1.0)) != 1.0:
+        if specific and (own_words := specific.get(key[obs.id], 1.0)) != 1.0:
             applied["specific"] = round(own_words, 6)
         own[f.id] = {name: value for name, value in applied.items() if name != "cross_language"}
         hits.append(
