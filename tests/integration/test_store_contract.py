@@ -140,7 +140,7 @@ async def test_profile_and_known(uow: Any, tenant: str) -> None:
     async with uow.tenant(tenant) as tx:
         vis = Visibility(tenant_id=tenant, user_id="alice", teams=frozenset(), include_sensitive=True)
         profile = await tx.observations.profile(vis, types=["preference"], now=datetime.now(UTC), limit=10)
-        assert [o.title for o in profile] == ["critical", "normal, oldest", "normal, newer"]
+        assert [o.title for o in profile] == ["critical", "normal, newer", "normal, oldest"]
         assert [k.title for k in await tx.observations.known("alice", 2)] == ["rejected", "normal, newer"]
         assert await tx.feedback.rejected_ids("alice") == {str(rejected.id)}
         await tx.observations.delete(rejected.id)

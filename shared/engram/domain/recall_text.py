@@ -110,9 +110,21 @@ def render_observations(
     header: str | None = "Relevant memories",
 ) -> str:
     """Observations as plain text for an LLM's context (the memory API's recall and chat-turn's streams)."""
-    if not observations or token_budget <= 0:
+    entries = [entry for _obs, entry in fitted(observations, token_budget=token_budget, header=header)]
+    if not entries:
         return ""
-    entries: list[str] = []
+    body = "\n".join(entries) + "\n"
+    return f"{header} ({len(entries)}):\n{body}" if header else body
+
+
+def fitted(
+    observations: Sequence[Observation], *, token_budget: int, header: str | None = None
+) -> list[tuple[Observation, str]]:
+    """The observations that `render_observations` writes within the budget, in its order, with
+    their entries (shortened where the full one does not fit)."""
+    if not observations or token_budget <= 0:
+        return []
+    entries: list[tuple[Observation, str]] = []
     used = estimate_tokens(header) + 1 if header else 0
     titles = {o.id: o.title for o in observations}
     for obs in order_for_context(observations):
@@ -120,14 +132,10 @@ def render_observations(
         entry = render_entry(obs, conflicting=conflicting)
         cost = estimate_tokens(entry) + 1
         if used + cost > token_budget:
-            shorter = render_entry(obs, narrative_chars=120, conflicting=conflicting)
-            cost = estimate_tokens(shorter) + 1
+            entry = render_entry(obs, narrative_chars=120, conflicting=conflicting)
+            cost = estimate_tokens(entry) + 1
             if used + cost > token_budget:
                 continue
-            entry = shorter
-        entries.append(entry)
+        entries.append((obs, entry))
         used += cost
-    if not entries:
-        return ""
-    body = "\n".join(entries) + "\n"
-    return f"{header} ({len(entries)}):\n{body}" if header else body
+    return entries

@@ -131,7 +131,7 @@ async def test_listing_applies_visibility_and_what_is_in_force(tenant: str) -> N
         assert set(await tx.observations.live_ids()) == {str(o.id) for t, o in by_title.items() if t != "old"}
 
 
-async def test_the_profile_is_the_users_own_unrejected_memory_by_priority_then_age(tenant: str) -> None:
+async def test_the_profile_is_the_users_own_unrejected_memory_by_priority_then_newest(tenant: str) -> None:
     uow = InMemoryUnitOfWork(FakeBus())
     clock = iter(NOW + timedelta(seconds=i) for i in range(100))
     uow.clock = lambda: next(clock)
@@ -151,7 +151,7 @@ async def test_the_profile_is_the_users_own_unrejected_memory_by_priority_then_a
     async with uow.tenant(tenant) as tx:
         vis = seeing(tenant, include_sensitive=True)
         profile = await tx.observations.profile(vis, types=["preference"], now=NOW + timedelta(hours=1), limit=10)
-        assert [o.title for o in profile] == ["critical", "normal, oldest", "normal, newer"]
+        assert [o.title for o in profile] == ["critical", "normal, newer", "normal, oldest"]
         assert await tx.feedback.rejected_ids("alice") == {str(rejected.id)}
         assert [k.title for k in await tx.observations.known("alice", 2)] == ["a fact", "rejected"]  # never sensitive
 

@@ -17,6 +17,7 @@ from engram.domain.models import FeedbackKind, FeedbackRow, SessionStatus
 from engram.domain.observation import ObservationDraft, Priority, Scope
 from engram.domain.scopes import Permission, Principal
 from engram.services.chat import TurnRequest, TurnResponse
+from engram.services.chat.prepare import STABLE_LIMIT
 from tests.fakes import FakeBus, FakeEmbedder, FakeRecall, FakeSearchIndex, InMemoryUnitOfWork, observation
 from tests.fakes.data import jsonb
 
@@ -174,9 +175,40 @@ async def test_the_stable_memory_is_the_users_own_profile(
     uow.clock = lambda: datetime.now(UTC)
     r = await say(built, alice(tenant, permissions=READ | {Permission.view_sensitive.value}), uuid.uuid4(), "Hi!")
     assert r.memory_trace["stable_memory"] == [
-        str(ids["Prefers answers as bullet points"]),  # the highest priority first, then the oldest
+        str(ids["Prefers answers as bullet points"]),  # the highest priority first, then the newest
         str(ids["Alice is the head of billing"]),
     ]
     without_read = await say(built, alice(tenant, permissions=frozenset()), uuid.uuid4(), "Hi again!")
     assert without_read.memory_trace["stable_memory"] == [] and without_read.query_id is None
     assert without_read.memory_trace["memory"] == "not permitted (read:AiObservation)"
+
+
+async def test_the_stable_memory_keeps_what_the_user_said_last_within_its_budget(
+    built: Services, uow: InMemoryUnitOfWork, tenant: str
+) -> None:
+    """A profile that stops at its limit keeps the newest facts, and holds no more than its
+    block's budget shows the model (the trace names what was sent)."""
+    start = datetime.now(UTC) - timedelta(days=60)
+    for day in range(STABLE_LIMIT + 5):
+        uow.clock = lambda day=day: start + timedelta(days=day)
+        async with uow.tenant(tenant) as tx:
+            await tx.observations.write_many(
+                [ObservationDraft(tenant_id=tenant, user_id="alice", type="identity", title=f"Fact of day {day}")]
+            )
+    uow.clock = lambda: datetime.now(UTC)
+    r = await say(built, alice(tenant), uuid.uuid4(), "Hi!")
+    titles = [uow.data(tenant).observations[uuid.UUID(i)].title for i in r.memory_trace["stable_memory"]]
+    assert titles[0] == f"Fact of day {STABLE_LIMIT + 4}" and "Fact of day 0" not in titles
+    assert len(titles) == STABLE_LIMIT  # short entries: all fit
+
+    for n in range(4):  # four newer entries with long narratives
+        uow.clock = lambda n=n: start + timedelta(days=40 + n)
+        async with uow.tenant(tenant) as tx:
+            draft = ObservationDraft(
+                tenant_id=tenant, user_id="alice", type="identity", title=f"Long {n}", narrative="details " * 100
+            )
+            await tx.observations.write_many([draft])
+    uow.clock = lambda: datetime.now(UTC)
+    r = await say(built, alice(tenant), uuid.uuid4(), "Hi again!")
+    sent = [uow.data(tenant).observations[uuid.UUID(i)].title for i in r.memory_trace["stable_memory"]]
+    assert sent[:4] == ["Long 3", "Long 2", "Long 1", "Long 0"] and len(sent) < STABLE_LIMIT  # they take the room

@@ -26,7 +26,7 @@ from engram.domain.recall import RecallQuery, SearchHit
 from engram.domain.streams import render_observations, standard_context_filter
 from engram.domain.telemetry import ChatError
 from engram.services.chat.interview import Interviewed, Interviewer
-from engram.services.chat.prepare import model_override
+from engram.services.chat.prepare import model_override, stable_block
 from engram.services.chat.turn import OfflineReason, PreparedTurn, TextSink
 from engram.services.gateway import LlmGateway, Tool, ToolContext, TurnOutcome
 from engram.services.multistream import MultiStreamResult
@@ -199,7 +199,7 @@ class TurnAnswer:
         return tools
 
     def _request(self, prepared: PreparedTurn, memory: str | None) -> Callable[[Profile], LlmRequest]:
-        profile_block = render_observations(prepared.stable, 3_000) if prepared.stable else ""
+        profile_block = stable_block(prepared.stable) if prepared.stable else ""
         today = date.today().isoformat()
         history = tuple(prepared.history)
         message = prepared.body.message

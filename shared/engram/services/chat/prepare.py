@@ -20,8 +20,10 @@ from engram.domain.errors import Forbidden, NotFound, RecallUnavailable, Unproce
 from engram.domain.llm import Message, from_last_compaction
 from engram.domain.models import Chat, ChatKind, Session
 from engram.domain.observation import Observation, Scope
+from engram.domain.recall_text import fitted
 from engram.domain.routing import RoutingDecision, RoutingRules, override, route
 from engram.domain.scopes import Permission, Principal, Visibility
+from engram.domain.streams import render_observations
 from engram.domain.telemetry import ChatModelAutoRouted
 from engram.ports import ChatStore, EmbedAhead, Recall, StoredMessage, TenantTx, UnitOfWork
 from engram.services.chat.turn import PreparedTurn, TurnRequest
@@ -30,6 +32,17 @@ from engram.services.multistream import MultiStreamRecall, MultiStreamResult
 
 STABLE_TYPES = ("preference", "identity")
 STABLE_LIMIT = 20
+STABLE_CHARS = 3_000  # the block's budget in the prompt
+
+
+def stable_block(stable: list[Observation]) -> str:
+    """The stable memory block as the prompt holds it."""
+    return render_observations(stable, STABLE_CHARS)
+
+
+def stable_sent(stable: list[Observation]) -> list[Observation]:
+    """The observations of the stable memory that fit the block's budget (what the model reads)."""
+    return [obs for obs, _entry in fitted(stable, token_budget=STABLE_CHARS // 4)]
 
 
 def history_messages(stored: list[StoredMessage]) -> list[Message]:
@@ -213,7 +226,7 @@ class TurnPreparation:
 
     async def _stable_memory(self, tx: TenantTx, principal: Principal) -> list[Observation]:
         """The user's own preferences and identity: the cached part of the memory (never sensitive,
-        never what the user rejected).
+        never what the user rejected), the newest that fit the block.
 
         Only what the user owns: a colleague's public preference is not this user's profile (it
         can still come up through recall).
@@ -228,4 +241,4 @@ class TurnPreparation:
             include_sensitive=False,
         )
         observations = await tx.observations.profile(visibility, types=types, now=datetime.now(UTC), limit=STABLE_LIMIT)
-        return [o for o in observations if o.scope is not Scope.sensitive and visibility.allows(o)]
+        return stable_sent([o for o in observations if o.scope is not Scope.sensitive and visibility.allows(o)])

@@ -15,10 +15,11 @@ from engram.domain.language import detect_language
 from engram.domain.llm import LlmConfig, Usage, approx_tokens, cost_usd
 from engram.domain.models import Session, SessionStatus
 from engram.domain.scopes import Permission
-from engram.domain.streams import render_observations, trace_hits
+from engram.domain.streams import trace_hits
 from engram.domain.telemetry import ChatTurnMetrics, MemoryCacheBreak, TelemetryRecord, records_of
 from engram.ports import NewMessage
 from engram.services.chat.answer import Answered
+from engram.services.chat.prepare import stable_block
 from engram.services.chat.turn import PreparedTurn, TurnResponse, TurnUsage
 from engram.services.proposals import ProposalView
 from engram.services.sessions import session_ended_event
@@ -132,7 +133,7 @@ def turn_telemetry(
             MemoryCacheBreak(
                 reason="stable memory changed between turns",
                 model=answered.model,
-                expected_cached_tokens=approx_tokens(render_observations(prepared.stable, 3_000)),
+                expected_cached_tokens=approx_tokens(stable_block(prepared.stable)),
             )
         )
     metas.append(
