@@ -72,6 +72,60 @@ def test_offline_extractor_keeps_salient_english_statements() -> None:
     assert types == ["decision", "fact", "identity", "preference"]
 
 
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "My daughter Mia turns six in May, so the house will be loud.",
+        "Tom, my husband, works at the harbour authority.",
+        "I have two kids and a very patient neighbour.",
+        "Our old cat sleeps on my keyboard all day.",
+        "We rescued a greyhound puppy last winter.",
+        "I ride an e-bike to work when it is dry.",
+        "I've been taking pottery classes since autumn.",
+        "I go climbing with friends on most weekends.",
+        "We live near the river, on the quiet side of town.",
+        "For three years now I have been working as a translator.",
+        "Mein Vater wohnt seit letztem Jahr im Allgäu.",
+        "Ich habe zwei Töchter, beide im Kindergarten.",
+        "Unsere Katze schläft am liebsten auf der Heizung.",
+        "Ich spiele seit der Schulzeit Posaune im Musikverein.",
+        "Ich wohne in Freiburg, nah am Bahnhof.",
+        "Seit März bin ich als Elektrikerin bei den Stadtwerken.",
+    ],
+)
+def test_what_the_user_tells_of_their_life_is_identity(sentence: str) -> None:
+    """Family, pets, vehicles, routines, home and work: the stable memory block's facts."""
+    [draft] = offline_observations(sentence, ORIGIN, DEFAULT_OBSERVATION_TYPES)
+    assert draft.type == "identity" and draft.scope is Scope.private
+
+
+@pytest.mark.parametrize(
+    ("sentence", "kind"),
+    [
+        ("My favourite band is still Portishead.", "preference"),
+        ("I am vegetarian, and so is my flatmate.", "preference"),
+        ("Mein Lieblingsessen ist Linsensuppe mit Spätzle.", "preference"),
+        ("Krimis von Nele Neuhaus mag ich sehr.", "preference"),
+    ],
+)
+def test_favourites_and_diet_are_preferences(sentence: str, kind: str) -> None:
+    assert [d.type for d in offline_observations(sentence, ORIGIN, DEFAULT_OBSERVATION_TYPES)] == [kind]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "I talked to my sister on the phone yesterday.",  # a relative without a fact about them
+        "My pet peeve is people who reply all.",
+        "Ich habe meine Mutter gestern angerufen.",
+        "I'm allergic to hazelnuts, sadly.",  # health: for an LLM to mark sensitive, not the profile
+        "Do you think my dog would like a bigger bed?",  # a question is not a statement
+    ],
+)
+def test_what_is_no_personal_fact_stays_out(sentence: str) -> None:
+    assert [d.type for d in offline_observations(sentence, ORIGIN, DEFAULT_OBSERVATION_TYPES)] == []
+
+
 def test_small_talk_leaves_nothing() -> None:
     assert offline_observations("Hallo, wie geht's? Danke dir, bis später!", ORIGIN, DEFAULT_OBSERVATION_TYPES) == []
 

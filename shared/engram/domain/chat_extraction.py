@@ -3,7 +3,8 @@
 - `ExtractionOutput`: the JSON schema of the LLM's `record_observations` tool, validated by
   pydantic; `to_drafts` turns it into observation drafts.
 - `offline_observations`: without an LLM, salient statements of the user (decisions, dates,
-  names, preferences, explicit "remember this") in German and English.
+  names, preferences, the user's own life (`personal_facts`), explicit "remember this") in
+  German and English.
 - `SummaryOutput` and `offline_summary`: a session's structured summary.
 """
 
@@ -26,6 +27,7 @@ from engram.domain.observation import (
     TriggerSource,
     is_unit_key,
 )
+from engram.domain.personal_facts import PERSONAL_PATTERNS, PREFERENCE_PATTERNS
 from engram.domain.secrets import without_secrets
 
 # ---- LLM output schema --------------------------------------------------------------------------
@@ -175,6 +177,7 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             r"\bi (prefer|like|love|hate|dislike|don'?t like|'d rather|would rather)\b",
             r"\bplease (always|never|don'?t)\b",
             r"\bit'?s important to me\b",
+            *PREFERENCE_PATTERNS,
         ),
     ),
     (
@@ -191,6 +194,7 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             r"\bi('m| am) responsible for\b",
         ),
     ),
+    ("identity", "personal", PERSONAL_PATTERNS),  # family, pets, vehicles, routines, home, work
     (
         "fact",
         "contact",

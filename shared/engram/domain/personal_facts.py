@@ -1,0 +1,114 @@
+"""What a user says about their own life, for the offline extraction's profile (R-4.3): pure patterns.
+
+A chat turn sends the user's identity and preferences with every message (the stable memory
+block), so a request that needs a personal fact without naming it ("What should we organise
+before our holiday?" for a dog, "Can you plan a surprise party?" for a partner's birthday)
+is answered with it. An LLM's extraction writes these facts; without one, these patterns
+find the usual ways to state them in English and German:
+
+- family: a relative with what they do, where they live or a birthday ("my sister lives in
+  Porto", "meine Frau hat am 14. März Geburtstag"), or how many there are ("I have two kids");
+- pets and vehicles the user has ("our dog", "I drive a", "unser Kater", "ich fahre einen");
+- routines, hobbies and lessons ("I go swimming every", "I'm learning", "ich übe", "ich lerne");
+- home and work ("I live in", "working as", "ich wohne", "als Pflegerin beim").
+
+Health is not here: an allergy or a diagnosis is sensitive, and the stable block never holds
+sensitive memories (an LLM's extraction marks them so).
+
+A relative alone is no fact ("I talked to my sister yesterday"): the family patterns want a
+verb of living, working, moving, a name-giving or a birthday within a few words. German puts
+the verb at the end of the clause, so its window is wider.
+"""
+
+from __future__ import annotations
+
+_RELATIVES_EN = (
+    r"(wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|sons?|daughters?|kids|children|mother|mom|mum|"
+    r"father|dad|sisters?|brothers?|parents|grand(ma|pa|mother|father|parents)|aunt|uncle|cousins?|nieces?|"
+    r"nephews?|in-laws)"
+)
+_RELATIVE_FACTS_EN = (
+    r"(lives|living|live|moved|moving|moves|works|working|turns|born|called|named|studies|studying|married|"
+    r"expecting|birthday|retired|started)"
+)
+_PETS_EN = (
+    r"(dogs?|cats?|pupp(y|ies)|kittens?|rabbits?|bunn(y|ies)|hamsters?|guinea pigs?|parrots?|budgies?|horses?|"
+    r"ponies|pony|tortoises?|pets?)"
+)
+_VEHICLES_EN = r"(car|motorbike|motorcycle|scooter|van|e-?bike|bicycle|bike|campervan)"
+_ACTIVITIES_EN = (
+    r"(swimming|running|jogging|climbing|bouldering|cycling|hiking|skiing|surfing|dancing|rowing|sailing|"
+    r"to the gym|to yoga|to pilates|to choir|to band practice)"
+)
+
+_RELATIVES_DE = (
+    r"(frau|mann|ehefrau|ehemann|partner(in)?|freund(in)?|verlobte[rn]?|sohn|tochter|kinder|mutter|mama|vater|"
+    r"papa|schwester|bruder|eltern|oma|opa|gro(ß|ss)(mutter|vater|eltern)|tante|onkel|cousine?|nichte|neffe|"
+    r"schwieger(eltern|mutter|vater))"
+)
+_RELATIVE_FACTS_DE = (
+    r"(wohnt|lebt|gezogen|zieht|arbeitet|hei(ß|ss)t|geburtstag|wird|studiert|geboren|geheiratet|heiratet|"
+    r"erwartet|angefangen)"
+)
+_PETS_DE = (
+    r"(hund|hündin|welpen?|katzen?|kater|kätzchen|kaninchen|hasen?|hamster|meerschweinchen|wellensittich|"
+    r"papagei|pferd|pony|schildkröte|haustier(e)?)"
+)
+_VEHICLES_DE = r"(auto|wagen|fahrrad|rad|e-bike|motorrad|roller|transporter|wohnmobil)"
+_POSSESSIVE_DE = r"(mein|meine|meinen|meinem|meiner|unser|unsere|unseren|unserem|unserer)"
+
+PERSONAL_PATTERNS: tuple[str, ...] = (
+    # family (English)
+    rf"\bmy {_RELATIVES_EN}\b(\W+\w+){{0,3}}?\W+{_RELATIVE_FACTS_EN}\b",
+    rf"\bmy {_RELATIVES_EN}('s)? (is|are) (now |currently )?(in|at|a|an)\b",
+    rf"\bi have (a|an|one|two|three|four|five) (\w+ )?{_RELATIVES_EN}\b",
+    r"\bi('m| am) (married|engaged|divorced|widowed|a (single )?(mother|father|mum|mom|dad|parent))\b",
+    # pets and vehicles (English)
+    rf"\b(my|our) (new |old |little )?{_PETS_EN}\b(?! peeve)",
+    rf"\b(i|we) (adopted|got|have|rescued) (a|an|two|three) (\w+ )?{_PETS_EN}\b",
+    r"\bi (drive|ride) (a|an)\b",
+    rf"\b(my|our) (new |old )?{_VEHICLES_EN}\b",
+    # routines, hobbies, lessons (English)
+    r"\bi('ve| have)? ?(been )?tak(e|ing) \w+ (lessons|classes)\b",
+    r"\bi('m| am|'ve been| have been) (now )?learning\b",
+    r"\bi (practi[cs]e|play|train) (the |in |for |at )?\w+",
+    rf"\bi (go|usually go|always go) {_ACTIVITIES_EN}\b",
+    r"\b(my hobby|my hobbies|in my (free|spare) time)\b",
+    r"\bi signed up for\b",
+    # home and work (English)
+    r"\b(i|we) live (in|near|on|with|outside)\b",
+    r"\b(i|we) (just |recently )?moved (to|into)\b",
+    r"\b(new job|started|joined|switched jobs)\b.*\b(as|at) (a |an |the )?\w",
+    r"\bworking as\b",
+    r"\bi('m| am) (now |currently )?(a|an|the) [a-z-]+ (at|of|for|in)\b",
+    # family (German)
+    rf"\b{_POSSESSIVE_DE} {_RELATIVES_DE}\b(\W+\w+){{0,6}}?\W+{_RELATIVE_FACTS_DE}\b",
+    rf"\bich habe (eine?n?|zwei|drei|vier|fünf) (\w+ )?({_RELATIVES_DE}|söhne|töchter|geschwister|enkel)\b",
+    r"\bich bin (verheiratet|verlobt|geschieden|verwitwet|alleinerziehend|mutter|vater)\b",
+    # pets and vehicles (German)
+    rf"\b{_POSSESSIVE_DE} (neue[nmrs]? |alte[nmrs]? |kleine[nmrs]? )?{_PETS_DE}\b",
+    rf"\b(wir haben|ich habe) (einen|eine|ein|zwei|drei) (\w+ )?{_PETS_DE}\b",
+    r"\bich fahre (einen|eine|ein)\b",
+    rf"\b{_POSSESSIVE_DE} (neue[nmrs]? |alte[nmrs]? )?{_VEHICLES_DE}\b",
+    # routines, hobbies, lessons (German)
+    r"\bich (lerne|übe|spiele|trainiere)\b",
+    r"\bich gehe (jeden|jede|immer|regelmäßig|einmal|zweimal|dreimal)\b",
+    r"\bich (nehme|mache|besuche) (\w+ )?\w*(kurs|unterricht|stunden)\b",
+    r"\bich habe mich\b.*\bangemeldet\b",
+    r"\b(mein hobby|meine hobbys|in meiner freizeit)\b",
+    # home and work (German)
+    r"\b(ich wohne|wir wohnen|ich lebe|wir leben) (in|bei|am|auf|im|seit|jetzt|nahe)\b",
+    r"\b(ich bin|wir sind) (\w+ )?nach \w+ gezogen\b",
+    r"\bich (bin|arbeite) (jetzt |nun |inzwischen |seit \w+ )?(als|bei|beim|im|in der)\b",
+    r"\bals \w+ (bei|beim|im|in der)\b",
+    r"\bich bin (jetzt |nun |inzwischen )?\w+(in|er|or|ent|ant|ist) (bei|beim)\b",
+)
+
+# a user's favourites and diet: preferences (the stable block holds those too)
+PREFERENCE_PATTERNS: tuple[str, ...] = (
+    r"\bmy (all-time )?favou?rite\b",
+    r"\bi('m| am) (a )?(vegetarian|vegan|pescatarian)\b",
+    r"\bmein(e|en|em)? lieblings\w*",
+    r"\b(liebe|mag) ich\b",
+    r"\bich (bin|esse) (vegetarisch|vegan|vegetarier(in)?|veganer(in)?)\b",
+)
