@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     if "context.recall" in figures:  # via chat
         Console().print(
             "in what a chat turn sends (the stable memory block's"
-            f" {figures.get('context.stable_turns', 0):.1f} turns and the hybrid hits): "
+            f" {figures.get('context.stable_turns', 0):.1f} turns in {figures.get('context.stable_chars', 0):.0f}"
+            " characters, and the hybrid hits): "
             + ", ".join(
                 f"{args.categories[c]} {figures[f'context.cat{c}.recall']:.3f}"
                 for c in args.categories

@@ -34,7 +34,7 @@ from engram.domain.language import detect_language
 from engram.domain.observation import Observation
 from engram.domain.scopes import Visibility
 from engram.ports import NewMessage, UnitOfWork
-from engram.services.chat.prepare import STABLE_LIMIT, STABLE_TYPES
+from engram.services.chat.prepare import STABLE_LIMIT, STABLE_TYPES, stable_block, stable_sent
 from engram.services.extraction import Extraction
 from engram.services.sessions import session_ended_event
 from engram.settings import get_settings
@@ -101,14 +101,23 @@ async def tenant_observations(db: Database, tenant_id: str) -> list[Observation]
         return [to_observation(r) for r in await conn.fetch("SELECT * FROM observations ORDER BY created_at, id")]
 
 
-async def stable_memory_turns(uow: UnitOfWork, tenant_id: str, user_id: str, replay: ChatReplay) -> set[str]:
-    """The turns that the chat's stable memory block cites, as a chat turn of this user would
-    send it (`chat.prepare`: the user's own preferences and identity, never sensitive), one turn
-    id per message the block's observations were extracted from."""
+@dataclass(frozen=True)
+class StableBlock:
+    """The stable memory block a chat turn of a user would send."""
+
+    turns: frozenset[str]  # one turn id per message the block's observations were extracted from
+    chars: int  # its length in the prompt
+
+
+async def stable_memory_block(uow: UnitOfWork, tenant_id: str, user_id: str, replay: ChatReplay) -> StableBlock:
+    """The chat's stable memory block as `chat.prepare` reads it (the user's own preferences and
+    identity, never sensitive, the newest that fit the block's budget), and the turns it cites."""
     visibility = Visibility(tenant_id=tenant_id, user_id=user_id, teams=frozenset(), include_sensitive=False)
     async with uow.tenant(tenant_id) as tx:
         found = await tx.observations.profile(visibility, types=STABLE_TYPES, now=datetime.now(UTC), limit=STABLE_LIMIT)
-    return {turn for o in found for turn in replay.turn_of(o).split() if turn}
+    sent = stable_sent(found)
+    turns = frozenset(turn for o in sent for turn in replay.turn_of(o).split() if turn)
+    return StableBlock(turns, len(stable_block(sent)))
 
 
 def message_id(tenant: str, conversation_id: str, turn_id: str) -> uuid.UUID:

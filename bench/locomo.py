@@ -58,7 +58,7 @@ from bench.chat_path import (
     chat_extraction,
     replay_chat,
     reset_tenant,
-    stable_memory_turns,
+    stable_memory_block,
     stored_observations,
     tenant_observations,
 )
@@ -314,7 +314,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     extractor = ""
     # via chat: is the evidence in what a chat turn would send, the stable memory block or the hits?
     in_context: dict[int, list[float]] = defaultdict(list)
-    stable_sizes: list[int] = []
+    stable_sizes: list[tuple[int, int]] = []  # per conversation: the block's turns and characters
     if args.via == "chat":
         extraction, extractor = chat_extraction(uow)
     ranked_out = args.ranked_out.open("w", encoding="utf-8") if args.ranked_out else None
@@ -385,10 +385,11 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                     )
                     turn_of = _turn_of_conversation(sid)
             await index_events(indexer, bus.take())
-            stable: set[str] | None = None
+            stable: frozenset[str] | None = None
             if args.via == "chat":
-                stable = await stable_memory_turns(uow, tenant, "reader", replay)
-                stable_sizes.append(len(stable))
+                block = await stable_memory_block(uow, tenant, "reader", replay)
+                stable = block.turns
+                stable_sizes.append((len(block.turns), block.chars))
             stored += await stored_observations(db, tenant)
             ingest_seconds += time.perf_counter() - t0
             console.print(
@@ -429,16 +430,20 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     return figures
 
 
-def context_figures(in_context: Mapping[int, Sequence[float]], stable_sizes: Sequence[int]) -> dict[str, float]:
+def context_figures(
+    in_context: Mapping[int, Sequence[float]], stable_sizes: Sequence[tuple[int, int]]
+) -> dict[str, float]:
     """`context.recall`: the share of the evidence in what a chat turn sends with the question (the
     stable memory block's turns and the hybrid hits), per category and pooled;
-    `context.stable_turns`: the turns the block cites, per conversation on average."""
+    `context.stable_turns` and `context.stable_chars`: the turns the block cites and its length,
+    per conversation on average."""
     out = {f"context.cat{c}.recall": round(statistics.fmean(v), 4) for c, v in sorted(in_context.items()) if v}
     pooled = [x for v in in_context.values() for x in v]
     if pooled:
         out["context.recall"] = round(statistics.fmean(pooled), 4)
     if stable_sizes:
-        out["context.stable_turns"] = round(statistics.fmean(stable_sizes), 2)
+        out["context.stable_turns"] = round(statistics.fmean(n for n, _chars in stable_sizes), 2)
+        out["context.stable_chars"] = round(statistics.fmean(chars for _n, chars in stable_sizes), 1)
     return out
 
 

@@ -109,7 +109,8 @@ async def test_a_chat_replayed_through_extraction_is_scored_by_the_turns_extract
     assert hits <= {t["dia_id"] for t in said} | {""} and hits & user_turns
     assert all(r["ranked"]["ts_rank"] == [] for r in rows)
     # what a chat turn sends: the stable memory block's turns besides the hits, never less than the hits
-    assert figures["context.stable_turns"] >= 0 and figures["context.recall"] >= figures["hybrid.recall@10"] - 1e-9
+    assert figures["context.stable_chars"] >= 0 and figures["context.stable_turns"] >= 0
+    assert figures["context.recall"] >= figures["hybrid.recall@10"] - 1e-9
     assert all(f"context.cat{c}.recall" in figures for c in {r["category"] for r in rows})
 
 
