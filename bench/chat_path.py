@@ -34,8 +34,8 @@ from engram.domain.language import detect_language
 from engram.domain.observation import Observation
 from engram.domain.scopes import Visibility
 from engram.ports import NewMessage, UnitOfWork
-from engram.services.chat.prepare import STABLE_LIMIT, STABLE_TYPES, stable_block, stable_sent
 from engram.services.extraction import Extraction
+from engram.services.profile import STABLE_LIMIT, STABLE_TYPES, stable_block, stable_sent
 from engram.services.sessions import session_ended_event
 from engram.settings import get_settings
 from functions.extract_observation.main import WORKER as EXTRACT

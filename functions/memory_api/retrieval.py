@@ -1,4 +1,4 @@
-"""memory-api routes for recall, search, verify, expiring and delete (R-1.3, R-7, R-11.2).
+"""memory-api routes for recall, profile, search, verify, expiring and delete (R-1.3, R-7, R-11.2).
 
 Included before `GET /api/ai/memory/{observation_id}` so the fixed paths are not taken for ids.
 """
@@ -21,6 +21,7 @@ from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
 from engram.domain.scopes import require_sensitive
 from engram.ports import Recall
 from engram.runtime.http import CurrentPrincipal, ServicesDep
+from engram.services.profile import stable_block
 from engram.services.recall_plan import MAX_LIMIT, MAX_QUERY_CHARS, validate_query_text
 from functions.memory_api.openapi import QUERY_PATTERN
 
@@ -104,6 +105,15 @@ async def recall(
     )
     body = render_recall_text(result.hits, token_budget=budget)
     return PlainTextResponse(body, headers={"X-Engram-Query-Id": str(result.query_id)})
+
+
+@router.get("/profile", response_class=PlainTextResponse, responses={200: {"content": {"text/plain": {}}}})
+async def profile(principal: CurrentPrincipal, services: ServicesDep) -> PlainTextResponse:
+    """The caller's profile as plain text for an LLM's system prompt: their own preferences and
+    identity (family, work, home, routines), newest first with dates, never sensitive; the chat's
+    stable memory block. Empty for a caller without a user or without a profile."""
+    found = await services.memory.profile(principal)
+    return PlainTextResponse(stable_block(found), headers={"X-Engram-Profile-Entries": str(len(found))})
 
 
 @router.post("/search", response_model=SearchResponse)

@@ -79,7 +79,7 @@ GROUPS = {
     ),
     "memory_api:queries": (
         "memory_api",
-        r"^/api/ai/(memory/(recall|search|expiring|export)|events)$",
+        r"^/api/ai/(memory/(recall|profile|search|expiring|export)|events)$",
         35,
         "examples,coverage,fuzzing",
     ),

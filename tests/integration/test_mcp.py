@@ -34,7 +34,7 @@ from engram.services.auth import create_agent_key
 from tests.conftest import ALL_PERMISSIONS, JWT_SECRET, eventually
 
 REPO = Path(__file__).resolve().parents[2]
-TOOLS = {"remember", "recall", "search", "mark", "feedback", "forget", "expiring"}
+TOOLS = {"remember", "recall", "profile", "search", "mark", "feedback", "forget", "expiring"}
 AGENT_PERMISSIONS = [
     "read:AiObservation",
     "create:AiObservation",
@@ -169,6 +169,11 @@ async def test_every_tool_and_resource_over_streamable_http(
         offer = structured(
             await client.call_tool("remember", {"title": "Spring offer for Lehmann", "expires_at": soon})
         )
+        dog = structured(await client.call_tool("remember", {"title": "Alice has a dog, Biscuit", "type": "identity"}))
+        profile = text(await client.call_tool("profile", {}))
+        assert "Alice has a dog, Biscuit" in profile and dog["observation"]["id"] in profile
+        assert "Lehmann" not in profile  # a team's fact is no part of a user's profile
+
         expiring = structured(await client.call_tool("expiring", {"within": "7d"}))
         assert [i["id"] for i in expiring["items"]] == [offer["observation"]["id"]]
 

@@ -16,7 +16,7 @@ from engram.adapters.observations import PgObservationStore
 from engram.domain.observation import ObservationDraft, Scope
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal, Visibility
-from tests.conftest import eventually
+from tests.conftest import ALL_PERMISSIONS, eventually
 from tests.integration.test_memory_api import assert_problem
 
 READ = frozenset({Permission.read_observation.value})
@@ -261,6 +261,27 @@ async def test_other_tenants_ids_are_not_found(api: Any, auth: Any, tenant: str,
     assert_problem(await api.delete(f"/api/ai/memory/{o['id']}", headers=auth(other_tenant)), 404)
     assert "Osprey" not in await recall_text(api, auth(other_tenant), "Secret plan Osprey")
     assert_problem(await api.get("/api/ai/memory/recall", params={"q": "x"}), 401)
+
+
+async def test_the_profile_is_the_callers_own_preferences_and_identity(
+    api: Any, auth: Any, tenant: str, other_tenant: str
+) -> None:
+    """GET /api/ai/memory/profile: the chat's stable memory block, for any assistant."""
+    await remember(api, auth(tenant), title="Alice has a dog called Biscuit", type="identity")
+    await remember(api, auth(tenant), title="Alice prefers short answers", type="preference")
+    sensitive = auth(tenant, permissions=[*ALL_PERMISSIONS, Permission.view_sensitive.value])
+    await remember(api, sensitive, title="Alice's allergy to sesame", type="identity", scope="sensitive")
+    await remember(api, auth(tenant, "bob"), title="Bob prefers long answers", type="preference", scope="public")
+    await remember(api, auth(tenant), title="Invoices go out quarterly", type="decision")
+    r = await api.get("/api/ai/memory/profile", headers=sensitive)  # never sensitive, even for those who may see it
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    assert r.text.index("short answers") < r.text.index("Biscuit")  # the newest first
+    assert "sesame" not in r.text and "Bob" not in r.text and "quarterly" not in r.text
+    assert r.headers["x-engram-profile-entries"] == "2"
+    empty = await api.get("/api/ai/memory/profile", headers=auth(other_tenant))
+    assert empty.status_code == 200 and empty.text == "" and empty.headers["x-engram-profile-entries"] == "0"
+    assert_problem(await api.get("/api/ai/memory/profile"), 401)
+    assert_problem(await api.get("/api/ai/memory/profile", headers=auth(tenant, permissions=[])), 403)
 
 
 # ---- R-7.2 as a property: never a forbidden hit, every visible exact match found -------------

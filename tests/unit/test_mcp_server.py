@@ -57,17 +57,18 @@ def text(result: Any) -> str:
     return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
 
 
-async def test_seven_tools_described_for_models() -> None:
+async def test_eight_tools_described_for_models() -> None:
     server, _, _ = world(HUMAN)
     async with Client(server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"remember", "recall", "search", "mark", "feedback", "forget", "expiring"}
+    assert set(tools) == {"remember", "recall", "profile", "search", "mark", "feedback", "forget", "expiring"}
     for name in ("remember", "mark"):
         assert "'private'" in (tools[name].description or "") and "'team'" in (tools[name].description or "")
     assert "agent key" in (tools["feedback"].description or "") and "(unverified)" in (
         tools["recall"].description or ""
     )
-    assert all(tools[n].annotations and tools[n].annotations.read_only_hint for n in ("recall", "search", "expiring"))
+    reads = ("recall", "profile", "search", "expiring")
+    assert all(tools[n].annotations and tools[n].annotations.read_only_hint for n in reads)
     assert tools["remember"].input_schema["required"] == ["title"]
 
 
@@ -83,6 +84,19 @@ async def test_an_agent_stores_unverified_gives_agent_feedback_and_cannot_mark()
     (event,) = bus.of_type(FEEDBACK_RECORDED.type)
     assert event.get_data()["actor"] == "agent"
     assert bus.of_type(OBSERVATION_MARKED.type) == []
+
+
+async def test_the_profile_is_what_the_user_said_of_themselves_with_ids() -> None:
+    server, _, _ = world(HUMAN)
+    async with Client(server) as client:
+        empty = text(await client.call_tool("profile", {}))
+        stored = await client.call_tool("remember", {"title": "Alice cycles to work", "type": "preference"})
+        await client.call_tool("remember", {"title": "Lehmann pays late", "type": "fact"})
+        profile = text(await client.call_tool("profile", {}))
+    assert empty.startswith("Nothing is known yet")
+    assert stored.structured_content is not None
+    assert "Alice cycles to work" in profile and stored.structured_content["observation"]["id"] in profile
+    assert "Lehmann" not in profile  # a fact about a customer is no part of the user's profile
 
 
 async def test_a_person_gives_human_feedback_and_only_into_their_teams() -> None:

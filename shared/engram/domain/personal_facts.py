@@ -1,4 +1,4 @@
-"""What a user says about their own life, for the offline extraction's profile (R-4.3): pure patterns.
+"""What a user says about their own life, for the offline extraction's profile (R-5.2): pure patterns.
 
 A chat turn sends the user's identity and preferences with every message (the stable memory
 block), so a request that needs a personal fact without naming it ("What should we organise

@@ -39,6 +39,7 @@ from engram.runtime import mcp_guide as guide
 from engram.runtime.guards import RETRY_AFTER_SECONDS
 from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
+from engram.services.profile import stable_block
 from engram.services.recall_plan import MAX_LIMIT, MAX_QUERY_CHARS, validate_query_text
 
 # who is calling: resolved on every call, so a revoked agent key is refused from the next call on
@@ -182,7 +183,7 @@ ServicesSource = Callable[[], Awaitable[Services]]
 
 
 def build_server(credentials: Credentials, services: ServicesSource = get_services) -> MCPServer:
-    """The MCP server: seven tools and two resource templates over the process's services."""
+    """The MCP server: eight tools and two resource templates over the process's services."""
     server = MCPServer("engram", title="Engram memory", instructions=guide.INSTRUCTIONS, version="0.1.0")
     tools = Tools(credentials, services)
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -191,6 +192,7 @@ def build_server(credentials: Credentials, services: ServicesSource = get_servic
     for name, description, hints in (
         ("remember", guide.REMEMBER, writes),
         ("recall", guide.RECALL, reads),
+        ("profile", guide.PROFILE, reads),
         ("search", guide.SEARCH, reads),
         ("mark", guide.MARK, writes),
         ("feedback", guide.FEEDBACK, writes),
@@ -307,6 +309,15 @@ class Tools:
         ids = "".join(f"- {h.observation.id}: {' '.join(h.observation.title.split())[:80]}\n" for h in result.hits)
         footer = f"\nquery_id: {result.query_id}\n" + (f"ids of the memories found:\n{ids}" if ids else "")
         return body + footer
+
+    async def profile(self, ctx: Context) -> str:
+        with _answering():
+            principal = await self.credentials(ctx)
+            found = await (await self.services()).memory.profile(principal)
+        if not found:
+            return "Nothing is known yet about this user's preferences or identity.\n"
+        ids = "".join(f"- {o.id}: {' '.join(o.title.split())[:80]}\n" for o in found)
+        return f"{stable_block(found)}\n\nids of the entries:\n{ids}"
 
     async def search(
         self,

@@ -1,4 +1,4 @@
-"""Remember, list and mark (R-1.3, R-5.3): the memory API's use cases."""
+"""Remember, list, profile and mark (R-1.3, R-5.3): the memory API's use cases."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from engram.domain.observation import (
 )
 from engram.domain.scopes import Permission, Principal, Visibility, require, require_sensitive
 from engram.ports import EventBus, UnitOfWork
+from engram.services.profile import read_profile
 
 SOURCE = "/engram/memory-api"
 
@@ -175,6 +176,12 @@ class MemoryService:
         if obs is None or not visibility.allows(obs):
             raise NotFound(f"observation {observation_id} not found")
         return obs
+
+    async def profile(self, principal: Principal) -> Sequence[Observation]:
+        """The caller's profile (`services.profile`): what an assistant should know of them unasked."""
+        require(principal, Permission.read_observation)
+        async with self.uow.tenant(principal.tenant_id) as tx:
+            return await read_profile(tx, principal, self.observation_types)
 
     async def mark(self, principal: Principal, body: MarkRequest) -> str:
         """Publish `observation.marked`; extract-observation turns it into a verified observation."""

@@ -17,7 +17,7 @@ from engram.domain.models import FeedbackKind, FeedbackRow, SessionStatus
 from engram.domain.observation import ObservationDraft, Priority, Scope
 from engram.domain.scopes import Permission, Principal
 from engram.services.chat import TurnRequest, TurnResponse
-from engram.services.chat.prepare import STABLE_LIMIT
+from engram.services.profile import STABLE_LIMIT
 from tests.fakes import FakeBus, FakeEmbedder, FakeRecall, FakeSearchIndex, InMemoryUnitOfWork, observation
 from tests.fakes.data import jsonb
 

@@ -26,10 +26,11 @@ from engram.domain.recall import RecallQuery, SearchHit
 from engram.domain.streams import render_observations, standard_context_filter
 from engram.domain.telemetry import ChatError
 from engram.services.chat.interview import Interviewed, Interviewer
-from engram.services.chat.prepare import model_override, stable_block
+from engram.services.chat.prepare import model_override
 from engram.services.chat.turn import OfflineReason, PreparedTurn, TextSink
 from engram.services.gateway import LlmGateway, Tool, ToolContext, TurnOutcome
 from engram.services.multistream import MultiStreamResult
+from engram.services.profile import stable_block
 
 SEARCH_MEMORY = ToolSpec(
     name="search_memory",

@@ -19,30 +19,15 @@ from datetime import UTC, datetime, timedelta
 from engram.domain.errors import Forbidden, NotFound, RecallUnavailable, Unprocessable
 from engram.domain.llm import Message, from_last_compaction
 from engram.domain.models import Chat, ChatKind, Session
-from engram.domain.observation import Observation, Scope
-from engram.domain.recall_text import fitted
+from engram.domain.observation import Observation
 from engram.domain.routing import RoutingDecision, RoutingRules, override, route
-from engram.domain.scopes import Permission, Principal, Visibility
-from engram.domain.streams import render_observations
+from engram.domain.scopes import Permission, Principal
 from engram.domain.telemetry import ChatModelAutoRouted
 from engram.ports import ChatStore, EmbedAhead, Recall, StoredMessage, TenantTx, UnitOfWork
 from engram.services.chat.turn import PreparedTurn, TurnRequest
 from engram.services.gateway import LlmGateway, TelemetryBuffer
 from engram.services.multistream import MultiStreamRecall, MultiStreamResult
-
-STABLE_TYPES = ("preference", "identity")
-STABLE_LIMIT = 20
-STABLE_CHARS = 3_000  # the block's budget in the prompt
-
-
-def stable_block(stable: list[Observation]) -> str:
-    """The stable memory block as the prompt holds it."""
-    return render_observations(stable, STABLE_CHARS)
-
-
-def stable_sent(stable: list[Observation]) -> list[Observation]:
-    """The observations of the stable memory that fit the block's budget (what the model reads)."""
-    return [obs for obs, _entry in fitted(stable, token_budget=STABLE_CHARS // 4)]
+from engram.services.profile import read_profile
 
 
 def history_messages(stored: list[StoredMessage]) -> list[Message]:
@@ -225,20 +210,5 @@ class TurnPreparation:
         return session, previous
 
     async def _stable_memory(self, tx: TenantTx, principal: Principal) -> list[Observation]:
-        """The user's own preferences and identity: the cached part of the memory (never sensitive,
-        never what the user rejected), the newest that fit the block.
-
-        Only what the user owns: a colleague's public preference is not this user's profile (it
-        can still come up through recall).
-        """
-        types = [t for t in STABLE_TYPES if t in self.observation_types]
-        if not types or principal.user_id is None:
-            return []
-        visibility = Visibility(
-            tenant_id=principal.tenant_id,
-            user_id=principal.user_id,
-            teams=principal.teams,
-            include_sensitive=False,
-        )
-        observations = await tx.observations.profile(visibility, types=types, now=datetime.now(UTC), limit=STABLE_LIMIT)
-        return stable_sent([o for o in observations if o.scope is not Scope.sensitive and visibility.allows(o)])
+        """The user's profile (`services.profile`): the cached part of the memory."""
+        return await read_profile(tx, principal, self.observation_types)

@@ -19,8 +19,8 @@ from engram.domain.streams import trace_hits
 from engram.domain.telemetry import ChatTurnMetrics, MemoryCacheBreak, TelemetryRecord, records_of
 from engram.ports import NewMessage
 from engram.services.chat.answer import Answered
-from engram.services.chat.prepare import stable_block
 from engram.services.chat.turn import PreparedTurn, TurnResponse, TurnUsage
+from engram.services.profile import stable_block
 from engram.services.proposals import ProposalView
 from engram.services.sessions import session_ended_event
 

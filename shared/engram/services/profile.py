@@ -1,0 +1,53 @@
+"""The user's profile: what an assistant should know of the user without being asked (R-1.3, R-8.4).
+
+The user's own preferences and identity (who they are, what they like, their family, pets,
+work, home and routines): never sensitive, never what the user rejected, never a colleague's
+(a colleague's public preference is not this user's profile; recall can still bring it). The
+newest first, as many as fit `STABLE_CHARS`.
+
+A chat turn sends it with every message as the stable memory block (`chat.prepare`, cached);
+other assistants read the same block through the memory API (`GET /api/ai/memory/profile`)
+and the MCP tool `profile`, so a request that needs a fact without naming it ("What should we
+organise before our week away?" for a dog) gets it there too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from engram.domain.observation import Observation, Scope
+from engram.domain.recall_text import fitted
+from engram.domain.scopes import Principal, Visibility
+from engram.domain.streams import render_observations
+from engram.ports import TenantTx
+
+STABLE_TYPES = ("preference", "identity")
+STABLE_LIMIT = 20
+STABLE_CHARS = 3_000  # the block's budget in the prompt
+
+
+def stable_block(stable: Sequence[Observation]) -> str:
+    """The stable memory block as the prompt holds it."""
+    return render_observations(stable, STABLE_CHARS)
+
+
+def stable_sent(stable: Sequence[Observation]) -> list[Observation]:
+    """The observations of the stable memory that fit the block's budget (what the model reads)."""
+    return [obs for obs, _entry in fitted(stable, token_budget=STABLE_CHARS // 4)]
+
+
+async def read_profile(tx: TenantTx, principal: Principal, observation_types: frozenset[str]) -> list[Observation]:
+    """The principal's profile, in the block's order; empty for a principal without a user (a
+    tenant-wide agent key has no profile) or a deployment without the types."""
+    types = [t for t in STABLE_TYPES if t in observation_types]
+    if not types or principal.user_id is None:
+        return []
+    visibility = Visibility(
+        tenant_id=principal.tenant_id,
+        user_id=principal.user_id,
+        teams=principal.teams,
+        include_sensitive=False,
+    )
+    observations = await tx.observations.profile(visibility, types=types, now=datetime.now(UTC), limit=STABLE_LIMIT)
+    return stable_sent([o for o in observations if o.scope is not Scope.sensitive and visibility.allows(o)])
