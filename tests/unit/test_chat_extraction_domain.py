@@ -119,11 +119,43 @@ def test_favourites_and_diet_are_preferences(sentence: str, kind: str) -> None:
         "My pet peeve is people who reply all.",
         "Ich habe meine Mutter gestern angerufen.",
         "I'm allergic to hazelnuts, sadly.",  # health: for an LLM to mark sensitive, not the profile
-        "Do you think my dog would like a bigger bed?",  # a question is not a statement
+        "Do you think my dog would like a bigger bed?",  # a question is not a statement...
+        "Since when do cats sleep this much?",  # ... nor is a premise that is not about the user's life
     ],
 )
 def test_what_is_no_personal_fact_stays_out(sentence: str) -> None:
     assert [d.type for d in offline_observations(sentence, ORIGIN, DEFAULT_OBSERVATION_TYPES)] == []
+
+
+def test_a_change_of_a_fact_in_the_profile_is_identity_however_it_is_phrased() -> None:
+    profile = ["I go swimming every Friday morning.", "Ich fahre einen blauen VW Golf."]
+    said = [
+        ("I moved my swimming to Monday mornings.", ["identity"]),
+        ("Ich fahre jetzt einen roten Opel Corsa, der alte Golf ist weg.", ["identity"]),
+        ("I moved the dentist to Monday morning.", []),  # a change, but of nothing in the profile
+        ("Swimming was lovely today.", []),  # the profile's topic, but no change
+        ("Now that I moved my swimming to Mondays, what should I eat before?", ["identity"]),  # its premise
+        ("Should I move my swimming to Mondays?", []),  # a question
+    ]
+    for sentence, types in said:
+        drafts = offline_observations(sentence, ORIGIN, DEFAULT_OBSERVATION_TYPES, profile)
+        assert [d.type for d in drafts] == types, sentence
+    assert offline_observations(said[0][0], ORIGIN, DEFAULT_OBSERVATION_TYPES) == []  # no profile: nothing to change
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Now that my daughter started school, how do we plan our mornings?",
+        "Since we adopted a kitten, which plants should go?",
+        "Given that I work as a paramedic on nights, when should I sleep?",
+        "Jetzt wo ich in Leipzig wohne, welche Ausflüge lohnen sich?",
+        "Seit ich Geige lerne, stört das die Nachbarn?",
+    ],
+)
+def test_a_questions_premise_about_the_users_life_is_identity(question: str) -> None:
+    [draft] = offline_observations(question, ORIGIN, DEFAULT_OBSERVATION_TYPES)
+    assert draft.type == "identity" and draft.title == question
 
 
 def test_small_talk_leaves_nothing() -> None:

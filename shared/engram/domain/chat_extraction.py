@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engram.domain.facts import content_tokens, says_changed
 from engram.domain.observation import (
     ObservationDraft,
     Priority,
@@ -263,11 +264,55 @@ def _title(sentence: str) -> str:
     return text if len(text) <= 300 else text[:297].rsplit(" ", 1)[0] + "..."
 
 
-def offline_observations(user_message: str, origin: Origin, allowed_types: frozenset[str]) -> list[ObservationDraft]:
-    """Salient statements of the user, one observation each (no LLM, so the pipeline works without a key)."""
+# a question that gives its premise states it: "Now that I'm a nurse at St. Mary's, how do I ...?"
+_PREMISE = re.compile(
+    r"\b(now that|since|given that|seeing that|jetzt,? wo|nun,? wo|jetzt,? da|seit(dem)?|da ich|da wir|nachdem)\b",
+    re.IGNORECASE,
+)
+_PERSONAL = tuple(p for obs_type, _key, patterns in _COMPILED if obs_type == "identity" for p in patterns)
+
+
+def premised(sentence: str) -> bool:
+    """A question whose premise tells something of the user's own life (`personal_facts`): users
+    give their circumstances while they ask ("Since my sister moved to Porto, what could I send
+    her?"). Its whole text is kept: the model reading the profile sees the premise."""
+    return (
+        sentence.rstrip().endswith("?")
+        and _PREMISE.search(sentence) is not None
+        and any(p.search(sentence) for p in _PERSONAL)
+    )
+
+
+# when something happens is no topic: "I moved the dentist to Monday morning" changes no routine
+_WHEN = content_tokens(
+    f"{_WEEKDAYS.replace('|', ' ')} {_MONTHS.replace('|', ' ')} morning mornings evening evenings night nights"
+    " day days week weeks month months year years today tomorrow time morgen abend abends nacht tag tage woche"
+    " wochen monat monate jahr jahre heute zeit früh"
+)
+
+
+def updates_profile(sentence: str, profile: Sequence[str]) -> bool:
+    """A statement (or a question's premise) that says something changed and shares a word (not a
+    time) with an entry of the user's profile: that fact changed ("I moved my swimming to Monday mornings" after "I go
+    swimming every Friday morning"), so the new value belongs in the profile too, however it is
+    phrased."""
+    question = sentence.rstrip().endswith("?")
+    if not profile or (question and _PREMISE.search(sentence) is None) or not says_changed(sentence):
+        return False
+    said = content_tokens(sentence) - _WHEN
+    return any(said & content_tokens(entry) for entry in profile)
+
+
+def offline_observations(
+    user_message: str, origin: Origin, allowed_types: frozenset[str], profile: Sequence[str] = ()
+) -> list[ObservationDraft]:
+    """Salient statements of the user, one observation each (no LLM, so the pipeline works without a
+    key); a change of a fact in the user's `profile` (the titles of their stable memory) is identity."""
     drafts: list[ObservationDraft] = []
     for sentence in sentences(user_message)[:20]:
         obs_type = salient(sentence)
+        if obs_type is None and (premised(sentence) or updates_profile(sentence, profile)):
+            obs_type = "identity"
         if obs_type is None:
             continue
         if obs_type not in allowed_types:

@@ -101,6 +101,9 @@ PERSONAL_PATTERNS: tuple[str, ...] = (
     r"\b(ich bin|wir sind) (\w+ )?nach \w+ gezogen\b",
     r"\bich (bin|arbeite) (jetzt |nun |inzwischen |seit \w+ )?(als|bei|beim|im|in der)\b",
     r"\bals \w+ (bei|beim|im|in der)\b",
+    # a subordinate clause puts the verb last ("seit ich Geige lerne", "wo ich in Leipzig wohne")
+    r"\b(dass|seit|seitdem|wo|weil|da|nachdem|obwohl|wenn) (ich|wir) (\w+ ){1,4}?"
+    r"(wohne|wohnen|lebe|leben|arbeite|lerne|übe|spiele|trainiere|fahre)\b",
     r"\bich bin (jetzt |nun |inzwischen )?\w+(in|er|or|ent|ant|ist) (bei|beim)\b",
 )
 

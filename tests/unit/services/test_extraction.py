@@ -241,6 +241,21 @@ async def test_a_chat_turn_is_extracted_offline_and_its_trace_says_done(
     assert trace["extraction"] == {"status": "done", "count": 1, "dedup": 0, "model": "offline"}
 
 
+async def test_offline_a_change_of_the_users_profile_joins_the_profile(
+    extraction: Extraction, uow: InMemoryUnitOfWork, tenant: str
+) -> None:
+    """The offline rules read the user's stable memory: a later "moved my swimming" is a change
+    of "I go swimming every Friday morning", so it is identity as well, whatever its wording."""
+    for said in ("I go swimming every Friday morning.", "I moved my swimming to Monday mornings."):
+        event, _ = await turn_event(uow, tenant, said)
+        assert await deliver(extraction, event) == [None]
+    kept = {o.title: o.type for o in uow.data(tenant).observations.values() if o.trigger_source == "chat" and not o.key}
+    assert kept == {
+        "I go swimming every Friday morning.": "identity",
+        "I moved my swimming to Monday mornings.": "identity",
+    }
+
+
 async def test_an_ended_session_gets_an_offline_summary_and_a_recallable_observation(
     extraction: Extraction, uow: InMemoryUnitOfWork, tenant: str
 ) -> None:
