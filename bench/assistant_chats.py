@@ -22,7 +22,10 @@ carry a pasted text of `--paste-chars` characters of XQuAD prose, as a user past
 `--requests`: per fact also a request that needs it without naming it ("Can you suggest a dinner
 I could cook tonight?" for an allergy), categories 11 and 12, reported beside the others.
 `--via chat` also reports `context.recall`: the share of the evidence in what a chat turn sends
-with the question, the stable memory block (the user's preferences and identity) and the hits.
+with the question, the stable memory block (the user's preferences and identity) and the hits,
+and for the updated facts `context.block_current` / `context.block_stale`: how often the block
+cites the current statement / a superseded one. `--consolidate` (with `--via chat`) first runs
+consolidation over what extraction wrote, as consolidate-memory does (rules, no model).
 """
 
 from __future__ import annotations
@@ -117,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also ask, per fact, a request that needs it without naming it (categories 11 and 12)",
     )
+    parser.add_argument(
+        "--consolidate",
+        action="store_true",
+        help="with --via chat: consolidate what extraction wrote (rules, no model) before the questions",
+    )
     parser.add_argument("--dump", type=Path, default=None, help="write the generated data (LoCoMo layout) here")
     parser.add_argument(
         "--pastes", type=int, default=0, help="pasted texts in each conversation's user turns (`bench.pasted`)"
@@ -203,6 +211,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.categories[c]} {figures[f'context.cat{c}.recall']:.3f}"
                 for c in args.categories
                 if f"context.cat{c}.recall" in figures
+            )
+        )
+    if "context.block_current" in figures:
+        Console().print(
+            f"updated facts: the block cites the current statement {figures['context.block_current']:.3f},"
+            f" a superseded one {figures['context.block_stale']:.3f},"
+            f" only a superseded one {figures['context.block_stale_only']:.3f}"
+            + (
+                f" (consolidation superseded {figures['consolidation.superseded']} observations)"
+                if "consolidation.superseded" in figures
+                else ""
             )
         )
     if args.json:

@@ -31,9 +31,10 @@ from engram.bootstrap import build_extraction, build_gateway
 from engram.domain.conversation import ConversationSession, turn_id_of
 from engram.domain.events import CHAT_TURN_COMPLETED, ChatTurnCompleted, new_event
 from engram.domain.language import detect_language
-from engram.domain.observation import Observation
+from engram.domain.observation import Observation, is_unit_key
 from engram.domain.scopes import Visibility
-from engram.ports import NewMessage, UnitOfWork
+from engram.ports import Embedder, NewMessage, SearchIndex, UnitOfWork
+from engram.services.consolidation import Consolidator
 from engram.services.extraction import Extraction
 from engram.services.profile import STABLE_LIMIT, STABLE_TYPES, stable_block, stable_sent
 from engram.services.sessions import session_ended_event
@@ -118,6 +119,20 @@ async def stable_memory_block(uow: UnitOfWork, tenant_id: str, user_id: str, rep
     sent = stable_sent(found)
     turns = frozenset(turn for o in sent for turn in replay.turn_of(o).split() if turn)
     return StableBlock(turns, len(stable_block(sent)))
+
+
+async def consolidate_extracted(
+    db: Database, uow: UnitOfWork, embedder: Embedder, index: SearchIndex, tenant_id: str
+) -> int:
+    """What consolidate-memory does on each `observation.created` of the replay (rules and
+    vectors, no model), in the order the observations were written: memory units are records of
+    what was said and are left alone (`Consolidator.consolidate`). The changes' events stay on
+    the bus for the indexer. Returns how many observations consolidation superseded."""
+    consolidator = Consolidator(uow, embedder, index)
+    for obs in await tenant_observations(db, tenant_id):
+        if not is_unit_key(obs.key):
+            await consolidator.consolidate(tenant_id, obs.id, trigger="event")
+    return sum(o.superseded_by is not None for o in await tenant_observations(db, tenant_id))
 
 
 def message_id(tenant: str, conversation_id: str, turn_id: str) -> uuid.UUID:

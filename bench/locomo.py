@@ -56,6 +56,7 @@ from bench.chat_messages import as_messages, evidence_refs
 from bench.chat_path import (
     ChatReplay,
     chat_extraction,
+    consolidate_extracted,
     replay_chat,
     reset_tenant,
     stable_memory_block,
@@ -315,6 +316,8 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     # via chat: is the evidence in what a chat turn would send, the stable memory block or the hits?
     in_context: dict[int, list[float]] = defaultdict(list)
     stable_sizes: list[tuple[int, int]] = []  # per conversation: the block's turns and characters
+    block_updates: list[tuple[bool, bool]] = []  # updated facts: the block cites the current / a stale statement
+    superseded = 0
     if args.via == "chat":
         extraction, extractor = chat_extraction(uow)
     ranked_out = args.ranked_out.open("w", encoding="utf-8") if args.ranked_out else None
@@ -385,6 +388,9 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                     )
                     turn_of = _turn_of_conversation(sid)
             await index_events(indexer, bus.take())
+            if args.via == "chat" and getattr(args, "consolidate", False):
+                superseded += await consolidate_extracted(db, uow, embedder, index, tenant)
+                await index_events(indexer, bus.take())
             stable: frozenset[str] | None = None
             if args.via == "chat":
                 block = await stable_memory_block(uow, tenant, "reader", replay)
@@ -409,6 +415,9 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 if stable is not None:
                     sent = stable | {t for hit in ranked["hybrid"][: args.limit] for t in hit.split()}
                     in_context[category].append(len(gold & sent) / len(gold))
+                    stale = gold_ids(qa.get("stale_evidence", []), known)
+                    if stale:
+                        block_updates.append((bool(gold & stable), bool(stale & stable)))
                 if ranked_out is not None:
                     row = {"id": f"{sid}:{number}", "category": category, "gold": sorted(gold), "ranked": ranked}
                     ranked_out.write(json.dumps(row) + "\n")
@@ -427,6 +436,13 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
         figures["chat.refused_events"] = len(refused)
         figures["chat.extractor"] = extractor
         figures.update(context_figures(in_context, stable_sizes))
+        if block_updates:
+            figures["context.block_current"] = round(statistics.fmean(c for c, _s in block_updates), 4)
+            figures["context.block_stale"] = round(statistics.fmean(s for _c, s in block_updates), 4)
+            # the harmful case: the block names only a superseded value
+            figures["context.block_stale_only"] = round(statistics.fmean(s and not c for c, s in block_updates), 4)
+        if getattr(args, "consolidate", False):
+            figures["consolidation.superseded"] = superseded
     return figures
 
 
