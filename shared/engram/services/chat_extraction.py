@@ -63,12 +63,12 @@ from engram.domain.memory_units import PASSAGE_TYPE, UnitKind
 from engram.domain.models import ChatMessage, Session, SessionStatus
 from engram.domain.observation import ObservationDraft
 from engram.domain.proposals import PROPOSAL_TTL, NewProposal, ProposalReason, approval_reason, proposal_id
-from engram.domain.scopes import Principal, Visibility
+from engram.domain.scopes import Principal
 from engram.ports import TenantTx, UnitOfWork
 from engram.services.extraction import CONSUMER, SOURCE, ChatEvent
 from engram.services.extraction_plan import Extracted
 from engram.services.gateway import LlmGateway
-from engram.services.profile import STABLE_LIMIT, STABLE_TYPES
+from engram.services.profile import read_profile
 
 log = structlog.get_logger(__name__)
 
@@ -233,15 +233,17 @@ class ChatExtractor:
         assert user is not None  # the decoder requires it
         origin = Origin(tenant, user, data.session_id, data.user_message_id, meta.id, tuple(data.team_ids))
         language = data.language or detect_language(data.user_message)
+        author = extractor_for(tenant, user, may_store_sensitive=data.may_store_sensitive)
         async with self.uow.tenant(tenant, consumer=CONSUMER) as tx:
             if await tx.inbox.seen([meta.key]):
                 return Extracted([])  # redelivered: the inbox marks it as a duplicate, no second LLM call
             known = await self._known(tx, user) if self.gateway.available else ""
-            profile = [] if self.gateway.available else await self._profile(tx, origin)
+            # the offline rules read the user's profile: a change of its facts belongs in it too
+            profile = [] if self.gateway.available else await read_profile(tx, author, self.observation_types)
             units = await self._turn_units(tx, tenant, user, data)
-        author = extractor_for(tenant, user, may_store_sensitive=data.may_store_sensitive)
         if not self.gateway.available:
-            drafts = offline_observations(data.user_message, origin, self.observation_types, profile)
+            titles = [o.title for o in profile]
+            drafts = offline_observations(data.user_message, origin, self.observation_types, titles)
             kept, proposals = proposed(author, drafts, data, meta.key, datetime.now(UTC))
             return Extracted(
                 kept,
@@ -361,12 +363,6 @@ class ChatExtractor:
             else d
             for d in drafts
         ]
-
-    async def _profile(self, tx: TenantTx, origin: Origin) -> list[str]:
-        """The titles of the user's stable memory (`services.profile`), for the offline rules."""
-        visibility = Visibility(origin.tenant_id, origin.user_id, frozenset(origin.team_ids), include_sensitive=False)
-        found = await tx.observations.profile(visibility, types=STABLE_TYPES, now=datetime.now(UTC), limit=STABLE_LIMIT)
-        return [o.title for o in found]
 
     async def _known(self, tx: TenantTx, user_id: str) -> str:
         known = await tx.observations.known(user_id, 30)
