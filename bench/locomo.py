@@ -16,6 +16,8 @@ stored as the assistant benches store theirs; LoCoMo's people have none.
 `--as-messages [sentences|interjected]` first sends every turn as one message per sentence
 (`bench.chat_messages`), the shape of a messenger's log, with the evidence remapped to the
 message holding the fact; `interjected` also has the other person react inside long turns.
+`--typos RATE` misspells that share of the turns' longer words once (`bench.typos`: swapped,
+dropped, doubled or neighbouring letters), as people type in a hurry; the questions as written.
 `--ranked-out FILE` writes one JSON line per question (`id` "<sample>:<qa index>", `category`,
 `gold` turn ids, `ranked`: the turn ids per mode), so rankings can be compared offline.
 `--mix FILE` stores each conversation in a tenant with one conversation of a second data set in
@@ -63,6 +65,7 @@ from bench.chat_path import (
     stored_observations,
     tenant_observations,
 )
+from bench.typos import with_typos
 from engram.adapters.embedders import build_embedder
 from engram.adapters.nats_binding import from_nats
 from engram.adapters.pgvector_index import PgVectorIndex
@@ -667,6 +670,12 @@ def main(argv: list[str] | None = None) -> int:
         help="send every turn as one chat message per sentence first (bench.chat_messages: chat-log-shaped"
         " data); 'interjected' also has the other person react inside long turns",
     )
+    parser.add_argument(
+        "--typos",
+        type=float,
+        default=0.0,
+        help="misspell this share of the turns' words of four or more letters once (bench.typos; questions as written)",
+    )
     add_via_argument(parser)
     add_embedding_cpu_argument(parser)
     parser.add_argument(
@@ -688,6 +697,8 @@ def main(argv: list[str] | None = None) -> int:
     args.mix_samples = json.loads(Path(args.mix).read_text(encoding="utf-8")) if args.mix else None
     if args.as_messages:
         args.samples = as_messages(args.samples, args.as_messages)
+    if args.typos:
+        args.samples = with_typos(args.samples, args.typos)
     args.state_dir = Path(args.state).resolve()
     figures = asyncio.run(run(args))
     if args.json:
