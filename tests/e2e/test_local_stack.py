@@ -37,8 +37,8 @@ def test_printed_calls_work_and_a_domain_event_becomes_one_visible_observation(l
     api = local_stack["api"]
     text = local_stack["log"].read_text()
     token = next(line.split("'")[1] for line in text.splitlines() if line.startswith("export TOKEN="))
-    listing, remember, event = examples()
-    assert listing.curl(api) in text and remember.curl(api) in text and event.curl(api) in text
+    listing, remember, event, profile = examples()
+    assert all(example.curl(api) in text for example in (listing, remember, event, profile))
 
     before = _call(api, listing, token).json()
     assert before["total"] >= 4  # the seed: three domain events and a preference
@@ -62,6 +62,7 @@ def test_printed_calls_work_and_a_domain_event_becomes_one_visible_observation(l
     assert len(schmidt(bob)) == 1
     stranger = issue_jwt(JWT_SECRET, tenant_id="another-tenant", user_id="eve", permissions=["read:AiObservation"])
     assert schmidt(stranger) == []
+    assert "Alice prefers short answers with bullet points" in _call(api, profile, token).text  # the seed's
     assert json.loads(httpx.get(f"{api}/readyz").text)["checks"] == {"postgres": True, "nats": True, "schema": True}
 
 

@@ -229,6 +229,12 @@ def examples() -> list[Example]:
             },
             json.dumps({"customer_id": "1002", "name": "Schmidt Logistik AG", "city": "Hamburg"}),
         ),
+        Example(
+            "alice's profile: what every assistant should know of her unasked (the chat's stable memory block)",
+            "GET",
+            "/api/ai/memory/profile",
+            {},
+        ),
     ]
 
 
