@@ -293,9 +293,9 @@ _WHEN = content_tokens(
 
 def updates_profile(sentence: str, profile: Sequence[str]) -> bool:
     """A statement (or a question's premise) that says something changed and shares a word (not a
-    time) with an entry of the user's profile: that fact changed ("I moved my swimming to Monday mornings" after "I go
-    swimming every Friday morning"), so the new value belongs in the profile too, however it is
-    phrased."""
+    time) with an entry of the user's profile: that fact changed ("I moved my swimming to Monday
+    mornings" after "I go swimming every Friday morning"), so the new value belongs in the profile
+    too, however it is phrased."""
     question = sentence.rstrip().endswith("?")
     if not profile or (question and _PREMISE.search(sentence) is None) or not says_changed(sentence):
         return False
