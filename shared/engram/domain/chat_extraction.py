@@ -272,15 +272,25 @@ _PREMISE = re.compile(
 _PERSONAL = tuple(p for obs_type, _key, patterns in _COMPILED if obs_type == "identity" for p in patterns)
 
 
-def premised(sentence: str) -> bool:
-    """A question whose premise tells something of the user's own life (`personal_facts`): users
-    give their circumstances while they ask ("Since my sister moved to Porto, what could I send
-    her?"). Its whole text is kept: the model reading the profile sees the premise."""
-    return (
-        sentence.rstrip().endswith("?")
-        and _PREMISE.search(sentence) is not None
-        and any(p.search(sentence) for p in _PERSONAL)
-    )
+def premise(sentence: str) -> str | None:
+    """The premise a question states, with its conjunction: users give their circumstances while
+    they ask. A leading premise runs to the first comma ("Since we adopted a kitten, which plants
+    should go?" -> "Since we adopted a kitten"), a trailing one to the end ("... desserts
+    without kiwi, since I react badly to it?"). None for a statement or a question without one."""
+    if not sentence.rstrip().endswith("?"):
+        return None
+    found = _PREMISE.search(sentence)
+    if found is None or len(sentence[found.end() :].strip(" ,?")) < 8:
+        return None
+    text = sentence[found.start() :]
+    if not sentence[: found.start()].strip(" ,"):
+        text = text.split(",", 1)[0]
+    return text.strip(" ,?")
+
+
+def personal(text: str) -> bool:
+    """Whether `text` tells something of the user's own life (the identity rules, `personal_facts`)."""
+    return any(p.search(text) for p in _PERSONAL)
 
 
 # when something happens is no topic: "I moved the dentist to Monday morning" changes no routine
@@ -292,12 +302,11 @@ _WHEN = content_tokens(
 
 
 def updates_profile(sentence: str, profile: Sequence[str]) -> bool:
-    """A statement (or a question's premise) that says something changed and shares a word (not a
-    time) with an entry of the user's profile: that fact changed ("I moved my swimming to Monday
+    """A statement that says something changed and shares a word (not a time) with an entry of the
+    user's profile: that fact changed ("I moved my swimming to Monday
     mornings" after "I go swimming every Friday morning"), so the new value belongs in the profile
     too, however it is phrased."""
-    question = sentence.rstrip().endswith("?")
-    if not profile or (question and _PREMISE.search(sentence) is None) or not says_changed(sentence):
+    if not profile or sentence.rstrip().endswith("?") or not says_changed(sentence):
         return False
     said = content_tokens(sentence) - _WHEN
     return any(said & content_tokens(entry) for entry in profile)
@@ -307,17 +316,24 @@ def offline_observations(
     user_message: str, origin: Origin, allowed_types: frozenset[str], profile: Sequence[str] = ()
 ) -> list[ObservationDraft]:
     """Salient statements of the user, one observation each (no LLM, so the pipeline works without a
-    key); a change of a fact in the user's `profile` (the titles of their stable memory) is identity."""
+    key). Identity also: a change of a fact in the user's `profile` (the titles of their stable
+    memory), and a question's premise about the user's life or such a change, titled by the
+    premise (the question stays in the narrative)."""
     drafts: list[ObservationDraft] = []
     for sentence in sentences(user_message)[:20]:
         obs_type = salient(sentence)
-        if obs_type is None and (premised(sentence) or updates_profile(sentence, profile)):
-            obs_type = "identity"
+        stated = sentence
+        if obs_type is None:
+            given = premise(sentence)
+            if given is not None and (personal(given) or updates_profile(given, profile)):
+                obs_type, stated = "identity", given
+            elif updates_profile(sentence, profile):
+                obs_type = "identity"
         if obs_type is None:
             continue
         if obs_type not in allowed_types:
             obs_type = "note" if "note" in allowed_types else next(iter(sorted(allowed_types)))
-        title = _title(sentence)
+        title = _title(stated)
         if len(title) < 3:
             continue
         drafts.append(
