@@ -18,7 +18,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.domain.facts import content_tokens, says_changed
 from engram.domain.observation import (
     ObservationDraft,
     Priority,
@@ -28,7 +27,14 @@ from engram.domain.observation import (
     TriggerSource,
     is_unit_key,
 )
-from engram.domain.personal_facts import PERSONAL_PATTERNS, PREFERENCE_PATTERNS
+from engram.domain.personal_facts import (
+    IDENTITY_PATTERNS,
+    PERSONAL_PATTERNS,
+    PREFERENCE_PATTERNS,
+    personal,
+    premise,
+    updates_profile,
+)
 from engram.domain.secrets import without_secrets
 
 # ---- LLM output schema --------------------------------------------------------------------------
@@ -181,20 +187,7 @@ _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             *PREFERENCE_PATTERNS,
         ),
     ),
-    (
-        "identity",
-        "identity",
-        (
-            r"\bmein name ist\b",
-            r"\bich hei(ß|ss)e\b",
-            r"\bich (bin|arbeite) (als|bei|im|in der)\b",
-            r"\bich bin (zuständig|verantwortlich)\b",
-            r"\bmy name is\b",
-            r"\bi('m| am) (the|a|an) [a-z]+ (at|of|for|in)\b",
-            r"\bi work (at|for|as|in)\b",
-            r"\bi('m| am) responsible for\b",
-        ),
-    ),
+    ("identity", "identity", IDENTITY_PATTERNS),  # name, role, employer
     ("identity", "personal", PERSONAL_PATTERNS),  # family, pets, vehicles, routines, home, work
     (
         "fact",
@@ -262,54 +255,6 @@ def _title(sentence: str) -> str:
         text = re.sub(prefix, "", text, flags=re.IGNORECASE)
     text = text[:1].upper() + text[1:] if text else text
     return text if len(text) <= 300 else text[:297].rsplit(" ", 1)[0] + "..."
-
-
-# a question that gives its premise states it: "Now that I'm a nurse at St. Mary's, how do I ...?"
-_PREMISE = re.compile(
-    r"\b(now that|since|given that|seeing that|jetzt,? wo|nun,? wo|jetzt,? da|seit(dem)?|da ich|da wir|nachdem)\b",
-    re.IGNORECASE,
-)
-_PERSONAL = tuple(p for obs_type, _key, patterns in _COMPILED if obs_type == "identity" for p in patterns)
-
-
-def premise(sentence: str) -> str | None:
-    """The premise a question states, with its conjunction: users give their circumstances while
-    they ask. A leading premise runs to the first comma ("Since we adopted a kitten, which plants
-    should go?" -> "Since we adopted a kitten"), a trailing one to the end ("... desserts
-    without kiwi, since I react badly to it?"). None for a statement or a question without one."""
-    if not sentence.rstrip().endswith("?"):
-        return None
-    found = _PREMISE.search(sentence)
-    if found is None or len(sentence[found.end() :].strip(" ,?")) < 8:
-        return None
-    text = sentence[found.start() :]
-    if not sentence[: found.start()].strip(" ,"):
-        text = text.split(",", 1)[0]
-    return text.strip(" ,?")
-
-
-def personal(text: str) -> bool:
-    """Whether `text` tells something of the user's own life (the identity rules, `personal_facts`)."""
-    return any(p.search(text) for p in _PERSONAL)
-
-
-# when something happens is no topic: "I moved the dentist to Monday morning" changes no routine
-_WHEN = content_tokens(
-    f"{_WEEKDAYS.replace('|', ' ')} {_MONTHS.replace('|', ' ')} morning mornings evening evenings night nights"
-    " day days week weeks month months year years today tomorrow time morgen abend abends nacht tag tage woche"
-    " wochen monat monate jahr jahre heute zeit früh"
-)
-
-
-def updates_profile(sentence: str, profile: Sequence[str]) -> bool:
-    """A statement that says something changed and shares a word (not a time) with an entry of the
-    user's profile: that fact changed ("I moved my swimming to Monday
-    mornings" after "I go swimming every Friday morning"), so the new value belongs in the profile
-    too, however it is phrased."""
-    if not profile or sentence.rstrip().endswith("?") or not says_changed(sentence):
-        return False
-    said = content_tokens(sentence) - _WHEN
-    return any(said & content_tokens(entry) for entry in profile)
 
 
 def offline_observations(

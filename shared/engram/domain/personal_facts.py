@@ -1,4 +1,4 @@
-"""What a user says about their own life, for the offline extraction's profile (R-5.2): pure patterns.
+"""What a user says about themselves, for the offline extraction's profile (R-5.2): pure rules.
 
 A chat turn sends the user's identity and preferences with every message (the stable memory
 block), so a request that needs a personal fact without naming it ("What should we organise
@@ -18,9 +18,20 @@ sensitive memories (an LLM's extraction marks them so).
 A relative alone is no fact ("I talked to my sister yesterday"): the family patterns want a
 verb of living, working, moving, a name-giving or a birthday within a few words. German puts
 the verb at the end of the clause, so its window is wider.
+
+Two rules find such facts outside a plain statement: `premise`, the circumstances a question
+gives ("Now that I'm a nurse at St. Mary's, how do I ...?"), and `updates_profile`, a change
+of a fact the profile already holds, however it is worded ("I moved my swimming to Monday").
+`IDENTITY_PATTERNS` (name, role, employer) are the older identity rules, kept here beside them.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from engram.domain.dates import MONTHS
+from engram.domain.facts import content_tokens, says_changed
 
 _RELATIVES_EN = (
     r"(wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|sons?|daughters?|kids|children|mother|mom|mum|"
@@ -56,6 +67,17 @@ _PETS_DE = (
 )
 _VEHICLES_DE = r"(auto|wagen|fahrrad|rad|e-bike|motorrad|roller|transporter|wohnmobil)"
 _POSSESSIVE_DE = r"(mein|meine|meinen|meinem|meiner|unser|unsere|unseren|unserem|unserer)"
+
+IDENTITY_PATTERNS: tuple[str, ...] = (
+    r"\bmein name ist\b",
+    r"\bich hei(ß|ss)e\b",
+    r"\bich (bin|arbeite) (als|bei|im|in der)\b",
+    r"\bich bin (zuständig|verantwortlich)\b",
+    r"\bmy name is\b",
+    r"\bi('m| am) (the|a|an) [a-z]+ (at|of|for|in)\b",
+    r"\bi work (at|for|as|in)\b",
+    r"\bi('m| am) responsible for\b",
+)
 
 PERSONAL_PATTERNS: tuple[str, ...] = (
     # family (English)
@@ -115,3 +137,52 @@ PREFERENCE_PATTERNS: tuple[str, ...] = (
     r"\b(liebe|mag) ich\b",
     r"\bich (bin|esse) (vegetarisch|vegan|vegetarier(in)?|veganer(in)?)\b",
 )
+
+
+# a question that gives its premise states it: "Now that I'm a nurse at St. Mary's, how do I ...?"
+_PREMISE = re.compile(
+    r"\b(now that|since|given that|seeing that|jetzt,? wo|nun,? wo|jetzt,? da|seit(dem)?|da ich|da wir|nachdem)\b",
+    re.IGNORECASE,
+)
+_PERSONAL = tuple(re.compile(p, re.IGNORECASE | re.UNICODE) for p in (*IDENTITY_PATTERNS, *PERSONAL_PATTERNS))
+
+
+def premise(sentence: str) -> str | None:
+    """The premise a question states, with its conjunction: users give their circumstances while
+    they ask. A leading premise runs to the first comma ("Since we adopted a kitten, which plants
+    should go?" -> "Since we adopted a kitten"), a trailing one to the end ("... desserts
+    without kiwi, since I react badly to it?"). None for a statement or a question without one."""
+    if not sentence.rstrip().endswith("?"):
+        return None
+    found = _PREMISE.search(sentence)
+    if found is None or len(sentence[found.end() :].strip(" ,?")) < 8:
+        return None
+    text = sentence[found.start() :]
+    if not sentence[: found.start()].strip(" ,"):
+        text = text.split(",", 1)[0]
+    return text.strip(" ,?")
+
+
+def personal(text: str) -> bool:
+    """Whether `text` tells something of the user's identity or life (this module's patterns)."""
+    return any(p.search(text) for p in _PERSONAL)
+
+
+# when something happens is no topic: "I moved the dentist to Monday morning" changes no routine
+_WHEN = content_tokens(
+    f"{' '.join(MONTHS)} monday tuesday wednesday thursday friday saturday sunday montag dienstag mittwoch"
+    " donnerstag freitag samstag sonntag morning mornings evening evenings night nights"
+    " day days week weeks month months year years today tomorrow time morgen abend abends nacht tag tage woche"
+    " wochen monat monate jahr jahre heute zeit früh"
+)
+
+
+def updates_profile(sentence: str, profile: Sequence[str]) -> bool:
+    """A statement that says something changed and shares a word (not a time) with an entry of the
+    user's profile: that fact changed ("I moved my swimming to Monday mornings" after "I go
+    swimming every Friday morning"), so the new value belongs in the profile too, however it is
+    phrased."""
+    if not profile or sentence.rstrip().endswith("?") or not says_changed(sentence):
+        return False
+    said = content_tokens(sentence) - _WHEN
+    return any(said & content_tokens(entry) for entry in profile)
