@@ -22,7 +22,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from engram.adapters.observation_rows import to_observation
 from engram.adapters.postgres import Database
@@ -32,11 +32,11 @@ from engram.domain.conversation import ConversationSession, turn_id_of
 from engram.domain.events import CHAT_TURN_COMPLETED, ChatTurnCompleted, new_event
 from engram.domain.language import detect_language
 from engram.domain.observation import Observation, is_unit_key
-from engram.domain.scopes import Visibility
+from engram.domain.scopes import Principal, PrincipalKind
 from engram.ports import Embedder, NewMessage, SearchIndex, UnitOfWork
 from engram.services.consolidation import Consolidator
 from engram.services.extraction import Extraction
-from engram.services.profile import STABLE_LIMIT, STABLE_TYPES, stable_block, stable_sent
+from engram.services.profile import read_profile, stable_block
 from engram.services.sessions import session_ended_event
 from engram.settings import get_settings
 from functions.extract_observation.main import WORKER as EXTRACT
@@ -113,10 +113,9 @@ class StableBlock:
 async def stable_memory_block(uow: UnitOfWork, tenant_id: str, user_id: str, replay: ChatReplay) -> StableBlock:
     """The chat's stable memory block as `chat.prepare` reads it (the user's own preferences and
     identity, never sensitive, the newest that fit the block's budget), and the turns it cites."""
-    visibility = Visibility(tenant_id=tenant_id, user_id=user_id, teams=frozenset(), include_sensitive=False)
+    reader = Principal(tenant_id, user_id, PrincipalKind.human, frozenset(), frozenset())
     async with uow.tenant(tenant_id) as tx:
-        found = await tx.observations.profile(visibility, types=STABLE_TYPES, now=datetime.now(UTC), limit=STABLE_LIMIT)
-    sent = stable_sent(found)
+        sent = await read_profile(tx, reader, get_settings().engram_observation_types)
     turns = frozenset(turn for o in sent for turn in replay.turn_of(o).split() if turn)
     return StableBlock(turns, len(stable_block(sent)))
 

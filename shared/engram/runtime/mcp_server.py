@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -159,6 +159,11 @@ def _storable(**arguments: Any) -> None:
     found = find_unstorable(arguments, "")
     if found is not None:
         raise ToolError(f"invalid argument '{found[0]}': {found[1]}")
+
+
+def _id_lines(observations: Sequence[Observation]) -> str:
+    """One line per observation, its id and title, for a model's feedback and forget calls."""
+    return "".join(f"- {o.id}: {' '.join(o.title.split())[:80]}\n" for o in observations)
 
 
 def _observation_id(value: str) -> uuid.UUID:
@@ -306,7 +311,7 @@ class Tools:
                 RecallQuery(text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, as_of=as_of),
             )
         body = render_recall_text(result.hits, token_budget=budget) or "Nothing found in memory for this query.\n"
-        ids = "".join(f"- {h.observation.id}: {' '.join(h.observation.title.split())[:80]}\n" for h in result.hits)
+        ids = _id_lines([h.observation for h in result.hits])
         footer = f"\nquery_id: {result.query_id}\n" + (f"ids of the memories found:\n{ids}" if ids else "")
         return body + footer
 
@@ -316,7 +321,7 @@ class Tools:
             found = await (await self.services()).memory.profile(principal)
         if not found:
             return "Nothing is known yet about this user's preferences or identity.\n"
-        ids = "".join(f"- {o.id}: {' '.join(o.title.split())[:80]}\n" for o in found)
+        ids = _id_lines(found)
         return f"{stable_block(found)}\n\nids of the entries:\n{ids}"
 
     async def search(

@@ -43,11 +43,6 @@ async def read_profile(tx: TenantTx, principal: Principal, observation_types: fr
     types = [t for t in STABLE_TYPES if t in observation_types]
     if not types or principal.user_id is None:
         return []
-    visibility = Visibility(
-        tenant_id=principal.tenant_id,
-        user_id=principal.user_id,
-        teams=principal.teams,
-        include_sensitive=False,
-    )
+    visibility = Visibility.for_principal(principal)
     observations = await tx.observations.profile(visibility, types=types, now=datetime.now(UTC), limit=STABLE_LIMIT)
     return stable_sent([o for o in observations if o.scope is not Scope.sensitive and visibility.allows(o)])
