@@ -17,6 +17,9 @@ statement. With `--on-topic SHARE`, about that share of the facts is stated in a
 topic the fact belongs to (the allergy while planning meals) instead of as an aside:
 `<mode>.on_topic.recall@k` and `<mode>.aside.recall@k`. `--units` and `--embedding-cpu` as in
 `bench.locomo`: the answers' passages are stored by default, as the product stores them.
+`--answered SHARE`: about that share of the first statements of a fact are the user's short answer to a
+question the assistant ended its answer with ("Which car do you drive?" - "A grey Ford Focus."):
+`<mode>.answered.recall@k` and `<mode>.volunteered.recall@k`.
 `--pastes N` (`bench.pasted`): N of each conversation's user turns that are no evidence also
 carry a pasted text of `--paste-chars` characters of XQuAD prose, as a user pastes a document.
 `--requests`: per fact also a request that needs it without naming it ("Can you suggest a dinner
@@ -42,7 +45,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import locomo
-from bench.chatgen import ASKED, CATEGORIES, ON_TOPIC, REQUEST_CATEGORIES, SESSIONS, generate
+from bench.chatgen import ANSWERED, ASKED, CATEGORIES, ON_TOPIC, REQUEST_CATEGORIES, SESSIONS, generate
 from bench.pasted import CATEGORIES as PASTED_CATEGORIES
 from bench.pasted import with_pastes
 from bench.xquad import DEFAULT_DATA
@@ -68,12 +71,13 @@ def stale_first(samples: list[dict[str, Any]], ranked_rows: list[dict[str, Any]]
     return {mode: round(statistics.fmean(v), 4) for mode, v in out.items()}
 
 
-FORMS = {"asked": ("asked", "stated"), "on_topic": ("on_topic", "aside")}  # qa flag: (true, false)
+# qa flag: (true, false)
+FORMS = {"asked": ("asked", "stated"), "on_topic": ("on_topic", "aside"), "answered": ("answered", "volunteered")}
 
 
 def by_form(samples: list[dict[str, Any]], ranked_rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Per mode and form ("asked" or "stated"; "on_topic" or "aside"): mean recall@1/5/10 of
-    the single-fact questions."""
+    """Per mode and form ("asked" or "stated"; "on_topic" or "aside"; "answered" or
+    "volunteered"): mean recall@1/5/10 of the single-fact questions."""
     forms = {
         f"{s['sample_id']}:{i}": [names[not qa[flag]] for flag, names in FORMS.items()]
         for s in samples
@@ -116,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         help="about the share of the fact statements made in a session on a topic the fact belongs to",
     )
     parser.add_argument(
+        "--answered",
+        type=float,
+        default=ANSWERED,
+        help="about the share of first fact statements made as a short answer to the assistant's question",
+    )
+    parser.add_argument(
         "--requests",
         action="store_true",
         help="also ask, per fact, a request that needs it without naming it (categories 11 and 12)",
@@ -150,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             asked=args.asked,
             on_topic=args.on_topic,
             requests=args.requests,
+            answered=args.answered,
         )
     except ValueError as exc:  # too few sessions
         parser.error(f"--sessions: {exc}")
@@ -175,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["sessions"] = args.sessions
     figures["asked"] = args.asked
     figures["on_topic"] = args.on_topic
+    figures["answered"] = args.answered
     figures["pastes"] = args.pastes
     figures["requests"] = args.requests
     for mode, share in stale_first(args.samples, rows).items():
@@ -192,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         "stated": "in a statement",
         "on_topic": "on its topic",
         "aside": "as an aside",
+        "answered": "answering the assistant's question",
+        "volunteered": "unasked",
     }
     for form, how in said.items():
         Console().print(

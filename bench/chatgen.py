@@ -69,6 +69,8 @@ class FactKind:
     asked_update: Sequence[str] = ()  # the same for a changed value
     topics: Sequence[str] = ()  # the sessions' topics (`Topic.key`) a request about it belongs to
     requests: Sequence[str] = ()  # a request whose good answer needs the fact, without naming it
+    clarify: Sequence[str] = ()  # the assistant asks for the fact at the end of an answer (no value in it)
+    reply: Sequence[str] = ()  # the user's short answer to that: the value, hardly a word of the topic
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class _Fact:
     updated: bool = False
     asked: set[str] = field(default_factory=set)  # dia_ids that state it inside a question
     on_topic: set[str] = field(default_factory=set)  # dia_ids in a session on a topic it belongs to
+    answered: set[str] = field(default_factory=set)  # dia_ids that answer the assistant's question for it
 
 
 @dataclass
@@ -114,6 +117,7 @@ class _Turn:
     dia_id: str = ""
     asked: bool = False  # it states the fact inside a question
     on_topic: bool = False  # the session is on a topic the fact belongs to
+    answered: bool = False  # it answers the assistant's question for the fact (`FactKind.reply`)
 
 
 def rows(spec: str, *slots: str) -> list[dict[str, str]]:
@@ -144,6 +148,7 @@ SESSIONS = 8
 ADVICE_QUESTIONS = 2  # per conversation
 ASKED = 1 / 3  # the share of statements of a fact made inside a question
 ON_TOPIC = 0.0  # about the share of statements of a fact made in a session on a topic it belongs to
+ANSWERED = 0.0  # about the share of first statements made as a short answer to the assistant's question
 
 
 def generate(
@@ -155,6 +160,7 @@ def generate(
     asked: float = ASKED,
     on_topic: float = ON_TOPIC,
     requests: bool = False,
+    answered: float = ANSWERED,
 ) -> list[dict[str, Any]]:
     """`conversations` samples per language, all drawn from one `random.Random(seed)`, of
     `sessions` sessions each (about eight turns per session). More sessions make a longer
@@ -171,6 +177,13 @@ def generate(
     answers share the question's words; the others are asides to an unrelated request. Also
     drawn from a stream of its own: `on_topic=0` changes nothing.
 
+    About a share `answered` of the first statements of a fact are the user's short answer to a
+    question the assistant ended its previous answer with ("Which city does your sister live in
+    at the moment?" - "Porto, since the spring."): the fact is in the user's turn only together
+    with what it answers, as in real chats with an assistant. Only where the fact's exchange is
+    not the session's first (an answer comes before it); a stream of its own: `answered=0`
+    changes nothing.
+
     With `requests`, each fact also gets a request whose good answer needs it but that does not
     name it ("Can you suggest a dinner I could cook tonight?" for an allergy, "Which houseplants
     are safe to keep in our flat?" for a pet; `REQUEST_CATEGORIES`): what a chat turn's memory
@@ -184,7 +197,12 @@ def generate(
         for n in range(conversations):
             sample_id = f"chat-{language}-{n + 1}"
             forms = _Forms(
-                random.Random(f"{seed}:{sample_id}:asked"), asked, random.Random(f"{seed}:{sample_id}:topic"), on_topic
+                random.Random(f"{seed}:{sample_id}:asked"),
+                asked,
+                random.Random(f"{seed}:{sample_id}:topic"),
+                on_topic,
+                random.Random(f"{seed}:{sample_id}:answered"),
+                answered,
             )
             asks = random.Random(f"{seed}:{sample_id}:requests") if requests else None
             sample = _conversation(rng, pack(language), sample_id, sessions, forms, asks)
@@ -229,6 +247,8 @@ class _Forms:
     share: float
     topic_rng: random.Random
     on_topic: float
+    answer_rng: random.Random = field(default_factory=random.Random)
+    answered_share: float = 0.0
 
     def topic(self, p: Pack, events: list[tuple[_Fact, str]]) -> tuple[Topic, tuple[_Fact, str]] | None:
         """A topic that the first fact statement drawn for it (in session order) belongs to, and
@@ -245,6 +265,18 @@ class _Forms:
         if not templates or self.rng.random() >= self.share:
             return None
         return fill(self.rng.choice(templates), fact.slots)
+
+    def answered(self, fact: _Fact, what: str) -> tuple[str, str] | None:
+        """The assistant's question and the user's short answer, for a fact's first statement."""
+        if what != "say" or not fact.kind.reply or self.answer_rng.random() >= self.answered_share:
+            return None
+        slots = {**fact.slots, "your": _YOUR.get(fact.slots.get("my", ""), "your")}
+        return fill(self.answer_rng.choice(fact.kind.clarify), slots), fill(
+            self.answer_rng.choice(fact.kind.reply), slots
+        )
+
+
+_YOUR = {"meine": "Ihre", "mein": "Ihr"}  # German templates' "{my}" as the assistant says it (formal)
 
 
 def _conversation(
@@ -281,6 +313,8 @@ def _conversation(
                     turn.fact.asked.add(turn.dia_id)
                 if turn.on_topic:
                     turn.fact.on_topic.add(turn.dia_id)
+                if turn.answered:
+                    turn.fact.answered.add(turn.dia_id)
         conversation[f"session_{s}"] = [{"speaker": t.speaker, "dia_id": t.dia_id, "text": t.text} for t in turns]
         conversation[f"session_{s}_date_time"] = locomo_date(when)
         when += timedelta(days=rng.randint(3, 12), minutes=rng.randint(0, 600))
@@ -297,6 +331,7 @@ def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms
     by_slot = dict(zip(rng.sample(range(exchanges), len(events)), events, strict=True))
     unsaid: list[str] = []  # the topic's sentences not yet said in this session
     turns: list[_Turn] = []
+    outro = ""
     for e in range(exchanges):
         request, intro = (rng.choice(topic.requests), rng.choice(p.intros)) if e == 0 else rng.choice(p.follow_ups)
         user, echo = _Turn(p.user, request), ""
@@ -307,6 +342,10 @@ def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms
             if (question := forms.asked(fact, what)) is not None:
                 sentence, user.asked = question, True
             user.text = " ".join([sentence, request] if rng.random() < 0.5 else [request, sentence])
+            if e > 0 and (pair := forms.answered(fact, what)) is not None:
+                clarify, reply = pair  # the previous answer ends with the question instead of its outro
+                turns[-1].text = f"{turns[-1].text[: -len(outro)]}{clarify}"
+                user.text, user.asked, user.answered = f"{reply} {request}", False, True
             if what != "mention":
                 user.fact = fact
                 echo = fill(rng.choice(fact.kind.echo), fact.slots) if rng.random() < 0.5 else ""
@@ -318,8 +357,9 @@ def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms
         others = [s for t in p.topics if t is not topic for s in t.sentences]
         at = rng.randint(1, len(body) - 1)
         body[at:at] = rng.sample(others, 2)  # assistants drift a little
+        outro = rng.choice(p.outros)
         turns.append(user)
-        turns.append(_Turn(p.assistant, " ".join([intro, *([echo] if echo else []), *body, rng.choice(p.outros)])))
+        turns.append(_Turn(p.assistant, " ".join([intro, *([echo] if echo else []), *body, outro])))
     return turns
 
 
@@ -351,6 +391,7 @@ def _questions(rng: random.Random, p: Pack, facts: list[_Fact]) -> list[dict[str
             item["stale_evidence"] = fact.turns[:-1]
         item["asked"] = fact.turns[-1] in fact.asked  # the evidence states it inside a question
         item["on_topic"] = fact.turns[-1] in fact.on_topic  # ... in a session on a topic it belongs to
+        item["answered"] = fact.turns[-1] in fact.answered  # ... as a short answer to the assistant's question
         qa.append(item)
     pairs = [(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :]]
     for a, b in rng.sample(pairs, 3):

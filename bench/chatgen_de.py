@@ -19,6 +19,11 @@ _CITIES = ["Leipzig", "Graz", "Freiburg", "Kopenhagen", "Bremen", "Zürich", "Ro
 FACTS = [
     FactKind(
         key="relative_city",
+        clarify=[
+            "In welcher Stadt wohnt {your} {rel} gerade?",
+            "Wo lebt {your} {rel} inzwischen, damit ich Ihnen eine Route vorschlagen kann?",
+        ],
+        reply=["In {city}, seit dem Frühjahr.", "{city}. {name} gefällt es dort sehr."],
         topics=("week", "email"),
         requests=[
             "Ich möchte {name} nächsten Monat überraschend besuchen. Wie plane ich die Reise?",
@@ -55,6 +60,8 @@ FACTS = [
     ),
     FactKind(
         key="employer",
+        clarify=["Was machen Sie beruflich, und wo?", "Wo arbeiten Sie im Moment, und als was?"],
+        reply=["Als {job} {at}, seit zwei Wochen.", "{job}, {at}."],
         topics=("office", "email"),
         requests=[
             "Kannst du mir einen kurzen Text für mein Profil in einem Karrierenetzwerk schreiben?",
@@ -94,6 +101,8 @@ FACTS = [
     ),
     FactKind(
         key="pet",
+        clarify=["Haben Sie Haustiere, auf die ich achten sollte?", "Lebt bei Ihnen ein Tier im Haushalt?"],
+        reply=["Ja, {animal} aus dem Tierheim, {pet}.", "{pet}, unser Neuzugang."],
         topics=("sleep", "week"),
         requests=[
             "Wir fahren eine Woche weg. Was müssen wir zu Hause vorher organisieren?",
@@ -123,6 +132,11 @@ FACTS = [
     ),
     FactKind(
         key="allergy",
+        clarify=[
+            "Gibt es Lebensmittel, die Sie nicht vertragen?",
+            "Gibt es Allergien oder Zutaten, die ich weglassen soll?",
+        ],
+        reply=["{food}, davon bekomme ich Ausschlag.", "Nur {food}."],
         topics=("meals",),
         requests=[
             "Was könnte ich heute Abend kochen?",
@@ -149,6 +163,8 @@ FACTS = [
     ),
     FactKind(
         key="car",
+        clarify=["Welches Auto fahren Sie?", "Was fahren Sie für ein Auto?"],
+        reply=["{car}.", "{car}, inzwischen abbezahlt."],
         topics=("budget",),
         requests=[
             "Was sollte ich vor einer langen Autofahrt im Sommer prüfen?",
@@ -181,6 +197,8 @@ FACTS = [
     ),
     FactKind(
         key="instrument",
+        clarify=["Spielen Sie ein Instrument?", "Machen Sie selbst Musik?"],
+        reply=["Ja, {instrument}, seit einem Jahr.", "{instrument}, jeden Abend."],
         topics=("week", "sleep"),
         requests=[
             "Wie halte ich den Lärm für die Nachbarn gering, wenn ich abends übe?",
@@ -200,6 +218,11 @@ FACTS = [
     ),
     FactKind(
         key="partner_birthday",
+        clarify=[
+            "Wann hat {your} {partner} Geburtstag?",
+            "An welchem Datum hat {your} {partner} Geburtstag, damit wir planen können?",
+        ],
+        reply=["Am {date}, {name} wird vierzig.", "Am {date}, und ich habe noch kein Geschenk."],
         topics=("budget", "week"),
         requests=[
             "Welche Termine sollte ich dieses Jahr für Geschenke im Blick haben?",
@@ -226,6 +249,8 @@ FACTS = [
     ),
     FactKind(
         key="trip",
+        clarify=["Steht bei Ihnen eine Reise an?", "Wohin geht es denn, und wann?"],
+        reply=["Ja, im {month} nach {place}, schon gebucht.", "{place}, im {month}."],
         topics=("budget", "week"),
         requests=[
             "Welche Impfungen oder Dokumente brauchen wir für unseren Urlaub?",
@@ -256,6 +281,8 @@ FACTS = [
     ),
     FactKind(
         key="workout_day",
+        clarify=["An welchem Tag machen Sie normalerweise Sport?", "Haben Sie einen festen Termin fürs Training?"],
+        reply=["{day}s früh, {sport}.", "Am {day}morgen, {sport}, nie ausgelassen."],
         topics=("training", "week"),
         requests=[
             "An welchem Morgen passt mir ein frühes Meeting am besten?",
@@ -294,6 +321,11 @@ FACTS = [
     ),
     FactKind(
         key="dentist",
+        clarify=[
+            "Wann ist Ihr nächster Zahnarzttermin?",
+            "Haben Sie demnächst Termine, um die wir herumplanen sollten?",
+        ],
+        reply=["Am {date}, endlich gebucht.", "Am {date}, beim Zahnarzt."],
         topics=("week",),
         requests=[
             "Gibt es Termine, um die ich meine Woche planen sollte?",
@@ -325,6 +357,8 @@ FACTS = [
     ),
     FactKind(
         key="language",
+        clarify=["Pauken Sie gerade Vokabeln, und wenn ja, in welcher Sprache?", "Lernen Sie gerade eine Sprache?"],
+        reply=["{lang}, jeden Tag mit einer App.", "Ja, {lang}, im Abendkurs."],
         topics=("week",),
         requests=[
             "Kannst du mir Podcasts für den Arbeitsweg empfehlen?",
@@ -350,6 +384,8 @@ FACTS = [
     ),
     FactKind(
         key="author",
+        clarify=["Wer ist Ihr Lieblingsautor?", "Welche Autorin oder welchen Autor lesen Sie am liebsten?"],
+        reply=["{author}, ich habe alles gelesen.", "{author}, ganz klar."],
         topics=("sleep",),
         requests=[
             "Kannst du mir einen Roman für den nächsten Urlaub empfehlen?",
@@ -401,6 +437,9 @@ PACK = Pack(
         "Ich hoffe, das hilft, und erzählen Sie mir, wie es läuft.",
         "Wenn Sie möchten, gehe ich auf jeden Punkt noch genauer ein.",
         "Melden Sie sich gern mit weiteren Fragen.",
+        "Soll ich daraus eine kurze Checkliste machen?",
+        "Möchten Sie, dass ich auf einen der Punkte genauer eingehe?",
+        "Passt das so für Sie, oder soll ich etwas ändern?",
     ],
     multi_hop=[
         "Erinner mich an zwei Dinge: {a} und {b}.",

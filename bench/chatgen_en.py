@@ -19,6 +19,11 @@ _CITIES = ["Porto", "Leeds", "Vancouver", "Melbourne", "Edinburgh", "Valencia", 
 FACTS = [
     FactKind(
         key="relative_city",
+        clarify=[
+            "Which city does your {rel} live in at the moment?",
+            "Where is your {rel} living now, so I can suggest a route?",
+        ],
+        reply=["{city}, since the spring.", "In {city}. {name} loves it there."],
         topics=("week", "email"),
         requests=[
             "I'd like to surprise my {rel} with a visit next month. How should I plan the journey?",
@@ -55,6 +60,8 @@ FACTS = [
     ),
     FactKind(
         key="employer",
+        clarify=["What do you do for work, and where?", "Where are you working at the moment, and in which role?"],
+        reply=["{job} at {company}, two weeks in.", "{job}, at {company}."],
         topics=("office", "email"),
         requests=[
             "Can you help me write a short bio for my profile on a professional network?",
@@ -94,6 +101,8 @@ FACTS = [
     ),
     FactKind(
         key="pet",
+        clarify=["Do you have any pets I should keep in mind?", "Is there an animal in your household?"],
+        reply=["Yes, a {animal} called {pet}, from the shelter.", "{pet}, our {animal}."],
         topics=("sleep", "week"),
         requests=[
             "We're going away for a week. What do we need to organise at home before we leave?",
@@ -120,6 +129,8 @@ FACTS = [
     ),
     FactKind(
         key="allergy",
+        clarify=["Are there any foods you can't eat?", "Any allergies or ingredients I should leave out?"],
+        reply=["{food}, I react badly to them.", "Only {food}."],
         topics=("meals",),
         requests=[
             "Can you suggest a dinner I could cook tonight?",
@@ -142,6 +153,8 @@ FACTS = [
     ),
     FactKind(
         key="car",
+        clarify=["Which car do you drive?", "What are you driving these days?"],
+        reply=["A {color} {car}.", "The {color} {car}, paid off now."],
         topics=("budget",),
         requests=[
             "What should I check before a long drive this summer?",
@@ -177,6 +190,8 @@ FACTS = [
     ),
     FactKind(
         key="instrument",
+        clarify=["Do you play an instrument?", "Is there any music you make yourself?"],
+        reply=["The {instrument}, for a year now.", "{instrument}, every evening."],
         topics=("week", "sleep"),
         requests=[
             "How can I keep the noise down for the neighbours when I practise in the evening?",
@@ -196,6 +211,11 @@ FACTS = [
     ),
     FactKind(
         key="partner_birthday",
+        clarify=[
+            "When is your {partner}'s birthday?",
+            "Which date is your {partner}'s birthday, so we can plan around it?",
+        ],
+        reply=["On {date}. {name} turns forty.", "{date}, and I have no gift yet."],
         topics=("budget", "week"),
         requests=[
             "Which dates should I keep in mind for presents this year?",
@@ -228,6 +248,8 @@ FACTS = [
     ),
     FactKind(
         key="trip",
+        clarify=["Do you have a trip coming up?", "Where are you travelling to, and when?"],
+        reply=["Yes, {place} in {month}, already booked.", "{place}, in {month}."],
         topics=("budget", "week"),
         requests=[
             "Which vaccinations or documents do we need for our holiday?",
@@ -258,6 +280,8 @@ FACTS = [
     ),
     FactKind(
         key="workout_day",
+        clarify=["Which day do you usually exercise?", "Is there a fixed slot for training in your week?"],
+        reply=["{sport} on {day} mornings, never skipped.", "{day} mornings, {sport}."],
         topics=("training", "week"),
         requests=[
             "Which morning would suit me for an early meeting?",
@@ -287,6 +311,11 @@ FACTS = [
     ),
     FactKind(
         key="dentist",
+        clarify=[
+            "When is your next dentist appointment?",
+            "Do you have any appointments coming up that I should plan around?",
+        ],
+        reply=["{date}, finally booked.", "On {date}, at the dentist."],
         topics=("week",),
         requests=[
             "Are there any appointments I should plan my week around?",
@@ -312,6 +341,8 @@ FACTS = [
     ),
     FactKind(
         key="language",
+        clarify=["Is there a language you're picking up?", "Are you learning any languages at the moment?"],
+        reply=["{lang}, with an app every day.", "Yes, {lang}, in an evening class."],
         topics=("week",),
         requests=[
             "Can you recommend podcasts for my commute?",
@@ -331,6 +362,8 @@ FACTS = [
     ),
     FactKind(
         key="author",
+        clarify=["Who is your favourite author?", "Which writer do you like most?"],
+        reply=["{author}, I've read everything.", "{author}, no question."],
         topics=("sleep",),
         requests=[
             "Can you recommend a novel for my next holiday?",
@@ -379,6 +412,9 @@ PACK = Pack(
         "I hope this helps, and tell me how it goes.",
         "If you want, I can go into more detail on any of these points.",
         "Feel free to come back with questions.",
+        "Would you like me to turn this into a short checklist?",
+        "Shall I go into more detail on any of these points?",
+        "Does this work for you, or should I change something?",
     ],
     multi_hop=[
         "Remind me of two things: {a}, and {b}.",

@@ -112,8 +112,14 @@ def test_every_template_fills_with_every_value() -> None:
                     *kind.requests,
                     kind.about,
                     kind.answer,
+                    *kind.reply,
                 ]:
                     template.format(**slots)
+                for template in kind.clarify:  # the assistant's question names no value of the fact
+                    question = template.format(**slots, your="your")
+                    value = {w.casefold() for w in re.findall(r"\w{3,}", kind.answer.format(**slots))}
+                    assert question.endswith("?") and not value & set(re.findall(r"\w{3,}", question.casefold()))
+            assert kind.clarify and kind.reply
             assert bool(kind.update) == bool(kind.changes)
             assert all(t.endswith("?") for t in [*kind.asked, *kind.asked_update])
             assert bool(kind.asked_update) <= bool(kind.update)
@@ -210,7 +216,16 @@ def test_stale_first_counts_a_superseded_statement_ranked_above_the_current_one(
 
 
 def test_by_form_splits_the_single_fact_questions_by_how_their_evidence_says_it() -> None:
-    samples = [{"sample_id": "s", "qa": [{"asked": True, "on_topic": False}, {"asked": False, "on_topic": True}, {}]}]
+    samples = [
+        {
+            "sample_id": "s",
+            "qa": [
+                {"asked": True, "on_topic": False, "answered": False},
+                {"asked": False, "on_topic": True, "answered": True},
+                {},
+            ],
+        }
+    ]
     rows = [
         {"id": "s:0", "gold": ["D1:1"], "ranked": {"hybrid": ["D1:1"]}},
         {"id": "s:1", "gold": ["D2:1"], "ranked": {"hybrid": ["D9:9", "D2:1"]}},
@@ -220,7 +235,46 @@ def test_by_form_splits_the_single_fact_questions_by_how_their_evidence_says_it(
     assert figures["hybrid.asked.count"] == 1 and figures["hybrid.stated.count"] == 1
     assert figures["hybrid.asked.recall@1"] == 1.0 and figures["hybrid.stated.recall@1"] == 0.0
     assert figures["hybrid.stated.recall@5"] == 1.0
-    assert figures["hybrid.on_topic.recall@1"] == 0.0 and figures["hybrid.aside.recall@1"] == 1.0 and len(figures) == 16
+    assert figures["hybrid.on_topic.recall@1"] == 0.0 and figures["hybrid.aside.recall@1"] == 1.0
+    assert figures["hybrid.answered.recall@1"] == 0.0 and figures["hybrid.volunteered.recall@1"] == 1.0
+    assert len(figures) == 24
+
+
+def test_a_share_of_the_facts_is_the_users_short_answer_to_the_assistants_question(
+    samples: list[dict[str, Any]],
+) -> None:
+    answering = generate(seed=7, conversations=3, answered=0.5)
+    single = [(s, qa) for s in answering for qa in s["qa"] if "answered" in qa]
+    told = [(s, qa) for s, qa in single if qa["answered"]]
+    assert not any(qa["answered"] for s in samples for qa in s["qa"] if "answered" in qa)
+    assert 0.15 <= len(told) / len(single) <= 0.5
+    for sample, qa in told:
+        language = sample["sample_id"].split("-")[1]
+        kinds = pack(language).facts
+        [gold] = qa["evidence"]
+        session = sample["conversation"][f"session_{gold[1:].split(':')[0]}"]
+        at = next(i for i, t in enumerate(session) if t["dia_id"] == gold)
+        before, reply = session[at - 1], session[at]["text"]
+        assert before["speaker"] == sample["conversation"]["speaker_b"]
+        # the answer before ends with a question about the fact, the reply starts with its value
+        asked = sentences(before["text"])[-1]
+        clarify = [t for k in kinds for t in k.clarify]
+        assert any(re.fullmatch(re.sub(r"\\\{\w+\\\}", ".+", re.escape(t)), asked, re.IGNORECASE) for t in clarify), (
+            asked
+        )
+        assert asked.endswith("?") and qa["answer"].split()[0].casefold() in reply.casefold()
+    # with none told that way, the same conversations but for those two turns of each
+    for plain, with_answers in zip(samples, answering, strict=True):
+        assert [q["question"] for q in plain["qa"]] == [q["question"] for q in with_answers["qa"]]
+        a, b = turns_of(plain), turns_of(with_answers)
+        differ = {t for t in a if a[t]["text"] != b[t]["text"]}
+        users = {t for t in differ if b[t]["speaker"] == plain["conversation"]["speaker_a"]}
+        stated = {
+            t for qa in with_answers["qa"] if "answered" in qa for t in [*qa["evidence"], *qa.get("stale_evidence", [])]
+        }
+        # an answered statement of a fact that changed later is a stale one
+        assert {qa["evidence"][0] for qa in with_answers["qa"] if qa.get("answered")} <= users <= stated
+        assert len(differ) == 2 * len(users)
 
 
 def test_questions_are_asked_days_after_the_last_session_or_now(samples: list[dict[str, Any]]) -> None:
