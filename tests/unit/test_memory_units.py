@@ -16,6 +16,7 @@ from engram.domain.conversation import (
     Turn,
     bursts,
     chat_units,
+    closing_question,
     derived_units,
     likely_assistants,
     session_uuid,
@@ -383,6 +384,38 @@ def test_an_assistants_answer_is_embedded_by_its_opening_and_kept_whole() -> Non
         ObservationDraft(tenant_id="t", user_id="u", title="Digest: meals", narrative="- a\n- b", priority=Priority.low)
     )
     assert not embedded_by_title(digest) and "- a" in passage_text(digest)
+
+
+def test_a_short_reply_says_which_question_of_the_assistant_it_answers() -> None:
+    asked = f"{PROSE} Which car do you drive?"
+    sessions = conversation(
+        ("User", "Plan my week, please."),
+        ("Assistant", asked),
+        ("User", "A grey Ford Focus. Thanks, that helps."),
+        ("Assistant", PROSE),
+        ("User", "Can you make it shorter?"),
+    )
+    drafts = turn_units(
+        tenant_id="t", user_id="u", conversation_id="c", sessions=sessions, assistants=frozenset({"Assistant"})
+    )
+    by_key = {d.key: stored(d) for d in drafts}
+    reply = by_key["turn:c:D1:3"]
+    assert reply.title == "User: A grey Ford Focus. Thanks, that helps."  # what was said, as it was said
+    said = "Assistant asked: Which car do you drive? User said: A grey Ford Focus. Thanks, that helps."
+    assert reply.narrative == f"On {DAY.day} January 2025, {said}"
+    assert "Which car do you drive?" in passage_text(reply)  # embedded with it
+    # an answer that ends without a question, the first turn and the assistant's own turns say nothing more
+    assert by_key["turn:c:D1:5"].narrative.endswith(", User said: Can you make it shorter?")
+    assert "asked" not in by_key["turn:c:D1:1"].narrative and "asked:" not in by_key["turn:c:D1:4"].narrative
+    # between people (no assistant) a question is answered as part of the dialogue
+    plain = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=sessions)
+    assert all("asked:" not in d.narrative for d in plain)
+    assert closing_question(asked) == "Which car do you drive?"
+    # one of the last two sentences; an offer after it does not hide it, one earlier is not it
+    assert closing_question("Here is the plan. Which day suits you? I can adjust it.") == "Which day suits you?"
+    assert closing_question("Which day suits you? Here is the plan. I can adjust it later.") is None
+    assert closing_question("Shall I shorten it?") == "Shall I shorten it?"
+    assert closing_question("") is None
 
 
 def test_a_burst_ends_at_its_size_limit() -> None:

@@ -224,14 +224,15 @@ _ABBREVIATIONS = frozenset(
 
 
 def sentences(text: str) -> list[str]:
-    """Sentences of at least 12 characters; "15. März", "Hr. Schneider" and "z.B. so" do not end one."""
+    """Sentences of at least 12 characters; "15. März", "Hr. Schneider", "z.B. so" and an initial
+    ("Ursula K. Le Guin") do not end one."""
     parts: list[str] = []
     start = 0
     for match in _BREAK.finditer(text):
         if not match.group().startswith("\n"):
             before = text[start : match.start()].split()
             last = before[-1].casefold().rstrip(".") if before else ""
-            if last.isdigit() or last in _ABBREVIATIONS:
+            if last.isdigit() or last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):  # "Ursula K. Le Guin"
                 continue
         parts.append(text[start : match.start() + (1 if match.group()[0] in ".!?" else 0)])
         start = match.end()

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from engram.domain.chat_extraction import sentences
 from engram.domain.memory_units import (
     PASSAGE_TYPE,
     DerivedUnit,
@@ -36,6 +37,7 @@ from engram.domain.observation import ObservationDraft, Priority, Provenance, Sc
 TITLE_MAX = 500
 NEIGHBOUR_CHARS = 400
 TURN_WINDOW = 2  # `turn_units`: the turns either side of a turn that are its context
+CLOSING_CHARS = 600  # `closing_question`: the end of an answer its question is looked for in
 # `bursts`: one speaker's consecutive messages are one unit, up to this many characters or messages
 BURST_CHARS = 500
 BURST_MESSAGES = 20
@@ -207,6 +209,15 @@ def _title(turn: Turn) -> str:
     return title
 
 
+def closing_question(answer: str) -> str | None:
+    """The question an assistant's answer ends with ("Which car do you drive?"), if one of its
+    last two sentences is one: what the person's next turn may answer in a few words."""
+    for sentence in reversed(sentences(answer[-CLOSING_CHARS:])[-2:]):
+        if sentence.endswith("?"):
+            return sentence
+    return None
+
+
 def turn_units(
     *,
     tenant_id: str,
@@ -223,7 +234,12 @@ def turn_units(
     its speaker and date, plus `window` turns either side. An assistant's turn (a speaker in
     `assistants`) is low priority: its prose shares many words with any question on its topic,
     while the memory asked for is what the people said. The key names the turn's first message,
-    so a burst that grows on re-import updates its unit in place."""
+    so a burst that grows on re-import updates its unit in place.
+
+    A person's turn right after an assistant's answer that ends with a question
+    (`closing_question`) says in its narrative what it answers ("asked: Which car do you drive?"):
+    the short reply ("A grey Ford Focus.") holds the fact but not what it is about, and the
+    question is beyond the neighbour's first `NEIGHBOUR_CHARS` characters its context holds."""
     drafts: list[ObservationDraft] = []
     for session in sessions:
         turns = bursts(session.turns)
@@ -236,6 +252,10 @@ def turn_units(
                 context.extend(_chunks(f"Before, {turns[j].speaker}: {turns[j].spoken(NEIGHBOUR_CHARS)}"))
             for j in range(i + 1, min(len(turns), i + window + 1)):
                 context.extend(_chunks(f"After, {turns[j].speaker}: {turns[j].spoken(NEIGHBOUR_CHARS)}"))
+            said = f"{turn.speaker} said: {turn.spoken()}"
+            if i and turns[i - 1].speaker in assistants and turn.speaker not in assistants:
+                if (question := closing_question(turns[i - 1].spoken())) is not None:
+                    said = f"{turns[i - 1].speaker} asked: {question} {said}"
             drafts.append(
                 ObservationDraft(
                     tenant_id=tenant_id,
@@ -243,7 +263,7 @@ def turn_units(
                     team_ids=list(team_ids),
                     type=UNIT_TYPE,
                     title=_title(turn),
-                    narrative=f"On {day}, {turn.speaker} said: {turn.spoken()}"[:20_000],
+                    narrative=f"On {day}, {said}"[:20_000],
                     discovery_tokens=context[:100],
                     tags=[turn.speaker[:64]],
                     key=unit_key(conversation_id, first_turn(turn.turn_id)),
