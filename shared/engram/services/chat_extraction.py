@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -52,7 +52,7 @@ from engram.domain.chat_extraction import (
     summary_draft,
     to_drafts,
 )
-from engram.domain.conversation import DERIVED_KINDS, chat_units
+from engram.domain.conversation import CHAT_SPEAKERS, DERIVED_KINDS, chat_units, closing_question
 from engram.domain.deliveries import Delivery, EventMeta
 from engram.domain.erasure import given_before_erasure
 from engram.domain.errors import InvalidEvent
@@ -131,6 +131,17 @@ def _problems(exc: ValidationError | InvalidExtraction) -> str:
     if isinstance(exc, InvalidExtraction):
         return str(exc)
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors())[:1_000]
+
+
+def asked_before(messages: Sequence[ChatMessage], message_id: uuid.UUID | None) -> str | None:
+    """The question the assistant ended its answer before the user's message with
+    (`conversation.closing_question`): a short reply ("A grey Ford Focus.") is a fact only
+    together with it, and the turn the model sees holds only the reply and the answer after it."""
+    at = next((i for i, m in enumerate(messages) if m.id == message_id), None)
+    before = [m for m in messages[:at] if m.role in CHAT_SPEAKERS] if at else []
+    if not before or before[-1].role != "assistant":
+        return None
+    return closing_question(before[-1].content)
 
 
 class ChatExtractor:
@@ -240,7 +251,12 @@ class ChatExtractor:
             known = await self._known(tx, user) if self.gateway.available else ""
             # the offline rules read the user's profile: a change of its facts belongs in it too
             profile = [] if self.gateway.available else await read_profile(tx, author, self.observation_types)
-            units = await self._turn_units(tx, tenant, user, data)
+            session, messages = await self._turn_session(tx, data)
+            units = (
+                self._units(tenant, user, session, session.chat_id or data.chat_id, messages, data.user_message_id)
+                if session
+                else []
+            )
         if not self.gateway.available:
             titles = [o.title for o in profile]
             drafts = offline_observations(data.user_message, origin, self.observation_types, titles)
@@ -265,6 +281,7 @@ class ChatExtractor:
                 {
                     "language": language,
                     "known": known or "(none yet)",
+                    "asked": asked_before(messages, data.user_message_id) or "(none)",
                     "user_message": data.user_message[:20_000],
                     "assistant_message": data.assistant_message[:20_000],
                 },
@@ -312,19 +329,20 @@ class ChatExtractor:
         except Exception as exc:
             log.warning("chat_extraction.units_not_kept", tenant=tenant, units=len(units), error=str(exc)[:500])
 
-    async def _turn_units(
-        self, tx: TenantTx, tenant: str, user: str, data: ChatTurnCompleted
-    ) -> list[ObservationDraft]:
-        """The memory units the turn adds or changes (`chat_units(reaching=...)`): its own and the
-        context of the turns before it, so what the user said is recalled before the session
-        ends. The session's end writes them again (unchanged: no new revision, no embedding)."""
-        if not self.chat_units or data.session_id is None or data.user_message_id is None:
-            return []
+    async def _turn_session(self, tx: TenantTx, data: ChatTurnCompleted) -> tuple[Session | None, list[ChatMessage]]:
+        """The turn's session and its messages, when something needs them: the memory units the
+        turn adds or changes (`chat_units(reaching=...)`: its own and the context of the turns
+        before it, so what the user said is recalled before the session ends; the session's end
+        writes them again, unchanged), and for the model the question the user's message may
+        answer (`asked_before`)."""
+        if data.session_id is None or data.user_message_id is None:
+            return None, []
+        if not (self.chat_units or self.gateway.available):
+            return None, []
         session = await tx.chats.get_session(data.session_id)
         if session is None:
-            return []
-        messages = await tx.chats.session_messages(session.id, limit=UNIT_MESSAGES)
-        return self._units(tenant, user, session, session.chat_id or data.chat_id, messages, data.user_message_id)
+            return None, []
+        return session, await tx.chats.session_messages(session.id, limit=UNIT_MESSAGES)
 
     def _units(
         self,

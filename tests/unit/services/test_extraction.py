@@ -479,3 +479,60 @@ async def test_a_turns_units_are_kept_while_the_model_is_down_or_its_output_is_i
     erasing = ChatExtractor(uow, ErasedMeanwhile(settings, Transient("down")), types)  # type: ignore[arg-type]
     [outcome] = await deliver(Extraction(uow, load_rules(settings), types, chat_extractor=erasing), event)
     assert isinstance(outcome, Transient) and set(stored()) == before
+
+
+async def test_the_model_sees_the_question_a_short_reply_answers(
+    uow: InMemoryUnitOfWork, settings: Any, tenant: str
+) -> None:
+    """'A grey Ford Focus.' is a fact only with the question the assistant ended its previous
+    answer with; the turn the event carries holds only the reply and the answer after it, so the
+    extraction reads the session and shows the model that question."""
+    from engram.domain.llm import Profile
+
+    types = settings.engram_observation_types
+    prompts: list[str] = []
+
+    class Capturing(ScriptedGateway):
+        async def complete(self, task: str, build: Any, priority: Any = None) -> Any:
+            request = build(Profile(name="p", model="m"))
+            prompts.append(request.turn[0]["content"])
+            return await super().complete(task, build, priority)
+
+    found = {"observations": [{"type": "identity", "title": "The user drives a grey Ford Focus"}]}
+    gateway = Capturing(settings, found, found)
+    extractor = ChatExtractor(uow, gateway, types)  # type: ignore[arg-type]
+    extraction = Extraction(uow, load_rules(settings), types, chat_extractor=extractor)
+    chat_id = uuid.uuid4()
+    async with uow.tenant(tenant) as tx:
+        await tx.chats.create_chat(chat_id, "alice", "a chat")
+        session = await tx.chats.create_session("alice", chat_id, "a plan", {"turns": 0})
+        start = tx.state.now
+    said = [
+        ("Plan my week, please.", "Here is a plan for your week. Which car do you drive?"),
+        ("A grey Ford Focus. Can you make it shorter?", "Sure, a shorter plan."),
+    ]
+    for n, (user_text, answer_text) in enumerate(said):
+        user_msg, answer = uuid.uuid4(), uuid.uuid4()
+        async with uow.tenant(tenant) as tx:
+            await tx.chats.record_turn(
+                chat_id,
+                session.id,
+                "alice",
+                [NewMessage(user_msg, "user", user_text), NewMessage(answer, "assistant", answer_text)],
+                start + timedelta(minutes=n),
+            )
+        completed = ChatTurnCompleted(
+            chat_id=chat_id,
+            session_id=session.id,
+            user_message_id=user_msg,
+            assistant_message_id=answer,
+            user_message=user_text,
+            assistant_message=answer_text,
+        )
+        event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+        assert await deliver(extraction, event) == [None]
+    first, second = prompts
+    assert "<previous_question>(none)</previous_question>" in first  # the session's first message
+    assert "<previous_question>Which car do you drive?</previous_question>" in second
+    assert "<user>A grey Ford Focus. Can you make it shorter?</user>" in second
+    assert "The user drives a grey Ford Focus" in [o.title for o in uow.data(tenant).observations.values()]
