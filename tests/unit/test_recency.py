@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
-from engram.domain.facts import content_tokens
+from engram.domain.facts import content_tokens, says_changed
 from engram.domain.observation import Observation, ObservationDraft, Provenance
 from engram.domain.recall import RecallQuery, SearchHit
-from engram.domain.recency import NEAR_DUPLICATE, Said, newer_first, supersedes
+from engram.domain.recency import CHANGED_NEAR, NEAR_DUPLICATE, Said, newer_first, supersedes
 from engram.domain.scopes import Visibility
 from engram.domain.search import SearchFilter
 from engram.services.recall_plan import Plan
@@ -44,6 +45,26 @@ def test_a_later_near_duplicate_of_the_same_speaker_sharing_a_question_word_supe
         NEAR_DUPLICATE
     )
     assert not supersedes(far, OLD, QUESTION)  # not a near duplicate
+
+
+def cosine(a: Any, b: Any) -> float:
+    return float(a @ b) / float(np.linalg.norm(a) * np.linalg.norm(b))
+
+
+def test_a_later_statement_that_says_it_changed_supersedes_without_a_question_word() -> None:
+    """Questions paraphrase: "Which vehicle is parked in my driveway?" shares no word with "I drive
+    a blue Golf" or "I traded in my car, I have a black Audi A4 now"; the change marker stands in."""
+    question = content_tokens("Which vehicle is parked in my driveway?")
+    text = "I traded in my car, I have a black Audi A4 now"
+    old = said("I drive a blue VW Golf", MAY, vec(1.0, 0.0, 0.0))
+    new = Said("user", JUNE, content_tokens(text), vec(1.0, 0.41, 0.0), changed=says_changed(text))
+    assert new.changed and NEAR_DUPLICATE > cosine(new.vector, old.vector) >= CHANGED_NEAR
+    assert supersedes(new, old, question)
+    assert not supersedes(dataclasses.replace(new, changed=False), old, question)  # no marker, no shared word
+    assert not supersedes(dataclasses.replace(new, at=MAY - timedelta(days=1)), old, question)  # said before
+    assert not supersedes(dataclasses.replace(new, speaker="anna"), old, question)
+    apart = dataclasses.replace(new, vector=vec(1.0, 0.5, 0.0))  # a change of something else
+    assert cosine(apart.vector, old.vector) < CHANGED_NEAR and not supersedes(apart, old, question)
 
 
 def test_newer_first_moves_the_later_statement_just_above_the_earlier() -> None:

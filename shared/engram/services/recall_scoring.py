@@ -15,7 +15,7 @@ from datetime import datetime
 from engram.domain.addressee import addressee_support, asks_assistant, in_first_person
 from engram.domain.answer_kind import answer_support, asked_kind
 from engram.domain.dates import mentioned_dates
-from engram.domain.facts import content_tokens
+from engram.domain.facts import content_tokens, says_changed
 from engram.domain.language import language_of
 from engram.domain.memory_units import UnitKind, turn_keys, turn_of, unit_ref, with_an_assistant
 from engram.domain.observation import Observation
@@ -213,7 +213,9 @@ def later_statements_first(turns: list[SearchHit], hits: Sequence[SearchHit], pl
         obs = h.observation
         vector = plan.vectors.get(str(obs.id))
         if vector is not None and obs.tags and is_statement(obs):
-            said[turn_of(obs)].append(Said(obs.tags[0], observation_time(obs), content_tokens(obs.title), vector))
+            said[turn_of(obs)].append(
+                Said(obs.tags[0], observation_time(obs), content_tokens(obs.title), vector, says_changed(obs.title))
+            )
     if not said:
         return turns
     by_turn = {turn_of(t.observation): t for t in turns}
