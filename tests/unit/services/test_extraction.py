@@ -318,6 +318,42 @@ async def test_an_ended_sessions_messages_become_the_users_memory_units(
     ]
 
 
+async def completed_turn(
+    uow: InMemoryUnitOfWork,
+    tenant: str,
+    extraction: Extraction,
+    session: Any,
+    said: str,
+    answer_text: str,
+    at: datetime,
+) -> tuple[uuid.UUID, uuid.UUID]:
+    """One more turn of `session` as chat-turn stores it (extraction queued), and its
+    `chat.turn.completed` event delivered: the user's and the answer's message ids."""
+    user_msg, answer = uuid.uuid4(), uuid.uuid4()
+    async with uow.tenant(tenant) as tx:
+        await tx.chats.record_turn(
+            session.chat_id,
+            session.id,
+            "alice",
+            [
+                NewMessage(user_msg, "user", said),
+                NewMessage(answer, "assistant", answer_text, memory_trace={"extraction": {"status": "queued"}}),
+            ],
+            at,
+        )
+    completed = ChatTurnCompleted(
+        chat_id=session.chat_id,
+        session_id=session.id,
+        user_message_id=user_msg,
+        assistant_message_id=answer,
+        user_message=said,
+        assistant_message=answer_text,
+    )
+    event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
+    assert await deliver(extraction, event) == [None]
+    return user_msg, answer
+
+
 async def test_a_completed_turn_is_memory_at_once_and_the_sessions_end_rewrites_nothing(
     uow: InMemoryUnitOfWork, settings: Any, tenant: str
 ) -> None:
@@ -335,29 +371,7 @@ async def test_a_completed_turn_is_memory_at_once_and_the_sessions_end_rewrites_
         start = tx.state.now
 
     async def turn(n: int, said: str, answer_text: str) -> tuple[uuid.UUID, uuid.UUID]:
-        user_msg, answer = uuid.uuid4(), uuid.uuid4()
-        async with uow.tenant(tenant) as tx:
-            await tx.chats.record_turn(
-                chat_id,
-                session.id,
-                "alice",
-                [
-                    NewMessage(user_msg, "user", said),
-                    NewMessage(answer, "assistant", answer_text, memory_trace={"extraction": {"status": "queued"}}),
-                ],
-                start + timedelta(minutes=n),
-            )
-        completed = ChatTurnCompleted(
-            chat_id=chat_id,
-            session_id=session.id,
-            user_message_id=user_msg,
-            assistant_message_id=answer,
-            user_message=said,
-            assistant_message=answer_text,
-        )
-        event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
-        assert await deliver(extraction, event) == [None]
-        return user_msg, answer
+        return await completed_turn(uow, tenant, extraction, session, said, answer_text, start + timedelta(minutes=n))
 
     def units() -> dict[uuid.UUID | None, Any]:
         return {
@@ -512,25 +526,7 @@ async def test_the_model_sees_the_question_a_short_reply_answers(
         ("A grey Ford Focus. Can you make it shorter?", "Sure, a shorter plan."),
     ]
     for n, (user_text, answer_text) in enumerate(said):
-        user_msg, answer = uuid.uuid4(), uuid.uuid4()
-        async with uow.tenant(tenant) as tx:
-            await tx.chats.record_turn(
-                chat_id,
-                session.id,
-                "alice",
-                [NewMessage(user_msg, "user", user_text), NewMessage(answer, "assistant", answer_text)],
-                start + timedelta(minutes=n),
-            )
-        completed = ChatTurnCompleted(
-            chat_id=chat_id,
-            session_id=session.id,
-            user_message_id=user_msg,
-            assistant_message_id=answer,
-            user_message=user_text,
-            assistant_message=answer_text,
-        )
-        event = new_event(CHAT_TURN_COMPLETED, completed, tenant_id=tenant, source="/engram/chat-turn", user_id="alice")
-        assert await deliver(extraction, event) == [None]
+        await completed_turn(uow, tenant, extraction, session, user_text, answer_text, start + timedelta(minutes=n))
     first, second = prompts
     assert "<previous_question>(none)</previous_question>" in first  # the session's first message
     assert "<previous_question>Which car do you drive?</previous_question>" in second
