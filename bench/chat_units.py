@@ -179,13 +179,16 @@ def measure_long(chars: int, folder: str, embedder: Any | None) -> dict[str, Any
     return out
 
 
-def stored(draft: Any) -> Observation:
-    """A draft as the store returns it, for `passage_text` (what indexing embeds)."""
-    now = datetime(2026, 1, 1, tzinfo=UTC)
+WRITTEN = datetime(2026, 1, 1, tzinfo=UTC)  # `stored`: when a draft was written, unless told
+
+
+def stored(draft: Any, at: datetime = WRITTEN) -> Observation:
+    """A draft as the store returns it, written at `at`: for `passage_text` (what indexing
+    embeds), and for the tests, what recall hydrates (`tests.unit.recall_fixtures`)."""
     data: dict[str, Any] = draft.model_dump()
     data.pop("merged_from", None)
     return Observation(
-        **data, id=uuid.uuid4(), content_hash="h", relevance_count=0, superseded_by=None, created_at=now, updated_at=now
+        **data, id=uuid.uuid4(), content_hash="h", relevance_count=0, superseded_by=None, created_at=at, updated_at=at
     )
 
 

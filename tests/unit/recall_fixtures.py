@@ -3,11 +3,10 @@ scored over candidates found at given ranks."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
+from bench import chat_units
 from engram.domain.observation import Observation, ObservationDraft
 from engram.domain.ranking import rrf_fuse
 from engram.domain.recall import RecallQuery, SearchHit
@@ -19,11 +18,7 @@ from engram.services.recall_scoring import scored_hits
 
 def stored(draft: ObservationDraft, at: datetime) -> Observation:
     """A draft as the store returns it (what recall hydrates), written at `at`."""
-    data: dict[str, Any] = draft.model_dump()
-    data.pop("merged_from", None)
-    return Observation(
-        **data, id=uuid.uuid4(), content_hash="h", relevance_count=0, superseded_by=None, created_at=at, updated_at=at
-    )
+    return chat_units.stored(draft, at)
 
 
 def scored(
