@@ -34,7 +34,8 @@ from typing import Any
 
 from bench._common import emit_json, machine, table
 from bench.chatgen import generate
-from bench.xquad import DEFAULT_DATA, load
+from bench.pasted import prose
+from bench.xquad import DEFAULT_DATA
 from engram.domain.conversation import ConversationSession, Turn, chat_units, turn_units
 from engram.domain.memory_units import (
     PASSAGES_PER_ANSWER,
@@ -114,15 +115,8 @@ def measure(n: int) -> dict[str, Any]:
 
 def long_text(chars: int, folder: str) -> str:
     """About `chars` characters of real prose: XQuAD's English paragraphs joined, in order."""
-    paragraphs, _ = load(Path(folder), "en")
-    out: list[str] = []
-    size = 0
-    for paragraph in paragraphs:
-        if size >= chars:
-            break
-        out.append(paragraph.text)
-        size += len(paragraph.text) + 1
-    return " ".join(out)[:chars]
+    text, _ = next(prose(Path(folder), "en", chars))
+    return text[:chars]
 
 
 def _cpu(embedder: Any, texts: list[str]) -> float:

@@ -29,7 +29,7 @@ PASTED = {"en": 9, "de": 10}
 CATEGORIES = {PASTED["en"]: "pasted text en", PASTED["de"]: "pasted text de"}
 
 
-def _texts(folder: Path, language: str, chars: int) -> Iterator[tuple[str, list[str]]]:
+def prose(folder: Path, language: str, chars: int) -> Iterator[tuple[str, list[str]]]:
     """Texts of about `chars` characters, each of paragraphs not used before, with the first
     XQuAD question of each of its paragraphs, in order."""
     paragraphs, questions = load(folder, language)
@@ -56,7 +56,7 @@ def with_pastes(
     if n <= 0:
         return samples
     out = copy.deepcopy(samples)
-    texts = {lang: _texts(folder, lang, chars) for lang in REQUEST}
+    texts = {lang: prose(folder, lang, chars) for lang in REQUEST}
     rng = random.Random(f"pastes:{seed}")
     for sample in out:
         language = "de" if "-de-" in sample["sample_id"] else "en"
