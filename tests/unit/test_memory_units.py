@@ -386,7 +386,7 @@ def test_an_assistants_answer_is_embedded_by_its_opening_and_kept_whole() -> Non
     assert not embedded_by_title(digest) and "- a" in passage_text(digest)
 
 
-def test_a_short_reply_says_which_question_of_the_assistant_it_answers() -> None:
+def test_a_reply_says_which_question_of_the_turn_before_it_answers() -> None:
     asked = f"{PROSE} Which car do you drive?"
     sessions = conversation(
         ("User", "Plan my week, please."),
@@ -407,9 +407,20 @@ def test_a_short_reply_says_which_question_of_the_assistant_it_answers() -> None
     # an answer that ends without a question, the first turn and the assistant's own turns say nothing more
     assert by_key["turn:c:D1:5"].narrative.endswith(", User said: Can you make it shorter?")
     assert "asked" not in by_key["turn:c:D1:1"].narrative and "asked:" not in by_key["turn:c:D1:4"].narrative
-    # between people (no assistant) a question is answered as part of the dialogue
-    plain = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=sessions)
-    assert all("asked:" not in d.narrative for d in plain)
+    # between people the same: the next speaker's turn carries the question it answers
+    people = conversation(
+        ("Jon", "Back from my trip! Guess where I went?"), ("Gina", "Was it Paris again?"), ("Jon", "Lisbon!")
+    )
+    drafts = turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=people)
+    narratives = {d.key: d.narrative for d in drafts}
+    assert narratives["turn:c:D1:2"].endswith("Jon asked: Guess where I went? Gina said: Was it Paris again?")
+    assert narratives["turn:c:D1:3"].endswith("Gina asked: Was it Paris again? Jon said: Lisbon!")
+    assert "asked:" not in narratives["turn:c:D1:1"]
+    # one speaker's consecutive messages are one turn (`bursts`): no question of their own to answer
+    alone = conversation(("Jon", "Where is it? Never mind."), ("Jon", "Found it."))
+    assert all(
+        "asked:" not in d.narrative for d in turn_units(tenant_id="t", user_id="u", conversation_id="c", sessions=alone)
+    )
     assert closing_question(asked) == "Which car do you drive?"
     # one of the last two sentences; an offer after it does not hide it, one earlier is not it
     assert closing_question("Here is the plan. Which day suits you? I can adjust it.") == "Which day suits you?"
