@@ -241,14 +241,15 @@ def _advice_questions(
 @dataclass
 class _Forms:
     """Which statements of a fact are made inside a question (`rng`, `share`), in which words,
-    and which in a session on a topic the fact belongs to (`topic_rng`, `on_topic`)."""
+    which in a session on a topic the fact belongs to (`topic_rng`, `on_topic`), and which as a
+    short reply to the assistant's question (`answer_rng`, `answered_share`)."""
 
     rng: random.Random
     share: float
     topic_rng: random.Random
     on_topic: float
-    answer_rng: random.Random = field(default_factory=random.Random)
-    answered_share: float = 0.0
+    answer_rng: random.Random
+    answered_share: float
 
     def topic(self, p: Pack, events: list[tuple[_Fact, str]]) -> tuple[Topic, tuple[_Fact, str]] | None:
         """A topic that the first fact statement drawn for it (in session order) belongs to, and
