@@ -19,7 +19,9 @@ topic the fact belongs to (the allergy while planning meals) instead of as an as
 `bench.locomo`: the answers' passages are stored by default, as the product stores them.
 `--answered SHARE`: about that share of the first statements of a fact are the user's short answer to a
 question the assistant ended its answer with ("Which car do you drive?" - "A grey Ford Focus."):
-`<mode>.answered.recall@k` and `<mode>.volunteered.recall@k`.
+`<mode>.answered.recall@k` and `<mode>.volunteered.recall@k`. `--corrected SHARE`: about that share of the
+changes told as a short answer to the assistant checking the old value ("Is your sister still
+living in Porto?" - "No, she moved to Leeds a while ago."), counted as answered too.
 `--pastes N` (`bench.pasted`): N of each conversation's user turns that are no evidence also
 carry a pasted text of `--paste-chars` characters of XQuAD prose, as a user pastes a document.
 `--requests`: per fact also a request that needs it without naming it ("Can you suggest a dinner
@@ -45,7 +47,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import locomo
-from bench.chatgen import ANSWERED, ASKED, CATEGORIES, ON_TOPIC, REQUEST_CATEGORIES, SESSIONS, generate
+from bench.chatgen import ANSWERED, ASKED, CATEGORIES, CORRECTED, ON_TOPIC, REQUEST_CATEGORIES, SESSIONS, generate
 from bench.pasted import CATEGORIES as PASTED_CATEGORIES
 from bench.pasted import with_pastes
 from bench.xquad import DEFAULT_DATA
@@ -126,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         help="about the share of first fact statements made as a short answer to the assistant's question",
     )
     parser.add_argument(
+        "--corrected",
+        type=float,
+        default=CORRECTED,
+        help="about the share of changes told as a short answer to the assistant's check of the old value",
+    )
+    parser.add_argument(
         "--requests",
         action="store_true",
         help="also ask, per fact, a request that needs it without naming it (categories 11 and 12)",
@@ -161,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             on_topic=args.on_topic,
             requests=args.requests,
             answered=args.answered,
+            corrected=args.corrected,
         )
     except ValueError as exc:  # too few sessions
         parser.error(f"--sessions: {exc}")
@@ -187,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["asked"] = args.asked
     figures["on_topic"] = args.on_topic
     figures["answered"] = args.answered
+    figures["corrected"] = args.corrected
     figures["pastes"] = args.pastes
     figures["requests"] = args.requests
     for mode, share in stale_first(args.samples, rows).items():

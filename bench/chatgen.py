@@ -71,6 +71,8 @@ class FactKind:
     requests: Sequence[str] = ()  # a request whose good answer needs the fact, without naming it
     clarify: Sequence[str] = ()  # the assistant asks for the fact at the end of an answer (no value in it)
     reply: Sequence[str] = ()  # the user's short answer to that: the value, hardly a word of the topic
+    check: Sequence[str] = ()  # the assistant asks whether a remembered value still holds (the old value)
+    correct: Sequence[str] = ()  # the user's short answer to that: the new value
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ ADVICE_QUESTIONS = 2  # per conversation
 ASKED = 1 / 3  # the share of statements of a fact made inside a question
 ON_TOPIC = 0.0  # about the share of statements of a fact made in a session on a topic it belongs to
 ANSWERED = 0.0  # about the share of first statements made as a short answer to the assistant's question
+CORRECTED = 0.0  # about the share of changes told as a short answer to the assistant's check of the old value
 
 
 def generate(
@@ -161,6 +164,7 @@ def generate(
     on_topic: float = ON_TOPIC,
     requests: bool = False,
     answered: float = ANSWERED,
+    corrected: float = CORRECTED,
 ) -> list[dict[str, Any]]:
     """`conversations` samples per language, all drawn from one `random.Random(seed)`, of
     `sessions` sessions each (about eight turns per session). More sessions make a longer
@@ -182,7 +186,9 @@ def generate(
     at the moment?" - "Porto, since the spring."): the fact is in the user's turn only together
     with what it answers, as in real chats with an assistant. Only where the fact's exchange is
     not the session's first (an answer comes before it); a stream of its own: `answered=0`
-    changes nothing.
+    changes nothing. About a share `corrected` of the changes are told the same way, to the
+    assistant checking the value it remembers ("Is your sister still living in Porto?" - "No,
+    she moved to Leeds a while ago."); a stream of its own too.
 
     With `requests`, each fact also gets a request whose good answer needs it but that does not
     name it ("Can you suggest a dinner I could cook tonight?" for an allergy, "Which houseplants
@@ -203,6 +209,8 @@ def generate(
                 on_topic,
                 random.Random(f"{seed}:{sample_id}:answered"),
                 answered,
+                random.Random(f"{seed}:{sample_id}:corrected"),
+                corrected,
             )
             asks = random.Random(f"{seed}:{sample_id}:requests") if requests else None
             sample = _conversation(rng, pack(language), sample_id, sessions, forms, asks)
@@ -242,7 +250,8 @@ def _advice_questions(
 class _Forms:
     """Which statements of a fact are made inside a question (`rng`, `share`), in which words,
     which in a session on a topic the fact belongs to (`topic_rng`, `on_topic`), and which as a
-    short reply to the assistant's question (`answer_rng`, `answered_share`)."""
+    short reply to the assistant's question (`answer_rng`, `answered_share`) or check of the old
+    value (`correct_rng`, `corrected_share`)."""
 
     rng: random.Random
     share: float
@@ -250,6 +259,8 @@ class _Forms:
     on_topic: float
     answer_rng: random.Random
     answered_share: float
+    correct_rng: random.Random
+    corrected_share: float
 
     def topic(self, p: Pack, events: list[tuple[_Fact, str]]) -> tuple[Topic, tuple[_Fact, str]] | None:
         """A topic that the first fact statement drawn for it (in session order) belongs to, and
@@ -267,14 +278,17 @@ class _Forms:
             return None
         return fill(self.rng.choice(templates), fact.slots)
 
-    def answered(self, fact: _Fact, what: str) -> tuple[str, str] | None:
-        """The assistant's question and the user's short answer, for a fact's first statement."""
-        if what != "say" or not fact.kind.reply or self.answer_rng.random() >= self.answered_share:
+    def answered(self, fact: _Fact, what: str, before: dict[str, str]) -> tuple[str, str] | None:
+        """The assistant's question and the user's short answer: for a fact's first statement a
+        question for it, for a change a check of the value `before` it."""
+        if what == "say" and fact.kind.reply and self.answer_rng.random() < self.answered_share:
+            rng, asking, answers, old = self.answer_rng, fact.kind.clarify, fact.kind.reply, fact.slots
+        elif what == "update" and fact.kind.correct and self.correct_rng.random() < self.corrected_share:
+            rng, asking, answers, old = self.correct_rng, fact.kind.check, fact.kind.correct, before
+        else:
             return None
-        slots = {**fact.slots, "your": _YOUR.get(fact.slots.get("my", ""), "your")}
-        return fill(self.answer_rng.choice(fact.kind.clarify), slots), fill(
-            self.answer_rng.choice(fact.kind.reply), slots
-        )
+        question = fill(rng.choice(asking), {**old, "your": _YOUR.get(old.get("my", ""), "your")})
+        return question, fill(rng.choice(answers), fact.slots)
 
 
 _YOUR = {"meine": "Ihre", "mein": "Ihr"}  # German templates' "{my}" as the assistant says it (formal)
@@ -339,11 +353,12 @@ def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms
         if (event := by_slot.get(e)) is not None:
             fact, what = event
             user.on_topic = fitting is not None and fitting[1] is event
+            before = dict(fact.slots)  # a change's old value (`_statement` draws the new one)
             sentence = _statement(rng, p, fact, what, lead=not user.on_topic)
             if (question := forms.asked(fact, what)) is not None:
                 sentence, user.asked = question, True
             user.text = " ".join([sentence, request] if rng.random() < 0.5 else [request, sentence])
-            if e > 0 and (pair := forms.answered(fact, what)) is not None:
+            if e > 0 and (pair := forms.answered(fact, what, before)) is not None:
                 clarify, reply = pair  # the previous answer ends with the question instead of its outro
                 turns[-1].text = f"{turns[-1].text[: -len(outro)]}{clarify}"
                 user.text, user.asked, user.answered = f"{reply} {request}", False, True

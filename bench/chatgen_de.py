@@ -19,6 +19,8 @@ _CITIES = ["Leipzig", "Graz", "Freiburg", "Kopenhagen", "Bremen", "Zürich", "Ro
 FACTS = [
     FactKind(
         key="relative_city",
+        check=["Wohnt {your} {rel} noch in {city}?", "Lebt {your} {rel} immer noch in {city}?"],
+        correct=["Nein, {pron} ist nach {city} gezogen.", "Nicht mehr, jetzt {city}."],
         clarify=[
             "In welcher Stadt wohnt {your} {rel} gerade?",
             "Wo lebt {your} {rel} inzwischen, damit ich Ihnen eine Route vorschlagen kann?",
@@ -60,6 +62,8 @@ FACTS = [
     ),
     FactKind(
         key="employer",
+        check=["Arbeiten Sie noch als {job} {at}?", "Sind Sie noch {at} beschäftigt?"],
+        correct=["Nein, ich bin jetzt {job} {at}.", "Nicht mehr, inzwischen {job} {at}."],
         clarify=["Was machen Sie beruflich, und wo?", "Wo arbeiten Sie im Moment, und als was?"],
         reply=["Als {job} {at}, seit zwei Wochen.", "{job}, {at}."],
         topics=("office", "email"),
@@ -163,6 +167,8 @@ FACTS = [
     ),
     FactKind(
         key="car",
+        check=["Fahren Sie noch {car}?", "Haben Sie noch {car}?"],
+        correct=["Nein, jetzt {car}.", "Verkauft, ich habe {car}."],
         clarify=["Welches Auto fahren Sie?", "Was fahren Sie für ein Auto?"],
         reply=["{car}.", "{car}, inzwischen abbezahlt."],
         topics=("budget",),
@@ -249,6 +255,8 @@ FACTS = [
     ),
     FactKind(
         key="trip",
+        check=["Steht die Reise nach {place} im {month} noch?", "Fliegen Sie noch im {month} nach {place}?"],
+        correct=["Nein, umgeplant: {place} im {month}.", "Abgesagt, stattdessen {place} im {month}."],
         clarify=["Steht bei Ihnen eine Reise an?", "Wohin geht es denn, und wann?"],
         reply=["Ja, im {month} nach {place}, schon gebucht.", "{place}, im {month}."],
         topics=("budget", "week"),
@@ -281,6 +289,8 @@ FACTS = [
     ),
     FactKind(
         key="workout_day",
+        check=["Ist {sport} noch am {day}?", "Gehen Sie noch am {day} zum {sport}?"],
+        correct=["Nein, jetzt am {day}.", "Verlegt, {day}s früh."],
         clarify=["An welchem Tag machen Sie normalerweise Sport?", "Haben Sie einen festen Termin fürs Training?"],
         reply=["{day}s früh, {sport}.", "Am {day}morgen, {sport}, nie ausgelassen."],
         topics=("training", "week"),
@@ -321,6 +331,8 @@ FACTS = [
     ),
     FactKind(
         key="dentist",
+        check=["Ist Ihr Zahnarzttermin noch am {date}?", "Bleibt es beim Zahnarzt am {date}?"],
+        correct=["Nein, jetzt am {date}.", "Verschoben auf den {date}."],
         clarify=[
             "Wann ist Ihr nächster Zahnarzttermin?",
             "Haben Sie demnächst Termine, um die wir herumplanen sollten?",

@@ -19,6 +19,8 @@ _CITIES = ["Porto", "Leeds", "Vancouver", "Melbourne", "Edinburgh", "Valencia", 
 FACTS = [
     FactKind(
         key="relative_city",
+        check=["Is your {rel} still living in {city}?", "Does your {rel} still live in {city}, or has that changed?"],
+        correct=["No, {pron} moved to {city} a while ago.", "Not anymore, {city} now."],
         clarify=[
             "Which city does your {rel} live in at the moment?",
             "Where is your {rel} living now, so I can suggest a route?",
@@ -60,6 +62,8 @@ FACTS = [
     ),
     FactKind(
         key="employer",
+        check=["Are you still working as {job} at {company}?", "Is {company} still your employer?"],
+        correct=["No, I switched: {job} at {company} now.", "Not anymore, I'm {job} at {company}."],
         clarify=["What do you do for work, and where?", "Where are you working at the moment, and in which role?"],
         reply=["{job} at {company}, two weeks in.", "{job}, at {company}."],
         topics=("office", "email"),
@@ -153,6 +157,8 @@ FACTS = [
     ),
     FactKind(
         key="car",
+        check=["Are you still driving the {color} {car}?", "Is the {color} {car} still your car?"],
+        correct=["No, I have a {color} {car} now.", "Sold it, it's a {color} {car} these days."],
         clarify=["Which car do you drive?", "What are you driving these days?"],
         reply=["A {color} {car}.", "The {color} {car}, paid off now."],
         topics=("budget",),
@@ -248,6 +254,8 @@ FACTS = [
     ),
     FactKind(
         key="trip",
+        check=["Is the trip to {place} in {month} still on?", "Are you still flying to {place} in {month}?"],
+        correct=["No, we changed plans: {place} in {month}.", "Cancelled, it's {place} in {month} instead."],
         clarify=["Do you have a trip coming up?", "Where are you travelling to, and when?"],
         reply=["Yes, {place} in {month}, already booked.", "{place}, in {month}."],
         topics=("budget", "week"),
@@ -280,6 +288,8 @@ FACTS = [
     ),
     FactKind(
         key="workout_day",
+        check=["Is {sport} still on {day} mornings?", "Do you still keep {day} mornings for {sport}?"],
+        correct=["No, {day} mornings now.", "Moved it, {day} is the day now."],
         clarify=["Which day do you usually exercise?", "Is there a fixed slot for training in your week?"],
         reply=["{sport} on {day} mornings, never skipped.", "{day} mornings, {sport}."],
         topics=("training", "week"),
@@ -311,6 +321,8 @@ FACTS = [
     ),
     FactKind(
         key="dentist",
+        check=["Is your dentist appointment still on {date}?", "Is the dentist still booked for {date}?"],
+        correct=["No, it's {date} now.", "They moved it to {date}."],
         clarify=[
             "When is your next dentist appointment?",
             "Do you have any appointments coming up that I should plan around?",

@@ -113,13 +113,17 @@ def test_every_template_fills_with_every_value() -> None:
                     kind.about,
                     kind.answer,
                     *kind.reply,
+                    *kind.correct,
                 ]:
                     template.format(**slots)
                 for template in kind.clarify:  # the assistant's question names no value of the fact
                     question = template.format(**slots, your="your")
                     value = {w.casefold() for w in re.findall(r"\w{3,}", kind.answer.format(**slots))}
                     assert question.endswith("?") and not value & set(re.findall(r"\w{3,}", question.casefold()))
+                for template in kind.check:
+                    assert template.format(**slots, your="your").endswith("?")
             assert kind.clarify and kind.reply
+            assert bool(kind.check) == bool(kind.correct) == bool(kind.update)  # every fact that changes
             assert bool(kind.update) == bool(kind.changes)
             assert all(t.endswith("?") for t in [*kind.asked, *kind.asked_update])
             assert bool(kind.asked_update) <= bool(kind.update)
@@ -302,3 +306,19 @@ def test_a_longer_history_has_more_sessions_and_the_same_kind_of_questions(sampl
         assert categories >= {"single-hop", "updated", "multi-hop"}
     with pytest.raises(ValueError, match="two sessions"):
         generate(seed=7, conversations=1, sessions=1)
+
+
+def test_a_share_of_the_changes_answers_the_assistant_checking_the_old_value(samples: list[dict[str, Any]]) -> None:
+    corrected = generate(seed=7, conversations=3, corrected=1.0)
+    assert json.dumps(generate(seed=7, conversations=3, corrected=0.0)) == json.dumps(samples)
+    told = [(s, qa) for s in corrected for qa in s["qa"] if qa.get("answered")]
+    updated = [qa for s in corrected for qa in s["qa"] if qa.get("stale_evidence")]
+    assert told and {qa["category"] for _, qa in told} <= {2, 5} and len(told) <= len(updated)
+    for sample, qa in told:
+        turns = [t for s in sessions_of(sample) for t in s.turns]
+        at = next(i for i, t in enumerate(turns) if t.turn_id == qa["evidence"][0])
+        check, reply = sentences(turns[at - 1].text)[-1], turns[at].text
+        assert turns[at - 1].speaker == sample["conversation"]["speaker_b"] and check.endswith("?")
+        # the check names the value as it was, the reply the new one
+        new = qa["answer"].split()[-1].casefold()
+        assert new in reply.casefold() and new not in check.casefold(), (check, reply, qa["answer"])
