@@ -14,6 +14,7 @@ from engram.domain.conversation import (
     BURST_MESSAGES,
     ConversationSession,
     Turn,
+    answered_question,
     bursts,
     chat_units,
     closing_question,
@@ -404,6 +405,10 @@ def test_a_reply_says_which_question_of_the_turn_before_it_answers() -> None:
     said = "Assistant asked: Which car do you drive? User said: A grey Ford Focus. Thanks, that helps."
     assert reply.narrative == f"On {DAY.day} January 2025, {said}"
     assert "Which car do you drive?" in passage_text(reply)  # embedded with it
+    # read back (recall's corrections), whatever the case of the speaker's tag
+    answered = ("Which car do you drive?", "A grey Ford Focus. Thanks, that helps.")
+    assert answered_question(reply.narrative, "user") == answered == answered_question(reply.narrative, "User")
+    assert answered_question(by_key["turn:c:D1:5"].narrative, "User") is None
     # an answer that ends without a question, the first turn and the assistant's own turns say nothing more
     assert by_key["turn:c:D1:5"].narrative.endswith(", User said: Can you make it shorter?")
     assert "asked" not in by_key["turn:c:D1:1"].narrative and "asked:" not in by_key["turn:c:D1:4"].narrative

@@ -12,7 +12,7 @@ import numpy as np
 from engram.domain.facts import content_tokens, says_changed
 from engram.domain.observation import Observation, ObservationDraft, Provenance
 from engram.domain.recall import RecallQuery, SearchHit
-from engram.domain.recency import CHANGED_NEAR, NEAR_DUPLICATE, Said, newer_first, supersedes
+from engram.domain.recency import CHANGED_NEAR, NEAR_DUPLICATE, Said, corrected_check, newer_first, supersedes
 from engram.domain.scopes import Visibility
 from engram.domain.search import SearchFilter
 from engram.services.recall_plan import Plan
@@ -119,3 +119,49 @@ def test_recall_puts_the_turn_of_the_later_statement_first_and_names_the_boost()
     assert first.boosts["newer"] == round(first.score / 0.03, 6) and first.score > 0.04
     plan.vectors = {str(old.id): OLD.vector, str(new.id): vec(0.0, 0.0, 1.0)}  # not near duplicates
     assert later_statements_first(turns, hits, plan) == turns
+
+
+def test_a_no_to_the_assistants_check_corrects_what_the_check_names() -> None:
+    """'Is your sister still living in Porto?' - 'No, she moved to Leeds.': the reply holds the new
+    value, the check the old one; the statement that named it is what the reply corrects."""
+    check = "Is your sister still living in Porto?"
+    words = corrected_check(check, "No, she moved to Leeds a while ago.")
+    assert {"porto", "sist"} <= words
+    assert corrected_check("Wohnt Ihre Schwester noch in Freiburg?", "Nicht mehr, jetzt Bremen.")
+    assert corrected_check(check, "Moved to Leeds in May.")  # says that it changed, without a no
+    assert not corrected_check(check, "Yes, still there.")  # confirmed
+    assert not corrected_check("Where does your sister live?", "No idea, Leeds maybe.")  # no check
+    old = said("my sister Lena just moved to Porto", MAY, vec(1.0, 0.0, 0.0))
+    reply = Said("user", JUNE, frozenset(), None, corrects=words)
+    assert supersedes(reply, old, frozenset())
+    assert not supersedes(reply, said("my brother lives in Porto", MAY, vec(1.0, 0.0, 0.0)), frozenset())  # one word
+    assert not supersedes(dataclasses.replace(reply, at=MAY - timedelta(days=1)), old, frozenset())
+    assert not supersedes(old, reply, frozenset())  # a statement never restates a reply without a vector
+
+
+def test_recall_puts_the_turn_that_corrects_a_check_above_the_statement_it_corrects() -> None:
+    old = stored("user: my sister Lena just moved to Porto", MAY, "unit:statement:c:D1:1:0", "c#D1:1")
+    other = stored("user: I drive a blue Golf", MAY, "unit:statement:c:D1:3:0", "c#D1:3")
+    reply = stored("user: No, she moved to Leeds. Can you shorten it?", JUNE, "turn:c:D5:3", "c#D5:3")
+    reply = reply.model_copy(
+        update={
+            "narrative": "On 5 June 2025, Assistant asked: Is your sister still living in Porto? user said: No, she"
+            " moved to Leeds. Can you shorten it?"
+        }
+    )
+    hits = [
+        SearchHit(observation=o, score=s, lexical_rank=1, vector_rank=1)
+        for o, s in ((old, 0.04), (other, 0.035), (reply, 0.03))
+    ]
+    plan = Plan(
+        query=RecallQuery(text="Where does my sister live?", limit=10, mode="hybrid"),
+        text="Where does my sister live?",
+        vector_text="Where does my sister live?",
+        visibility=Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
+        where=SearchFilter(now=JUNE),
+        pool=20,
+        vectors={str(old.id): OLD.vector, str(other.id): vec(0.0, 1.0, 0.0)},
+    )
+    first, second, third = later_statements_first(hits, hits, plan)
+    assert (first.observation, second.observation, third.observation) == (reply, old, other)
+    assert "newer" in first.boosts

@@ -13,6 +13,7 @@ conversations through this. `derived_units` adds the units beyond the single tur
 
 from __future__ import annotations
 
+import re
 import statistics
 import uuid
 from collections.abc import Sequence
@@ -217,6 +218,14 @@ def closing_question(answer: str) -> str | None:
         if sentence.endswith("?"):
             return sentence
     return None
+
+
+def answered_question(narrative: str, speaker: str) -> tuple[str, str] | None:
+    """The question a turn unit's narrative says it answers and the reply (`turn_units`:
+    "On <day>, <other> asked: <question> <speaker> said: <reply>"; the speaker as its tag, which
+    may be folded), or None."""
+    found = re.search(rf" asked: (.+?\?) {re.escape(speaker)} said: (.*)", narrative, re.IGNORECASE | re.DOTALL)
+    return (found.group(1), found.group(2)) if found else None
 
 
 def turn_units(

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from engram.domain.addressee import addressee_support, asks_assistant, in_first_person
 from engram.domain.answer_kind import answer_support, asked_kind
+from engram.domain.conversation import answered_question
 from engram.domain.dates import mentioned_dates
 from engram.domain.facts import content_tokens, says_changed
 from engram.domain.language import language_of
@@ -35,7 +36,7 @@ from engram.domain.ranking import (
     with_leg_floors,
 )
 from engram.domain.recall import SearchHit
-from engram.domain.recency import Said, newer_first
+from engram.domain.recency import Said, corrected_check, newer_first
 from engram.domain.specificity import specificity_support
 from engram.services.recall_plan import Plan, as_turns
 
@@ -205,6 +206,16 @@ def is_statement(obs: Observation) -> bool:
     return ref is not None and ref.kind is UnitKind.statement
 
 
+def corrects(obs: Observation) -> frozenset[str]:
+    """Of a person's turn unit that answers "no" to a check ("Is your sister still living in
+    Porto?"), the check's words (`recency.corrected_check`); else none."""
+    ref = unit_ref(obs)
+    if ref is None or ref.kind is not UnitKind.turn or not obs.narrative:
+        return frozenset()
+    answered = answered_question(obs.narrative, obs.tags[0])
+    return corrected_check(*answered) if answered else frozenset()
+
+
 def later_statements_first(turns: list[SearchHit], hits: Sequence[SearchHit], plan: Plan) -> list[SearchHit]:
     """`recency.newer_first` on the turns, from the statement units among the candidates whose
     vectors the plan read; a moved turn's `newer` boost is its new score over its old one."""
@@ -216,6 +227,8 @@ def later_statements_first(turns: list[SearchHit], hits: Sequence[SearchHit], pl
             said[turn_of(obs)].append(
                 Said(obs.tags[0], observation_time(obs), content_tokens(obs.title), vector, says_changed(obs.title))
             )
+        elif obs.tags and (checked := corrects(obs)):
+            said[turn_of(obs)].append(Said(obs.tags[0], observation_time(obs), frozenset(), None, corrects=checked))
     if not said:
         return turns
     by_turn = {turn_of(t.observation): t for t in turns}
