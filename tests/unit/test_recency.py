@@ -99,20 +99,25 @@ def stored(title: str, at: datetime, key: str, ref: str) -> Observation:
     )
 
 
+def plan_for(question: str, vectors: dict[str, Any]) -> Plan:
+    """A hybrid plan for `question` that read these statement vectors."""
+    return Plan(
+        query=RecallQuery(text=question, limit=10, mode="hybrid"),
+        text=question,
+        vector_text=question,
+        visibility=Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
+        where=SearchFilter(now=JUNE),
+        pool=20,
+        vectors=vectors,
+    )
+
+
 def test_recall_puts_the_turn_of_the_later_statement_first_and_names_the_boost() -> None:
     old = stored("user: Monday mornings are for yoga", MAY, "unit:statement:c:D1:1:0", "c#D1:1")
     new = stored("user: I moved my yoga to Wednesday mornings", JUNE, "unit:statement:c:D5:1:1", "c#D5:1")
     turn = stored("user: Monday mornings are for yoga. I never skip.", MAY, "turn:c:D1:1", "c#D1:1")
     hits = [SearchHit(observation=o, score=s, lexical_rank=1, vector_rank=1) for o, s in ((old, 0.04), (new, 0.03))]
-    plan = Plan(
-        query=RecallQuery(text="When do I do yoga?", limit=10, mode="hybrid"),
-        text="When do I do yoga?",
-        vector_text="When do I do yoga?",
-        visibility=Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
-        where=SearchFilter(now=JUNE),
-        pool=20,
-        vectors={str(old.id): OLD.vector, str(new.id): NEW.vector},
-    )
+    plan = plan_for("When do I do yoga?", {str(old.id): OLD.vector, str(new.id): NEW.vector})
     turns = [SearchHit(observation=turn, score=0.04, lexical_rank=1, vector_rank=1), hits[1]]
     first, second = later_statements_first(turns, hits, plan)
     assert first.observation is new and second.observation is turn
@@ -153,15 +158,7 @@ def test_recall_puts_the_turn_that_corrects_a_check_above_the_statement_it_corre
         SearchHit(observation=o, score=s, lexical_rank=1, vector_rank=1)
         for o, s in ((old, 0.04), (other, 0.035), (reply, 0.03))
     ]
-    plan = Plan(
-        query=RecallQuery(text="Where does my sister live?", limit=10, mode="hybrid"),
-        text="Where does my sister live?",
-        vector_text="Where does my sister live?",
-        visibility=Visibility(tenant_id="t", user_id="u", teams=frozenset(), include_sensitive=False),
-        where=SearchFilter(now=JUNE),
-        pool=20,
-        vectors={str(old.id): OLD.vector, str(other.id): vec(0.0, 1.0, 0.0)},
-    )
+    plan = plan_for("Where does my sister live?", {str(old.id): OLD.vector, str(other.id): vec(0.0, 1.0, 0.0)})
     first, second, third = later_statements_first(hits, hits, plan)
     assert (first.observation, second.observation, third.observation) == (reply, old, other)
     assert "newer" in first.boosts
