@@ -163,6 +163,27 @@ def test_a_questions_premise_about_the_users_life_is_identity(question: str, tit
     assert (draft.type, draft.title, draft.narrative) == ("identity", title, question)
 
 
+def test_a_no_to_the_assistants_check_of_a_profile_fact_is_identity_with_the_check() -> None:
+    """'Is your sister still living in Porto?' - 'No, she moved to Leeds a while ago.': the reply
+    shares no word with the profile's entry, the check does; titled by both, it is the new value."""
+    profile = ["My sister Lena just moved to Porto for a new start."]
+    check = "Is your sister still living in Porto?"
+    reply = "No, she moved to Leeds a while ago. Can you make the plan shorter?"
+    [draft] = offline_observations(reply, ORIGIN, DEFAULT_OBSERVATION_TYPES, profile, check)
+    assert draft.type == "identity" and draft.title == f"{check} No, she moved to Leeds a while ago."
+    assert draft.narrative == "No, she moved to Leeds a while ago."
+    german = ["Meine Schwester Aylin hat endlich eine Wohnung in Freiburg gefunden."]
+    [draft] = offline_observations(
+        "Nicht mehr, jetzt Bremen.", ORIGIN, DEFAULT_OBSERVATION_TYPES, german, "Wohnt Ihre Schwester noch in Freiburg?"
+    )
+    assert draft.type == "identity" and draft.title.endswith("Nicht mehr, jetzt Bremen.")
+    # confirmed, no check, or a check of nothing the profile holds: nothing
+    assert offline_observations("Yes, still there. Thanks!", ORIGIN, DEFAULT_OBSERVATION_TYPES, profile, check) == []
+    assert offline_observations(reply, ORIGIN, DEFAULT_OBSERVATION_TYPES, profile, None) == []
+    other = "Is the trip to Lisbon still on?"
+    assert offline_observations("No, cancelled.", ORIGIN, DEFAULT_OBSERVATION_TYPES, profile, other) == []
+
+
 def test_small_talk_leaves_nothing() -> None:
     assert offline_observations("Hallo, wie geht's? Danke dir, bis später!", ORIGIN, DEFAULT_OBSERVATION_TYPES) == []
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from engram.domain.facts import content_tokens, says_changed
+from engram.domain.facts import content_tokens, corrected_check, says_changed
 from engram.domain.observation import Observation, ObservationDraft, Provenance
 from engram.domain.recall import RecallQuery, SearchHit
-from engram.domain.recency import CHANGED_NEAR, NEAR_DUPLICATE, Said, corrected_check, newer_first, supersedes
+from engram.domain.recency import CHANGED_NEAR, NEAR_DUPLICATE, Said, newer_first, supersedes
 from engram.domain.scopes import Visibility
 from engram.domain.search import SearchFilter
 from engram.services.recall_plan import Plan

@@ -31,6 +31,7 @@ from engram.domain.personal_facts import (
     IDENTITY_PATTERNS,
     PERSONAL_PATTERNS,
     PREFERENCE_PATTERNS,
+    corrects_profile,
     personal,
     premise,
     updates_profile,
@@ -259,17 +260,27 @@ def _title(sentence: str) -> str:
 
 
 def offline_observations(
-    user_message: str, origin: Origin, allowed_types: frozenset[str], profile: Sequence[str] = ()
+    user_message: str,
+    origin: Origin,
+    allowed_types: frozenset[str],
+    profile: Sequence[str] = (),
+    asked: str | None = None,
 ) -> list[ObservationDraft]:
     """Salient statements of the user, one observation each (no LLM, so the pipeline works without a
     key). Identity also: a change of a fact in the user's `profile` (the titles of their stable
-    memory), and a question's premise about the user's life or such a change, titled by the
-    premise (the question stays in the narrative)."""
+    memory), a question's premise about the user's life or such a change, titled by the
+    premise (the question stays in the narrative), and a no to the assistant's check of a profile
+    fact (`asked`, the question the assistant ended its answer before with), titled by the check
+    and the reply's first sentence."""
     drafts: list[ObservationDraft] = []
-    for sentence in sentences(user_message)[:20]:
+    said = sentences(user_message)[:20]
+    correcting = bool(said) and corrects_profile(asked, user_message, profile)
+    for n, sentence in enumerate(said):
         obs_type = salient(sentence)
         stated = sentence
-        if obs_type is None:
+        if n == 0 and correcting:
+            obs_type, stated = "identity", f"{asked} {sentence}"
+        elif obs_type is None:
             given = premise(sentence)
             if given is not None and (personal(given) or updates_profile(given, profile)):
                 obs_type, stated = "identity", given

@@ -276,3 +276,19 @@ def minimal_pair(a: frozenset[str], b: frozenset[str]) -> bool:
     only_a, only_b = a - b, b - a
     shared = a & b
     return bool(only_a or only_b) and len(shared) >= 2 and len(only_a) <= 2 and len(only_b) <= 2
+
+
+CHECKED_WORDS = 2  # content words of a check an earlier statement must share to be corrected
+_CHECK = re.compile(r"(?<!\w)(still|anymore|any more|noch|mehr)(?!\w)", re.IGNORECASE)
+_NO = re.compile(r"\W*(no|nope|not anymore|not any more|not really|nein|nö|nicht mehr)(?!\w)", re.IGNORECASE)
+
+
+def corrected_check(question: str, reply: str) -> frozenset[str]:
+    """The content words of a check the reply says no to ("Is your sister
+    still living in Porto?" - "No, she moved to Leeds.", "Wohnt Ihre Schwester noch in
+    Freiburg?" - "Nicht mehr, jetzt Bremen."): what the person said before and corrects now. Empty
+    when the question checks nothing (no "still", "noch") or the reply neither says no nor that
+    something changed."""
+    if not _CHECK.search(question) or not (_NO.match(reply) or says_changed(reply)):
+        return frozenset()
+    return content_tokens(question)

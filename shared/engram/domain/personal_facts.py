@@ -19,9 +19,11 @@ A relative alone is no fact ("I talked to my sister yesterday"): the family patt
 verb of living, working, moving, a name-giving or a birthday within a few words. German puts
 the verb at the end of the clause, so its window is wider.
 
-Two rules find such facts outside a plain statement: `premise`, the circumstances a question
-gives ("Now that I'm a nurse at St. Mary's, how do I ...?"), and `updates_profile`, a change
-of a fact the profile already holds, however it is worded ("I moved my swimming to Monday").
+Three rules find such facts outside a plain statement: `premise`, the circumstances a question
+gives ("Now that I'm a nurse at St. Mary's, how do I ...?"), `updates_profile`, a change of a
+fact the profile already holds, however it is worded ("I moved my swimming to Monday"), and
+`corrects_profile`, a no to the assistant's check of such a fact ("Is your sister still living
+in Porto?" - "No, she moved to Leeds.").
 `IDENTITY_PATTERNS` (name, role, employer) are the older identity rules, kept here beside them.
 """
 
@@ -31,7 +33,7 @@ import re
 from collections.abc import Sequence
 
 from engram.domain.dates import MONTHS
-from engram.domain.facts import content_tokens, says_changed
+from engram.domain.facts import CHECKED_WORDS, content_tokens, corrected_check, says_changed
 
 _RELATIVES_EN = (
     r"(wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|sons?|daughters?|kids|children|mother|mom|mum|"
@@ -186,3 +188,14 @@ def updates_profile(sentence: str, profile: Sequence[str]) -> bool:
         return False
     said = content_tokens(sentence) - _WHEN
     return any(said & content_tokens(entry) for entry in profile)
+
+
+def corrects_profile(question: str | None, reply: str, profile: Sequence[str]) -> bool:
+    """A no to the assistant's check of a fact the profile holds ("Is your sister still living in
+    Porto?" - "No, she moved to Leeds a while ago."): the reply, read with the check, is the new
+    value of that fact (`facts.corrected_check`, `CHECKED_WORDS` of the check's words in an
+    entry). Its own words may share none with the entry, so `updates_profile` misses it."""
+    if not question or not profile:
+        return False
+    checked = corrected_check(question, reply)
+    return bool(checked) and any(len(checked & content_tokens(entry)) >= CHECKED_WORDS for entry in profile)

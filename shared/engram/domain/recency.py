@@ -21,18 +21,16 @@ single-hop questions' recall@1 unchanged but one German question on seed 7.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from engram.domain.facts import content_tokens, says_changed
+from engram.domain.facts import CHECKED_WORDS
 from engram.domain.search import Vector
 
 NEAR_DUPLICATE = 0.93  # cosine of two statements' (normalised) vectors
 CHANGED_NEAR = 0.92  # ... when the later one says that something changed (no question word needed)
-CHECKED_WORDS = 2  # content words of a check an earlier statement must share to be corrected
 NEWER_MARGIN = 1.000001  # a moved hit scores this much above the one it overtakes
 
 T = TypeVar("T", bound=Hashable)
@@ -47,22 +45,7 @@ class Said:
     words: frozenset[str]
     vector: Vector | None  # None: a turn unit's (recall reads the statements' vectors only)
     changed: bool = False  # it says that something changed (`facts.says_changed`: "moved to", "ab jetzt")
-    corrects: frozenset[str] = frozenset()  # the words of a check it answers "no" to (`corrected_check`)
-
-
-_CHECK = re.compile(r"(?<!\w)(still|anymore|any more|noch|mehr)(?!\w)", re.IGNORECASE)
-_NO = re.compile(r"\W*(no|nope|not anymore|not any more|not really|nein|nö|nicht mehr)(?!\w)", re.IGNORECASE)
-
-
-def corrected_check(question: str, reply: str) -> frozenset[str]:
-    """The content words of a check the reply says no to ("Is your sister
-    still living in Porto?" - "No, she moved to Leeds.", "Wohnt Ihre Schwester noch in
-    Freiburg?" - "Nicht mehr, jetzt Bremen."): what the person said before and corrects now. Empty
-    when the question checks nothing (no "still", "noch") or the reply neither says no nor that
-    something changed."""
-    if not _CHECK.search(question) or not (_NO.match(reply) or says_changed(reply)):
-        return frozenset()
-    return content_tokens(question)
+    corrects: frozenset[str] = frozenset()  # the words of a check it answers "no" to (`facts.corrected_check`)
 
 
 def _cosine(a: Vector, b: Vector) -> float:

@@ -259,7 +259,8 @@ class ChatExtractor:
             )
         if not self.gateway.available:
             titles = [o.title for o in profile]
-            drafts = offline_observations(data.user_message, origin, self.observation_types, titles)
+            asked = asked_before(messages, data.user_message_id)
+            drafts = offline_observations(data.user_message, origin, self.observation_types, titles, asked)
             kept, proposals = proposed(author, drafts, data, meta.key, datetime.now(UTC))
             return Extracted(
                 kept,

@@ -16,7 +16,7 @@ from engram.domain.addressee import addressee_support, asks_assistant, in_first_
 from engram.domain.answer_kind import answer_support, asked_kind
 from engram.domain.conversation import answered_question
 from engram.domain.dates import mentioned_dates
-from engram.domain.facts import content_tokens, says_changed
+from engram.domain.facts import content_tokens, corrected_check, says_changed
 from engram.domain.language import language_of
 from engram.domain.memory_units import UnitKind, turn_keys, turn_of, unit_ref, with_an_assistant
 from engram.domain.observation import Observation
@@ -36,7 +36,7 @@ from engram.domain.ranking import (
     with_leg_floors,
 )
 from engram.domain.recall import SearchHit
-from engram.domain.recency import Said, corrected_check, newer_first
+from engram.domain.recency import Said, newer_first
 from engram.domain.specificity import specificity_support
 from engram.services.recall_plan import Plan, as_turns
 
@@ -208,7 +208,7 @@ def is_statement(obs: Observation) -> bool:
 
 def corrects(obs: Observation) -> frozenset[str]:
     """Of a person's turn unit that answers "no" to a check ("Is your sister still living in
-    Porto?"), the check's words (`recency.corrected_check`); else none."""
+    Porto?"), the check's words (`facts.corrected_check`); else none."""
     ref = unit_ref(obs)
     if ref is None or ref.kind is not UnitKind.turn or not obs.narrative:
         return frozenset()
