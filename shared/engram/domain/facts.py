@@ -72,6 +72,11 @@ CHANGE_MARKERS: tuple[str, ...] = (
     "new contact",
     "has left",
     "took over",
+    "cancelled",
+    "canceled",
+    "called off",
+    "sold",
+    "traded in",
     "jetzt",
     "nun",
     "nicht mehr",
@@ -88,6 +93,10 @@ CHANGE_MARKERS: tuple[str, ...] = (
     "übernommen",
     "umgezogen",
     "aktualisiert",
+    "storniert",
+    "abgesagt",
+    "verkauft",
+    "umgeplant",
 )
 _MARKER = re.compile(r"(?<![\wäöüß])(" + "|".join(re.escape(m) for m in CHANGE_MARKERS) + r")(?![\wäöüß])", re.I)
 _MARKER_WORDS = frozenset(w for m in CHANGE_MARKERS for w in m.split())
@@ -279,16 +288,21 @@ def minimal_pair(a: frozenset[str], b: frozenset[str]) -> bool:
 
 
 CHECKED_WORDS = 2  # content words of a check an earlier statement must share to be corrected
-_CHECK = re.compile(r"(?<!\w)(still|anymore|any more|noch|mehr)(?!\w)", re.IGNORECASE)
+_CHECK = re.compile(r"(?<!\w)(still|anymore|any more|noch|mehr|bleibt es|weiterhin|nach wie vor)(?!\w)", re.IGNORECASE)
 _NO = re.compile(r"\W*(no|nope|not anymore|not any more|not really|nein|nö|nicht mehr)(?!\w)", re.IGNORECASE)
+
+
+def is_check(question: str) -> bool:
+    """Whether the question checks what was said before ("still", "noch", "bleibt es bei")."""
+    return _CHECK.search(question) is not None
 
 
 def corrected_check(question: str, reply: str) -> frozenset[str]:
     """The content words of a check the reply says no to ("Is your sister
     still living in Porto?" - "No, she moved to Leeds.", "Wohnt Ihre Schwester noch in
     Freiburg?" - "Nicht mehr, jetzt Bremen."): what the person said before and corrects now. Empty
-    when the question checks nothing (no "still", "noch") or the reply neither says no nor that
+    when the question checks nothing (no "still", "noch", "bleibt es bei") or the reply neither says no nor that
     something changed."""
-    if not _CHECK.search(question) or not (_NO.match(reply) or says_changed(reply)):
+    if not is_check(question) or not (_NO.match(reply) or says_changed(reply)):
         return frozenset()
     return content_tokens(question)
