@@ -14,9 +14,9 @@ from engram.domain.observation import Observation, ObservationDraft, Provenance
 from engram.domain.recall import RecallQuery, SearchHit
 from engram.domain.recency import CHANGED_NEAR, NEAR_DUPLICATE, Said, newer_first, supersedes
 from engram.domain.scopes import Visibility
-from engram.domain.search import SearchFilter
+from engram.domain.search import Ranked, SearchFilter
 from engram.services.recall_plan import Plan
-from engram.services.recall_scoring import later_statements_first
+from engram.services.recall_scoring import later_statements_first, scored_hits
 
 MAY = datetime(2025, 5, 6, tzinfo=UTC)
 JUNE = MAY + timedelta(days=30)
@@ -162,3 +162,40 @@ def test_recall_puts_the_turn_that_corrects_a_check_above_the_statement_it_corre
     first, second, third = later_statements_first(hits, hits, plan)
     assert (first.observation, second.observation, third.observation) == (reply, old, other)
     assert "newer" in first.boosts
+
+
+def test_a_later_statement_from_below_the_limit_moves_above_the_one_it_restates() -> None:
+    """The current statement ranked 11th of a top 10 that holds the stale one: it takes its place
+    above it (`RESTATED_DEPTH`); the hit it pushes out is the 10th."""
+    old = stored("user: I drive a black Honda Civic", MAY, "unit:statement:c:D1:1:0", "c#D1:1")
+    topics = "plants tea rain cats jazz chess bread maps ink".split()
+    fillers = [stored(f"user: {w}", MAY, f"unit:statement:c:D2:{n}:0", f"c#D2:{n}") for n, w in enumerate(topics)]
+    new = stored("user: I drive a blue Golf now", MAY + timedelta(days=1), "unit:statement:c:D5:1:0", "c#D5:1")
+    ranked = [old, *fillers, new]
+    plan = plan_for("Which car do I drive?", {str(old.id): vec(1.0, 0.0, 0.0), str(new.id): vec(1.0, 0.1, 0.0)})
+    plan.vector = [Ranked(id=str(o.id), score=1.0 - n / 100) for n, o in enumerate(ranked)]
+    plan.fuse()
+    found = {str(o.id): o for o in ranked}
+    hits = scored_hits(plan, found, JUNE)
+    assert len(hits) == 10
+    assert [h.observation for h in hits[:2]] == [new, old] and "newer" in hits[0].boosts
+    assert fillers[-1] not in [h.observation for h in hits]
+    plan.vectors = {str(old.id): vec(1.0, 0.0, 0.0), str(new.id): vec(0.0, 0.0, 1.0)}  # no restatement
+    assert [h.observation for h in scored_hits(plan, found, JUNE)] == ranked[:10]
+    # from below the cut a change marker with a near vector is not enough: it needs a question word
+    sold = stored("user: Sold it, it's a blue Golf now", MAY + timedelta(days=1), "unit:statement:c:D5:1:0", "c#D5:1")
+    plan.vectors = {str(old.id): vec(1.0, 0.0, 0.0), str(sold.id): vec(1.0, 0.1, 0.0)}
+    plan.vector[-1] = Ranked(id=str(sold.id), score=0.5)
+    plan.fuse()
+    assert [h.observation for h in scored_hits(plan, {**found, str(sold.id): sold}, JUNE)] == ranked[:10]
+
+
+def test_a_check_without_still_and_a_reply_that_sold_or_cancelled_it() -> None:
+    """'Bleibt es beim Zahnarzt am 3. März?' checks as 'noch' does; 'Sold it', 'Verkauft',
+    'cancelled', 'storniert' say that something changed."""
+    assert {"zahnarzt", "märz"} <= corrected_check("Bleibt es beim Zahnarzt am 3. März?", "Nein, verschoben.")
+    assert corrected_check("Are you still driving the black Civic?", "Sold it, it's a blue Golf these days.")
+    assert corrected_check("Fahren Sie noch einen weißen BMW i3?", "Verkauft, ich habe einen schwarzen Audi A4.")
+    for text in ("The old trip is cancelled; Morocco in March is the new plan.", "Die alte Reise ist storniert."):
+        assert says_changed(text)
+    assert not says_changed("We booked a holiday in Lisbon for April.")

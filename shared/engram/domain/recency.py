@@ -17,10 +17,15 @@ parked in my driveway?" shares no word with either statement), and the marker is
 the word stood for. Their cosine must still be at least `CHANGED_NEAR` (0.92). assistant_chats (part 23):
 `stale_first` 0.367 / 0.350 / 0.417 -> 0.267 / 0.233 / 0.283 on seeds 21 / 7 / 99, the
 single-hop questions' recall@1 unchanged but one German question on seed 7.
+
+The current statement may rank just below the cut while the stale one is inside it, so the rule
+runs over `RESTATED_DEPTH` times the limit; from below the cut a hit moves only on firm evidence
+(a question word in common, or a correction of a check), not on a change marker alone (part 26).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +37,7 @@ from engram.domain.search import Vector
 NEAR_DUPLICATE = 0.93  # cosine of two statements' (normalised) vectors
 CHANGED_NEAR = 0.92  # ... when the later one says that something changed (no question word needed)
 NEWER_MARGIN = 1.000001  # a moved hit scores this much above the one it overtakes
+RESTATED_DEPTH = 2  # a later statement from as deep as this many times the limit may move up
 
 T = TypeVar("T", bound=Hashable)
 
@@ -74,9 +80,17 @@ def newer_first(
     said: Mapping[T, Sequence[Said]],
     question: frozenset[str],
     threshold: float = NEAR_DUPLICATE,
+    cut: int | None = None,
 ) -> list[tuple[T, float]]:
     """`ranked` (best first) with every hit that restates a better one moved just above it:
-    its score becomes that hit's times `NEWER_MARGIN`. Hits without statements stay put."""
+    its score becomes that hit's times `NEWER_MARGIN`. Hits without statements stay put.
+
+    A hit ranked below `cut` (the limit of the recall: `ranked` runs `RESTATED_DEPTH` times as
+    deep) moves up only on firm evidence that it restates the better one: a question word in
+    common or a correction of a check, not a change marker with a near vector alone (on the
+    generated chats that let "jetzt wo ich das Klettern auf den Mittwoch verlegt habe" pass a
+    rabbit's name)."""
+    below = {hit for hit, _ in ranked[cut:]} if cut is not None else set()
     order = list(ranked)
     for _ in range(len(order) ** 2):  # a move puts a later statement first, so this ends early
         move = next(
@@ -85,7 +99,9 @@ def newer_first(
                 for i, (better, _) in enumerate(order)
                 for j in range(i + 1, len(order))
                 if any(
-                    supersedes(s, e, question, threshold)
+                    supersedes(
+                        dataclasses.replace(s, changed=False) if order[j][0] in below else s, e, question, threshold
+                    )
                     for s in said.get(order[j][0], ())
                     for e in said.get(better, ())
                 )

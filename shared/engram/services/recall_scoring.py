@@ -36,7 +36,7 @@ from engram.domain.ranking import (
     with_leg_floors,
 )
 from engram.domain.recall import SearchHit
-from engram.domain.recency import Said, newer_first
+from engram.domain.recency import RESTATED_DEPTH, Said, newer_first
 from engram.domain.specificity import specificity_support
 from engram.services.recall_plan import Plan, as_turns
 
@@ -112,8 +112,11 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
             leg_order(vector, lambda f: f.vector_rank, own, key),
         ]
         turns = floored(turns, legs, key)  # newer_first below may still put a later statement above one
-    turns = said_once(turns)[: query.limit]
-    return later_statements_first(turns, hits, plan) if hybrid and plan.vectors else turns
+    turns = said_once(turns)
+    if not (hybrid and plan.vectors):
+        return turns[: query.limit]
+    # a later statement from below the cut may take its place above the one it restates
+    return later_statements_first(turns[: query.limit * RESTATED_DEPTH], hits, plan, query.limit)[: query.limit]
 
 
 _SAID = (UnitKind.turn, UnitKind.statement, UnitKind.passage)  # what a conversation's turns said
@@ -216,7 +219,9 @@ def corrects(obs: Observation) -> frozenset[str]:
     return corrected_check(*answered) if answered else frozenset()
 
 
-def later_statements_first(turns: list[SearchHit], hits: Sequence[SearchHit], plan: Plan) -> list[SearchHit]:
+def later_statements_first(
+    turns: list[SearchHit], hits: Sequence[SearchHit], plan: Plan, cut: int | None = None
+) -> list[SearchHit]:
     """`recency.newer_first` on the turns, from the statement units among the candidates whose
     vectors the plan read; a moved turn's `newer` boost is its new score over its old one."""
     said: dict[Hashable, list[Said]] = defaultdict(list)
@@ -232,7 +237,7 @@ def later_statements_first(turns: list[SearchHit], hits: Sequence[SearchHit], pl
     if not said:
         return turns
     by_turn = {turn_of(t.observation): t for t in turns}
-    ranked = newer_first([(turn_of(t.observation), t.score) for t in turns], said, content_tokens(plan.text))
+    ranked = newer_first([(turn_of(t.observation), t.score) for t in turns], said, content_tokens(plan.text), cut=cut)
     out = []
     for key, score in ranked:
         hit = by_turn[key]
