@@ -19,7 +19,8 @@ message holding the fact; `interjected` also has the other person react inside l
 `--typos RATE` misspells that share of the turns' longer words once (`bench.typos`: swapped,
 dropped, doubled or neighbouring letters), as people type in a hurry; the questions as written.
 `--ranked-out FILE` writes one JSON line per question (`id` "<sample>:<qa index>", `category`,
-`gold` turn ids, `ranked`: the turn ids per mode), so rankings can be compared offline.
+`gold` turn ids, `ranked`: the turn ids per mode; through the chat path also `stable`, the turns
+the stable memory block cites), so rankings can be compared offline.
 `--mix FILE` stores each conversation in a tenant with one conversation of a second data set in
 this layout (e.g. `bench.assistant_chats --dump`), not asked about: a tenant holding both kinds.
 `--units` names the derived units (statements and an assistant's passages by default; both only
@@ -423,6 +424,8 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                         block_updates.append((bool(gold & stable), bool(stale & stable)))
                 if ranked_out is not None:
                     row = {"id": f"{sid}:{number}", "category": category, "gold": sorted(gold), "ranked": ranked}
+                    if stable is not None:
+                        row["stable"] = sorted(stable)  # the turns the stable memory block cites
                     ranked_out.write(json.dumps(row) + "\n")
     finally:
         if ranked_out is not None:
