@@ -122,6 +122,9 @@ def test_favourites_and_diet_are_preferences(sentence: str, kind: str) -> None:
         "Do you think my dog would like a bigger bed?",  # a question is not a statement...
         "Since when do cats sleep this much?",  # ... nor is a premise that is not about the user's life
         "Since it rains all day, should I walk my dog later?",  # (the dog is in the question, not the premise)
+        "My daughter loves horses, what should I get her for her birthday?",  # a statement, but no fact of life
+        "Can you help me with my car, what should I check first?",  # a request before the question
+        "Wo wohnt meine Schwester jetzt eigentlich?",  # "wo" asks here
     ],
 )
 def test_what_is_no_personal_fact_stays_out(sentence: str) -> None:
@@ -155,6 +158,23 @@ def test_a_change_of_a_fact_in_the_profile_is_identity_however_it_is_phrased() -
         ),
         ("Jetzt wo ich in Leipzig wohne, welche Ausflüge lohnen sich?", "Jetzt wo ich in Leipzig wohne"),
         ("Seit ich Geige lerne, stört das die Nachbarn?", "Seit ich Geige lerne"),
+        # a change told while asking: a statement before the question, a trailing "wo", "to work as"
+        (
+            "I just traded in my old car for a white Tesla Model 3, so which insurance should I look at?",
+            "I just traded in my old car for a white Tesla Model 3",
+        ),
+        (
+            "Ich habe das alte Auto verkauft und mir einen roten Opel Corsa gekauft, welche Versicherung passt?",
+            "Ich habe das alte Auto verkauft und mir einen roten Opel Corsa gekauft",
+        ),
+        (
+            "Wie bleiben wir in Kontakt, wo mein Bruder Felix inzwischen in Salzburg lebt?",
+            "Wo mein Bruder Felix inzwischen in Salzburg lebt",
+        ),
+        (
+            "Since I left my old position to work as a nurse at St. Mary's Hospital, what do I tell my clients?",
+            "Since I left my old position to work as a nurse at St. Mary's Hospital",
+        ),
     ],
 )
 def test_a_questions_premise_about_the_users_life_is_identity(question: str, title: str) -> None:

@@ -103,7 +103,7 @@ PERSONAL_PATTERNS: tuple[str, ...] = (
     r"\b(i|we) live (in|near|on|with|outside)\b",
     r"\b(i|we) (just |recently )?moved (to|into)\b",
     r"\b(new job|started|joined|switched jobs)\b.*\b(as|at) (a |an |the )?\w",
-    r"\bworking as\b",
+    r"\b(working|to work) as\b",
     r"\bi('m| am) (now |currently )?(a|an|the) [a-z-]+ (at|of|for|in)\b",
     # family (German)
     rf"\b{_POSSESSIVE_DE} {_RELATIVES_DE}\b(\W+\w+){{0,6}}?\W+{_RELATIVE_FACTS_DE}\b",
@@ -114,6 +114,7 @@ PERSONAL_PATTERNS: tuple[str, ...] = (
     rf"\b(wir haben|ich habe) (einen|eine|ein|zwei|drei) (\w+ )?{_PETS_DE}\b",
     r"\bich fahre (einen|eine|ein)\b",
     rf"\b{_POSSESSIVE_DE} (neue[nmrs]? |alte[nmrs]? )?{_VEHICLES_DE}\b",
+    rf"\b(ich habe|wir haben) (\w+ ){{0,2}}{_VEHICLES_DE} (\w+ ){{0,2}}(verkauft|gekauft|abgegeben)\b",
     # routines, hobbies, lessons (German)
     r"\bich (lerne|übe|spiele|trainiere)\b",
     r"\bich gehe (jeden|jede|immer|regelmäßig|einmal|zweimal|dreimal)\b",
@@ -142,9 +143,20 @@ PREFERENCE_PATTERNS: tuple[str, ...] = (
 
 
 # a question that gives its premise states it: "Now that I'm a nurse at St. Mary's, how do I ...?"
+# ("..., wo mein Bruder inzwischen in Salzburg lebt?": a trailing "wo" after a comma is "now that")
 _PREMISE = re.compile(
-    r"\b(now that|since|given that|seeing that|jetzt,? wo|nun,? wo|jetzt,? da|seit(dem)?|da ich|da wir|nachdem)\b",
+    r"\b(now that|since|given that|seeing that|jetzt,? wo|nun,? wo|jetzt,? da|seit(dem)?|da ich|da wir|nachdem)\b"
+    r"|(?<=,\s)wo\b",
     re.IGNORECASE,
+)
+# a question led by a statement: "I just traded in my old car for a Tesla, so which insurance ...?",
+# "Ich habe das alte Auto verkauft, welche Versicherung passt jetzt?"
+_ASKING = (
+    r"(which|what|how|where|when|who|whom|why|should|shall|can|could|do|does|is|are|will|would|"
+    r"welche[rsnm]?|was|wie|wo|wann|wer|warum|soll|sollte|kann|könnte|muss|passt|ist|gibt)"
+)
+_LEADING_STATEMENT = re.compile(
+    rf"^(?!{_ASKING}\b)(?P<clause>[^,?]{{12,}}),\s+(so |and |but |also |und |dann |aber )?{_ASKING}\b", re.IGNORECASE
 )
 _PERSONAL = tuple(re.compile(p, re.IGNORECASE | re.UNICODE) for p in (*IDENTITY_PATTERNS, *PERSONAL_PATTERNS))
 
@@ -153,9 +165,13 @@ def premise(sentence: str) -> str | None:
     """The premise a question states, with its conjunction: users give their circumstances while
     they ask. A leading premise runs to the first comma ("Since we adopted a kitten, which plants
     should go?" -> "Since we adopted a kitten"), a trailing one to the end ("... desserts
-    without kiwi, since I react badly to it?"). None for a statement or a question without one."""
+    without kiwi, since I react badly to it?"), and a statement before the comma of a question is
+    one too ("I just traded in my old car for a Tesla, so which insurance should I look at?"). None
+    for a statement or a question without one."""
     if not sentence.rstrip().endswith("?"):
         return None
+    if leading := _LEADING_STATEMENT.match(sentence.strip()):
+        return leading.group("clause").strip()
     found = _PREMISE.search(sentence)
     if found is None or len(sentence[found.end() :].strip(" ,?")) < 8:
         return None
