@@ -16,6 +16,7 @@ from engram.domain.chat_extraction import (
     extraction_tool_schema,
     offline_observations,
     offline_summary,
+    sentences,
     summary_draft,
     to_drafts,
 )
@@ -253,3 +254,61 @@ def test_offline_summary_and_its_recallable_observation() -> None:
     draft = summary_draft(summary, ORIGIN, session, "offline")
     assert draft.type == "context" and draft.key == f"session-summary:{session}"
     assert draft.title.startswith("Session summary: Wie rechnen wir") and "Learned:" in draft.narrative
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "I sold my old car and bought a white Tesla Model 3. What would you change if I had half the time?",
+            ["I sold my old car and bought a white Tesla Model 3.", "What would you change if I had half the time?"],
+        ),
+        (
+            "Es kostet am Ende 30. Das ist mir zu viel, ehrlich.",
+            ["Es kostet am Ende 30.", "Das ist mir zu viel, ehrlich."],
+        ),
+        # a date's day and a German ordinal end nothing
+        (
+            "Verschoben auf den 3. März. Kannst du das notieren?",
+            ["Verschoben auf den 3. März.", "Kannst du das notieren?"],
+        ),
+        ("Wir haben den 2. Platz gemacht, toll.", ["Wir haben den 2. Platz gemacht, toll."]),
+        ("The meeting on 12. March works for me.", ["The meeting on 12. March works for me."]),
+        ("Ursula K. Le Guin wrote it. Hr. Schneider agrees.", ["Ursula K. Le Guin wrote it.", "Hr. Schneider agrees."]),
+    ],
+)
+def test_sentences_end_after_a_number_but_not_after_an_ordinal_or_a_day(text: str, said: list[str]) -> None:
+    assert sentences(text) == said
+
+
+@pytest.mark.parametrize(
+    ("question", "reply", "title"),
+    [
+        ("Which car do you drive?", "A grey Ford Focus. Thanks!", "Which car do you drive? A grey Ford Focus."),
+        ("Which city does your sister live in at the moment?", "Leeds, since May.", None),
+        ("Was machen Sie beruflich, und wo?", "Krankenpflegerin beim Klinikum Nord.", None),
+        ("An welchem Tag machen Sie normalerweise Sport?", "Dienstags früh, Schwimmen.", None),
+    ],
+)
+def test_the_answer_to_the_assistants_question_about_the_users_life_is_identity(
+    question: str, reply: str, title: str | None
+) -> None:
+    """A short reply says nothing alone ("A grey Ford Focus."); read with the question it is a fact
+    of the user's life, whatever the profile holds."""
+    [draft] = offline_observations(reply, ORIGIN, DEFAULT_OBSERVATION_TYPES, (), question)
+    first = reply.split(". ")[0].rstrip(".") + "."
+    assert draft.type == "identity" and draft.title == (title or f"{question} {first}")
+
+
+@pytest.mark.parametrize(
+    ("question", "reply"),
+    [
+        ("When works for you?", "Tuesday at three, please."),  # a time, not the user's life
+        ("Shall I go into more detail?", "Thanks, that's helpful."),  # an offer
+        ("Soll ich das kürzer fassen?", "Ja, gerne etwas kürzer."),  # an offer
+        ("Is your sister still living in Porto?", "Yes, still there."),  # a check confirmed
+        ("Which car do you drive?", "Why do you ask that?"),  # a question back
+    ],
+)
+def test_other_replies_to_the_assistants_questions_leave_nothing(question: str, reply: str) -> None:
+    assert offline_observations(reply, ORIGIN, DEFAULT_OBSERVATION_TYPES, (), question) == []

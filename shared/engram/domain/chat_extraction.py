@@ -31,6 +31,7 @@ from engram.domain.personal_facts import (
     IDENTITY_PATTERNS,
     PERSONAL_PATTERNS,
     PREFERENCE_PATTERNS,
+    asks_about_life,
     corrects_profile,
     personal,
     premise,
@@ -222,23 +223,39 @@ _BREAK = re.compile(r"[.!?]+\s+|\n+")
 _ABBREVIATIONS = frozenset(
     "hr fr frau herr dr prof mr mrs ms st nr ca bzw evtl inkl ggf usw etc vs z.b u.a d.h e.g i.e".split()
 )
+# a German ordinal follows these ("am 3. März", "der 2. Platz", "seit dem 1. Mai"); "Model 3. What ..." ends a sentence
+_BEFORE_ORDINAL = frozenset(
+    "am im vom zum zur bis ab seit der die das den dem des ein eine einem einen einer jeden jede jedem".split()
+)
 
 
 def sentences(text: str) -> list[str]:
     """Sentences of at least 12 characters; "15. März", "Hr. Schneider", "z.B. so" and an initial
-    ("Ursula K. Le Guin") do not end one."""
+    ("Ursula K. Le Guin") do not end one, a number before a new sentence does ("I bought a Tesla
+    Model 3. What ...")."""
     parts: list[str] = []
     start = 0
     for match in _BREAK.finditer(text):
         if not match.group().startswith("\n"):
             before = text[start : match.start()].split()
             last = before[-1].casefold().rstrip(".") if before else ""
-            if last.isdigit() or last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):  # "Ursula K. Le Guin"
+            if last.isdigit() and match.group().startswith(".") and _ordinal(before, text[match.end() :]):
+                continue
+            if last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):  # "Ursula K. Le Guin"
                 continue
         parts.append(text[start : match.start() + (1 if match.group()[0] in ".!?" else 0)])
         start = match.end()
     parts.append(text[start:])
     return [p.strip(" -*•\t") for p in parts if len(p.strip()) >= 12]
+
+
+def _ordinal(before: Sequence[str], after: str) -> bool:
+    """Whether the number that ends `before` is an ordinal or a date's day: followed by a
+    lowercase word or a month, or after an article or preposition ("am 3. März", "der 2. Platz")."""
+    following = after.split(maxsplit=1)[0].strip(",;:") if after.strip() else ""
+    if not following or following[0].islower() or re.fullmatch(_MONTHS, following, re.IGNORECASE):
+        return True
+    return len(before) >= 2 and before[-2].casefold() in _BEFORE_ORDINAL
 
 
 def salient(sentence: str) -> str | None:
@@ -269,16 +286,18 @@ def offline_observations(
     """Salient statements of the user, one observation each (no LLM, so the pipeline works without a
     key). Identity also: a change of a fact in the user's `profile` (the titles of their stable
     memory), a question's premise about the user's life or such a change, titled by the
-    premise (the question stays in the narrative), and a no to the assistant's check of a profile
-    fact (`asked`, the question the assistant ended its answer before with), titled by the check
-    and the reply's first sentence."""
+    premise (the question stays in the narrative), a no to the assistant's check of a profile
+    fact (`asked`, the question the assistant ended its answer before with), and the answer to its
+    question about the user's life (`asks_about_life`: "Which car do you drive?" - "A grey Ford
+    Focus."), each titled by the question and the reply's first sentence."""
     drafts: list[ObservationDraft] = []
     said = sentences(user_message)[:20]
     correcting = bool(said) and corrects_profile(asked, user_message, profile)
+    answering = bool(said) and asks_about_life(asked) and not said[0].rstrip().endswith("?")
     for n, sentence in enumerate(said):
         obs_type = salient(sentence)
         stated = sentence
-        if n == 0 and correcting:
+        if n == 0 and (correcting or (answering and obs_type is None)):
             obs_type, stated = "identity", f"{asked} {sentence}"
         elif obs_type is None:
             given = premise(sentence)

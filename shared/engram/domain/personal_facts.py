@@ -19,11 +19,13 @@ A relative alone is no fact ("I talked to my sister yesterday"): the family patt
 verb of living, working, moving, a name-giving or a birthday within a few words. German puts
 the verb at the end of the clause, so its window is wider.
 
-Three rules find such facts outside a plain statement: `premise`, the circumstances a question
-gives ("Now that I'm a nurse at St. Mary's, how do I ...?"), `updates_profile`, a change of a
-fact the profile already holds, however it is worded ("I moved my swimming to Monday"), and
-`corrects_profile`, a no to the assistant's check of such a fact ("Is your sister still living
-in Porto?" - "No, she moved to Leeds.").
+Four rules find such facts outside a plain statement: `premise`, the circumstances a question
+gives ("Now that I'm a nurse at St. Mary's, how do I ...?", "I just traded in my old car for a
+Tesla, so which insurance ...?"), `updates_profile`, a change of a fact the profile already
+holds, however it is worded ("I moved my swimming to Monday"), `corrects_profile`, a no to the
+assistant's check of such a fact ("Is your sister still living in Porto?" - "No, she moved to
+Leeds."), and `asks_about_life`, the assistant's question that makes a short reply such a fact
+("Which car do you drive?" - "A grey Ford Focus.").
 `IDENTITY_PATTERNS` (name, role, employer) are the older identity rules, kept here beside them.
 """
 
@@ -33,7 +35,7 @@ import re
 from collections.abc import Sequence
 
 from engram.domain.dates import MONTHS
-from engram.domain.facts import CHECKED_WORDS, content_tokens, corrected_check, says_changed
+from engram.domain.facts import CHECKED_WORDS, content_tokens, corrected_check, is_check, says_changed
 
 _RELATIVES_EN = (
     r"(wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|sons?|daughters?|kids|children|mother|mom|mum|"
@@ -159,6 +161,34 @@ _LEADING_STATEMENT = re.compile(
     rf"^(?!{_ASKING}\b)(?P<clause>[^,?]{{12,}}),\s+(so |and |but |also |und |dann |aber )?{_ASKING}\b", re.IGNORECASE
 )
 _PERSONAL = tuple(re.compile(p, re.IGNORECASE | re.UNICODE) for p in (*IDENTITY_PATTERNS, *PERSONAL_PATTERNS))
+
+
+# the assistant asks about the user's life: their family, pets, vehicle, work, home or routine, in the
+# second person ("Which city does your sister live in?", "What are you driving these days?", "Was
+# machen Sie beruflich?"); a question about a date, a time or a choice ("When works for you?") is none
+_ASKS_ABOUT_LIFE: tuple[str, ...] = (
+    rf"\byour (new |old |little )?({_RELATIVES_EN}|{_PETS_EN}|{_VEHICLES_EN})\b",
+    r"\b(do|are) you (still |usually |currently |normally |now )?(drive|driving|ride|riding|live|living|work|"
+    r"working|exercise|exercising|train|training|learn|learning|play|playing|practi[cs]e|practi[cs]ing)\b",
+    r"\bwhat do you do (for work|for a living)\b",
+    rf"\b(ihr|ihre|ihren|ihrem|ihrer|dein|deine|deinen|deinem|deiner) (neue[nmrs]? |alte[nmrs]? )?"
+    rf"({_RELATIVES_DE}|{_PETS_DE}|{_VEHICLES_DE})\b",
+    r"\b(wohnen|leben|arbeiten|fahren|lernen|üben|spielen|trainieren) (sie|du)\b",
+    r"\b(wohnst|lebst|arbeitest|fährst|lernst|übst|spielst|trainierst) du\b",
+    r"\b(machen sie|machst du) (\w+ )?(beruflich|sport)\b",
+)
+_ASKS = tuple(re.compile(p, re.IGNORECASE | re.UNICODE) for p in _ASKS_ABOUT_LIFE)
+
+
+def asks_about_life(question: str | None) -> bool:
+    """Whether the assistant's question asks about the user's family, pets, vehicle, work, home or
+    routine (this module's topics, in the second person): the short reply ("A grey Ford Focus.",
+    "Leeds, since May.") is then such a fact, read with the question. A check of what the user
+    said ("Is your sister still living in Porto?") is not: a yes repeats it, a no corrects it
+    (`corrects_profile`)."""
+    if not question or not question.rstrip().endswith("?") or is_check(question):
+        return False
+    return any(p.search(question) for p in _ASKS)
 
 
 def premise(sentence: str) -> str | None:
