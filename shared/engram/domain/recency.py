@@ -91,6 +91,11 @@ def newer_first(
     generated chats that let "jetzt wo ich das Klettern auf den Mittwoch verlegt habe" pass a
     rabbit's name)."""
     below = {hit for hit, _ in ranked[cut:]} if cut is not None else set()
+    # what each hit may move by, once: below the cut its statements count without their change markers
+    evidence = {
+        hit: [dataclasses.replace(s, changed=False) for s in said.get(hit, ())] if hit in below else said.get(hit, ())
+        for hit, _ in ranked
+    }
     order = list(ranked)
     for _ in range(len(order) ** 2):  # a move puts a later statement first, so this ends early
         move = next(
@@ -99,11 +104,7 @@ def newer_first(
                 for i, (better, _) in enumerate(order)
                 for j in range(i + 1, len(order))
                 if any(
-                    supersedes(
-                        dataclasses.replace(s, changed=False) if order[j][0] in below else s, e, question, threshold
-                    )
-                    for s in said.get(order[j][0], ())
-                    for e in said.get(better, ())
+                    supersedes(s, e, question, threshold) for s in evidence[order[j][0]] for e in said.get(better, ())
                 )
             ),
             None,
