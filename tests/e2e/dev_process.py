@@ -32,10 +32,26 @@ class DevProcess:
         return f"http://127.0.0.1:{self.base + offset}"
 
 
+def _ephemeral_low() -> int:
+    """Where the kernel's ephemeral (client) ports begin: 32768 on Linux unless configured."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_base() -> int:
-    """A port base whose function ports (HTTP and the workers' metrics) are free on loopback."""
+    """A port base whose function ports (HTTP and the workers' metrics) are free on loopback.
+
+    The functions bind their ports seconds after this check; a base inside the ephemeral range
+    can meanwhile be taken by any outgoing connection of the test session (a CI run failed so:
+    telemetry-query found its port held by a client socket). The base is therefore drawn below
+    that range, where the kernel never hands out a port on its own.
+    """
+    low = min(_ephemeral_low(), 32_768)
+    span = max(1, low - 10_000 - 20)
     for _ in range(50):
-        base = 20_000 + (uuid.uuid4().int % 30_000)
+        base = 10_000 + (uuid.uuid4().int % span)
         try:
             for port in [*range(base + 1, base + 5), *range(base + 11, base + 15)]:
                 with socket.socket() as s:
