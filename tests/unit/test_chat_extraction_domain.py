@@ -148,6 +148,34 @@ def test_a_change_of_a_fact_in_the_profile_is_identity_however_it_is_phrased() -
     assert offline_observations(said[0][0], ORIGIN, DEFAULT_OBSERVATION_TYPES) == []  # no profile: nothing to change
 
 
+def test_a_new_value_of_a_profile_fact_worded_as_a_decision_is_identity() -> None:
+    """ "From now on swimming is on Monday" matches the decision rules; as a decision it was never
+    compared with the profile entry it replaces (consolidation compares one type with itself)."""
+    profile = ["Also, I go swimming every Saturday morning.", "Ich gehe jeden Mittwoch früh zum Yoga."]
+    said = [
+        ("From now on swimming is on Monday, the old slot didn't work.", "identity"),
+        ("Ach ja, ab jetzt ist Yoga am Montag, der alte Termin hat nicht gepasst.", "identity"),
+        ("From now on we bill the Acme project monthly.", "decision"),  # no fact of the profile
+        ("Ab jetzt ist Klettern am Montag.", "decision"),  # a routine the profile does not hold
+    ]
+    for sentence, obs_type in said:
+        drafts = offline_observations(sentence, ORIGIN, DEFAULT_OBSERVATION_TYPES, profile)
+        assert [d.type for d in drafts] == [obs_type], sentence
+    # a premise that gives a new value of a profile fact, without a word in common with it
+    drafts = offline_observations(
+        "Wie passe ich meinen Lebenslauf an, jetzt wo ich die Stelle gewechselt habe und Lehrerin bin?",
+        ORIGIN,
+        DEFAULT_OBSERVATION_TYPES,
+        ["Ich arbeite jetzt als Produktdesigner bei Formwerk."],
+    )
+    assert [(d.type, d.title) for d in drafts] == [
+        ("identity", "Jetzt wo ich die Stelle gewechselt habe und Lehrerin bin")
+    ]
+    # German puts the verb first after an adverbial: still a statement about work, home or the car
+    for sentence in ("Seit Montag arbeite ich als Lehrerin an der Lindenschule.", "Jetzt fahre ich einen roten Golf."):
+        assert [d.type for d in offline_observations(sentence, ORIGIN, DEFAULT_OBSERVATION_TYPES)] == ["identity"]
+
+
 @pytest.mark.parametrize(
     ("question", "title"),
     [

@@ -18,6 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engram.domain import life_topics
+from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import (
     ObservationDraft,
     Priority,
@@ -289,7 +291,9 @@ def offline_observations(
     premise (the question stays in the narrative), a no to the assistant's check of a profile
     fact (`asked`, the question the assistant ended its answer before with), and the answer to its
     question about the user's life (`asks_about_life`: "Which car do you drive?" - "A grey Ford
-    Focus."), each titled by the question and the reply's first sentence."""
+    Focus."), each titled by the question and the reply's first sentence. A new value of a fact of
+    the profile (`life_topics`) is identity however it is worded ("From now on swimming is on
+    Monday" reads like a decision), so consolidation compares it with the value it replaces."""
     drafts: list[ObservationDraft] = []
     said = sentences(user_message)[:20]
     correcting = bool(said) and corrects_profile(asked, user_message, profile)
@@ -301,10 +305,12 @@ def offline_observations(
             obs_type, stated = "identity", f"{asked} {sentence}"
         elif obs_type is None:
             given = premise(sentence)
-            if given is not None and (personal(given) or updates_profile(given, profile)):
+            if given is not None and (personal(given) or _changes_profile(given, profile)):
                 obs_type, stated = "identity", given
-            elif updates_profile(sentence, profile):
+            elif _changes_profile(sentence, profile):
                 obs_type = "identity"
+        if obs_type not in (None, *PROFILE_TYPES) and life_topics.gives_value_of(sentence, profile):
+            obs_type = "identity"  # a new value of a profile fact, though worded as a decision or a date
         if obs_type is None:
             continue
         if obs_type not in allowed_types:
@@ -331,6 +337,15 @@ def offline_observations(
             )
         )
     return drafts
+
+
+def _changes_profile(statement: str, profile: Sequence[str]) -> bool:
+    """A change of a profile fact in any words (`updates_profile`), or a value of one of its facts
+    of life ("jetzt wo ich die Stelle gewechselt habe und Lehrerin bin" after "Ich arbeite als
+    Produktdesigner": no word in common). A question gives no value ("Should I move my swimming?")."""
+    if statement.rstrip().endswith("?"):
+        return False
+    return updates_profile(statement, profile) or life_topics.gives_value_of(statement, profile)
 
 
 # ---- session summaries ----------------------------------------------------------------------------

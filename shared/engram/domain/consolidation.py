@@ -14,7 +14,9 @@ For a pair the rules decide one of
   consolidated observation supersedes both;
 - **update**: the same entity and attribute with another value (`city=Stuttgart` then
   `city=Hamburg`), or a free-text statement that something changed ("sprint moved to 5 April",
-  or in other words about the same subject: "Noah now prefers detailed answers") with a clear
+  or in other words about the same subject: "Noah now prefers detailed answers", or a fact of
+  the owner's life with one value at a time, told again by a later message that says it changed:
+  "my sister moved to Leeds" after "my sister Lena lives in Porto", `life_topics`) with a clear
   order -> the newer supersedes the older;
 - **conflict**: the same, without a clear order (recorded within `order_gap` of each other, or
   the newer is less trusted than the older) -> both stay, linked;
@@ -41,10 +43,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from engram.domain import life_topics
 from engram.domain.consolidation_words import Comparison, Distinguishing, casing_of
 from engram.domain.dates import MONTHS
 from engram.domain.facts import Facts, Reading, jaccard, minimal_pair
 from engram.domain.hashing import normalise_text
+from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import Observation, ObservationDraft, Priority, Source, TriggerSource
 
 
@@ -227,6 +231,8 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
         if value and (numbers_differ or only_a or only_b):
             what = f"a statement of change about {', '.join(sorted(shared)[:2])} (cosine {cosine:.3f})"
             return ordered(a, b, what, t)
+    if (life := _life_change(a, b, t)) is not None:
+        return life
     by_words = _distinguishing(a, b, cosine, pool, t, (only_a, only_b))
     if by_words is not None:
         return by_words
@@ -243,6 +249,37 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
         return Verdict(Decision.unrelated, f"not close enough (cosine {cosine:.3f})", certain=not open_question)
     about = f" about {', '.join(sorted(shared)[:2])}" if shared else ""
     return Verdict(Decision.duplicate, f"the same statement{about} in other words (cosine {cosine:.3f})")
+
+
+def _life_change(a: Reading, b: Reading, t: Thresholds) -> Verdict | None:
+    """A fact of the owner's life that has one value at a time (`life_topics`: where they or a
+    relative live, their work, their car, a routine's day) given again by a later message: "she
+    moved to Leeds", or "my brother is in Edinburgh these days", after "my sister Lena lives in
+    Porto". The later one holds when it says it changed, or when it gives a current value (not the
+    past, not one more of a kind: "I also have an old Fiat"). Only for the profile's types (a
+    session's summary names many facts), and not for two statements of one message: their order
+    is no order of events."""
+    oa, ob = a.observation, b.observation
+    newer, older = (a, b) if (recorded(oa), oa.created_at) >= (recorded(ob), ob.created_at) else (b, a)
+    if oa.user_id is None or oa.type not in PROFILE_TYPES or _one_message(oa, ob):
+        return None
+    if not newer.changed and not life_topics.current(newer.text):
+        return None
+    topic = life_topics.shared_topic(a.text, b.text)
+    if topic is None:
+        return None
+    what = f"a change of {topic}"
+    n, o = newer.observation, older.observation
+    if newer.changed or (n.valid_from and o.valid_from and n.valid_from != o.valid_from) or trust(n) < trust(o):
+        return ordered(a, b, what, t)
+    return Verdict(Decision.update, f"{what}; the later message gives its current value", current=n.id)
+
+
+def _one_message(a: Observation, b: Observation) -> bool:
+    pa, pb = a.provenance, b.provenance
+    return (pa.chat_message_id is not None and pa.chat_message_id == pb.chat_message_id) or (
+        pa.source_event_id is not None and pa.source_event_id == pb.source_event_id
+    )
 
 
 def _distinguishing(

@@ -132,6 +132,9 @@ PERSONAL_PATTERNS: tuple[str, ...] = (
     r"\b(dass|seit|seitdem|wo|weil|da|nachdem|obwohl|wenn) (ich|wir) (\w+ ){1,4}?"
     r"(wohne|wohnen|lebe|leben|arbeite|lerne|übe|spiele|trainiere|fahre)\b",
     r"\bich bin (jetzt |nun |inzwischen )?\w+(in|er|or|ent|ant|ist) (bei|beim)\b",
+    # after a leading adverbial the verb comes first ("seit Montag arbeite ich als", "jetzt fahre ich einen")
+    r"\b(arbeite|wohne|lebe) ich (jetzt |nun |inzwischen |seit \w+ )?(als|bei|beim|in|im|am|an der)\b",
+    r"\bfahre ich (jetzt |nun |inzwischen )?(einen|eine|ein)\b",
 )
 
 # a user's favourites and diet: preferences (the stable block holds those too)

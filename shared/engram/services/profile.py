@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import Observation, Scope
 from engram.domain.recall_text import fitted
 from engram.domain.scopes import Principal, Visibility
 from engram.domain.streams import render_observations
 from engram.ports import TenantTx
 
-STABLE_TYPES = ("preference", "identity")
+STABLE_TYPES = PROFILE_TYPES
 STABLE_LIMIT = 20
 STABLE_CHARS = 3_000  # the block's budget in the prompt
 

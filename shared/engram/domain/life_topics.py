@@ -1,0 +1,210 @@
+"""Which fact of the user's life a statement gives a value for: pure rules, for consolidation.
+
+A user's profile holds facts that have one value at a time: where they live, where they work,
+the car they drive, where a relative lives, the day of a weekly routine. When the user says one
+changed ("My sister moved to Leeds", "I sold my old car and bought a Tesla", "I moved my
+swimming to Monday mornings"), the statement before it no longer holds, even though the two
+share few words and their vectors are not close ("My sister Lena lives in Porto" and "she moved
+to Leeds" are neither a near duplicate nor a `k=v` fact): consolidation's other rules cannot
+tell, and the stable memory block then gave the old and the new value side by side.
+
+`topics` names those facts ("home:sister", "vehicle:car", "routine:swimming") in English and
+German, also as the assistant asks about them ("Which car do you drive?", "Is your sister still
+living in Porto?", as the offline extraction titles a reply with the question it answers).
+A topic wants the verb that gives the value, not just the noun: "My car needs new tyres" says
+nothing about which car, "I love swimming" nothing about the day. A relative with another
+adjective ("my older sister") or another name ("my sister Lena" / "my sister Mia") is another
+person (`names`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+
+# the observation types of the user's profile (the stable memory block); a session's summary or a
+# digest names many facts at once and is never one of them
+PROFILE_TYPES: tuple[str, ...] = ("preference", "identity")
+
+_I = re.IGNORECASE | re.UNICODE
+
+_RELATIVES: Mapping[str, str] = {
+    **{w: w for w in ("wife", "husband", "partner", "boyfriend", "girlfriend", "son", "daughter", "mother")},
+    **{w: w for w in ("father", "sister", "brother", "parents", "aunt", "uncle", "cousin", "niece", "nephew")},
+    **{"mom": "mother", "mum": "mother", "dad": "father", "grandma": "grandmother", "grandpa": "grandfather"},
+    **{"grandmother": "grandmother", "grandfather": "grandfather", "grandparents": "grandparents"},
+    **{"fiance": "fiance", "fiancé": "fiance", "fiancee": "fiance", "fiancée": "fiance"},
+    **{"frau": "wife", "ehefrau": "wife", "mann": "husband", "ehemann": "husband", "partnerin": "partner"},
+    **{"freund": "boyfriend", "freundin": "girlfriend", "sohn": "son", "tochter": "daughter", "mutter": "mother"},
+    **{"mama": "mother", "vater": "father", "papa": "father", "schwester": "sister", "bruder": "brother"},
+    **{"eltern": "parents", "oma": "grandmother", "opa": "grandfather", "tante": "aunt", "onkel": "uncle"},
+    **{"cousine": "cousin", "nichte": "niece", "neffe": "nephew", "großmutter": "grandmother"},
+    **{"grossmutter": "grandmother", "großvater": "grandfather", "grossvater": "grandfather"},
+}
+_RELATIVE = "(?P<rel>" + "|".join(sorted((re.escape(w) for w in _RELATIVES), key=len, reverse=True)) + ")"
+# "my older sister" is another person than "my sister"; the adjective is part of who it is
+_WHICH = r"(?P<adj>older|younger|elder|eldest|youngest|little|big|twin|other|ältere|jüngere|große|kleine|älterer|jüngerer|großer|kleiner|ältester|jüngster)?\s*"  # noqa: E501
+# "Ihre Schwester" is the assistant's "your sister"; "ihre Schwester" is someone else's ("her sister")
+_POSSESSIVE = (
+    r"(my|our|your|mein|meine|meinen|meinem|meiner|unser|unsere|unseren|unserem|unserer|dein|deine|deinen|deinem|"
+    r"deiner|(?-i:Ihr|Ihre|Ihren|Ihrem|Ihrer))"
+)
+_WHO = rf"\b{_POSSESSIVE}\s+{_WHICH}{_RELATIVE}\b"
+
+# where a relative lives, where they work: the verb after the relative (German: within the clause)
+_RELATIVE_HOME = (
+    rf"{_WHO}(\W+\w+){{0,6}}?\W+(lives|living|live|moved|moving|moves|relocated|is now in|is in|are in|"
+    r"wohnt|lebt|gezogen|umgezogen|zieht)\b",
+    rf"\b(wohnt|lebt|wohnen|leben)\s+{_POSSESSIVE}\s+{_WHICH}{_RELATIVE}\b",
+    rf"\b(where|which city) (does|do|is|are) {_POSSESSIVE}\s+{_WHICH}{_RELATIVE}\b",
+)
+_RELATIVE_WORK = (
+    rf"{_WHO}(\W+\w+){{0,6}}?\W+(works|working|started a new job|arbeitet)\b",
+    rf"\b(arbeitet)\s+{_POSSESSIVE}\s+{_WHICH}{_RELATIVE}\b",
+)
+
+# where the user lives and works ("I live in", "we moved to", "ich wohne jetzt in", "where do you live")
+_HOME = (
+    r"\b(i|we) (now |currently |still )?(live|am living|'m living|are living|'re living) (in|near|on|outside|with)\b",
+    r"\b(i|we) (just |recently |finally |have |'ve )?(moved|relocated) (to|into|back to)\b",
+    r"\b(where|which city) (do|are) you (still |now |currently )?(live|living)\b",
+    r"\b(ich wohne|wir wohnen|ich lebe|wir leben) (jetzt |nun |inzwischen |seit \w+ (\w+ )?)?(in|bei|am|im|nahe|auf)\b",
+    r"\b(ich bin|wir sind) (\w+ ){0,3}nach \w+ (gezogen|umgezogen)\b",
+    r"\b(wohne|lebe) ich (jetzt |nun |inzwischen |seit \w+ )?(in|bei|am|im|nahe)\b",
+    r"\b(wo) (wohnen|leben) (sie|du)\b|\b(wohnst|lebst) du\b",
+)
+_WORK = (
+    r"\bi (now |currently |still )?work (as|at|for|in)\b",
+    r"\b(working|to work) as\b",
+    r"\bi (just |recently )?(joined|started at|started with) [^?!;\n]{1,40}? as (a|an|the)\b",
+    r"\bi('m| am) (now |currently )?(a|an|the) [a-z-]+ (at|for|in)\b",
+    r"\b(new job|switched jobs|changed jobs|left my (old )?(job|position))\b",
+    r"\b(what do you do for (work|a living)|where do you work|are you (still )?working)\b",
+    r"\bich (arbeite|bin) (jetzt |nun |inzwischen |seit \w+ )?(als|bei|beim)\b",
+    r"\barbeite ich (jetzt |nun |inzwischen |seit \w+ )?(als|bei|beim|an der|im)\b",
+    r"\bals \w+ (bei|beim|im|in der)\b",
+    r"\bich bin (jetzt |nun |inzwischen )?\w+(in|er|or|ent|ant|ist) (bei|beim)\b",
+    r"\b(stelle|job) gewechselt\b|\bneue stelle\b",
+    r"\b(was machen sie|was machst du) beruflich\b|\bwo arbeite(n sie|st du)\b",
+)
+
+_VEHICLES: Mapping[str, str] = {
+    **{"car": "car", "auto": "car", "autos": "car", "wagen": "car", "wagens": "car", "van": "van"},
+    **{"transporter": "van", "campervan": "campervan"},
+    **{"wohnmobil": "campervan", "motorbike": "motorbike", "motorcycle": "motorbike", "motorrad": "motorbike"},
+    **{"scooter": "scooter", "roller": "scooter", "bike": "bicycle", "bicycle": "bicycle", "fahrrad": "bicycle"},
+    **{"e-bike": "e-bike", "ebike": "e-bike"},
+}
+_VEHICLE = "(?P<veh>" + "|".join(sorted((re.escape(w) for w in _VEHICLES), key=len, reverse=True)) + ")"
+# which vehicle the user has: a verb of owning or driving, not any sentence about the car
+_OWNING = r"(bought|got|have|has|own|traded in|sold|drive|driving|gekauft|verkauft|abgegeben|fahre|fahren|ist weg)"
+_VEHICLE_OWNED = (
+    rf"\b{_OWNING}\b[^.?!;]{{0,30}}?\b{_VEHICLE}\b",
+    rf"\b{_VEHICLE}\b[^.?!;]{{0,30}}?\b{_OWNING}\b",
+)
+_DRIVES = (  # driving without naming the vehicle: a car
+    r"\bi (now |still )?drive (a|an|the)\b",
+    r"\b(are|do) you (still |now )?(drive|driving)\b",
+    r"\b(ich fahre|fahre ich) (jetzt |nun |inzwischen )?(einen|eine|ein)\b",
+    r"\b(fahren sie|fährst du)\b",
+)
+
+# the day of a weekly routine: the activity and a weekday or "every ..."
+_ACTIVITIES: Mapping[str, str] = {
+    **{w: w for w in ("swimming", "running", "jogging", "climbing", "bouldering", "cycling", "hiking", "yoga")},
+    **{w: w for w in ("skiing", "surfing", "dancing", "rowing", "sailing", "pilates", "choir", "gym", "tennis")},
+    **{"schwimmen": "swimming", "laufen": "running", "joggen": "jogging", "klettern": "climbing"},
+    **{"bouldern": "bouldering", "radfahren": "cycling", "wandern": "hiking", "tanzen": "dancing"},
+    **{"rudern": "rowing", "segeln": "sailing", "chor": "choir", "fitnessstudio": "gym"},
+}
+_ACTIVITY = "(?P<act>" + "|".join(sorted((re.escape(w) for w in _ACTIVITIES), key=len, reverse=True)) + ")"
+_SCHEDULE = (
+    r"(every|each|jeden|jede|montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+)
+_ROUTINE = (
+    rf"\b{_ACTIVITY}\b[^.?!;]{{0,40}}?\b{_SCHEDULE}",
+    rf"\b{_SCHEDULE}\w*\b[^.?!;]{{0,40}}?\b{_ACTIVITY}\b",
+)
+
+_RULES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
+    ("home:", tuple(re.compile(p, _I) for p in _RELATIVE_HOME)),
+    ("work:", tuple(re.compile(p, _I) for p in _RELATIVE_WORK)),
+    ("vehicle:", tuple(re.compile(p, _I) for p in _VEHICLE_OWNED)),
+    ("routine:", tuple(re.compile(p, _I) for p in _ROUTINE)),
+)
+_MINE: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
+    ("home:me", tuple(re.compile(p, _I) for p in _HOME)),
+    ("work:me", tuple(re.compile(p, _I) for p in _WORK)),
+    ("vehicle:car", tuple(re.compile(p, _I) for p in _DRIVES)),
+)
+# a name right after the relative ("my sister Lena", "meine Schwester Lena"): case matters here
+_NAMED = re.compile(rf"(?i:\b{_POSSESSIVE}\s+{_WHICH}{_RELATIVE})\s+(?P<name>[A-ZÄÖÜ][a-zäöüß]+)\b")
+
+
+def _who(match: re.Match[str]) -> str:
+    adj = (match.groupdict().get("adj") or "").casefold()
+    rel = _RELATIVES[match.group("rel").casefold()]
+    return f"{adj} {rel}".strip()
+
+
+# a statement about the past or a second one of a kind gives no current value: "my sister lived
+# in Porto back then", "I also have an old Fiat"
+_NOT_CURRENT = re.compile(
+    r"\b(used to|lived|worked|drove|previously|formerly|back then|before that|früher|damals|wohnte|arbeitete|fuhr|"
+    r"ehemals|too|as well|another|a second|zweites|zweiten|außerdem|zusätzlich|auch)\b|\balso\b(?!,)",
+    _I,
+)
+
+
+def current(text: str) -> bool:
+    """Whether `text` gives the current value of what it is about: neither the past ("used to",
+    "damals") nor one more of a kind ("also", "another", "auch")."""
+    return _NOT_CURRENT.search(text) is None
+
+
+@lru_cache(maxsize=4_096)  # consolidation reads each candidate's text once per pair
+def topics(text: str) -> frozenset[str]:
+    """The facts of the user's life that `text` gives a value for: "home:me", "work:me",
+    "home:sister", "work:older brother", "vehicle:car", "routine:swimming"."""
+    found: set[str] = set()
+    for prefix, patterns in _RULES:
+        for pattern in patterns:
+            for match in pattern.finditer(text):
+                groups = match.groupdict()
+                if groups.get("rel"):
+                    found.add(prefix + _who(match))
+                elif groups.get("veh"):
+                    found.add(prefix + _VEHICLES[groups["veh"].casefold()])
+                elif groups.get("act"):
+                    found.add(prefix + _ACTIVITIES[groups["act"].casefold()])
+    for topic, patterns in _MINE:
+        if any(p.search(text) for p in patterns):
+            found.add(topic)
+    return frozenset(found)
+
+
+def names(text: str) -> dict[str, str]:
+    """The names `text` gives relatives ("my sister Lena" -> {"sister": "Lena"})."""
+    return {_who(m): m.group("name") for m in _NAMED.finditer(text)}
+
+
+def same_person(a: str, b: str, topic: str) -> bool:
+    """Whether two texts that share a relative's topic can be about the same relative: not when
+    each names them and the names differ."""
+    who = topic.split(":", 1)[1]
+    na, nb = names(a).get(who), names(b).get(who)
+    return na is None or nb is None or na == nb
+
+
+def gives_value_of(text: str, profile: Sequence[str]) -> bool:
+    """Whether `text` gives a fact of the user's life that an entry of their `profile` holds: a
+    new value of it, whatever else the sentence looks like ("From now on swimming is on Monday"
+    is worded as a decision, "ab jetzt ist Yoga am Montag" too)."""
+    return any(shared_topic(text, entry) for entry in profile)
+
+
+def shared_topic(a: str, b: str) -> str | None:
+    """The first fact of the user's life that both texts give a value for, about the same person."""
+    return next((t for t in sorted(topics(a) & topics(b)) if same_person(a, b, t)), None)

@@ -1,0 +1,129 @@
+"""`life_topics`: which fact of the user's life a statement gives a value for, and consolidation's
+rule on it (a later message that says the fact changed supersedes the earlier value)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from engram.domain.consolidation import Decision, Pool, decide
+from engram.domain.life_topics import names, shared_topic, topics
+from engram.domain.observation import Observation, Provenance, Source
+from tests.unit.test_consolidation_domain import obs, r
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("My sister Lena lives in Porto.", {"home:sister"}),
+        ("Is your sister still living in Porto? No, she moved to Leeds a while ago.", {"home:sister"}),
+        ("Lena packed up and left, so my sister is in Leeds these days.", {"home:sister"}),
+        ("Meine Schwester Lena ist schon wieder umgezogen, sie wohnt jetzt in Köln.", {"home:sister"}),
+        ("Wo lebt Ihre Schwester inzwischen?", {"home:sister"}),
+        ("My older brother Tom works at Siemens.", {"work:older brother"}),
+        ("I sold my old car and bought a white Tesla Model 3.", {"vehicle:car"}),
+        ("What are you driving these days? A blue Volkswagen Golf.", {"vehicle:car"}),
+        ("Ich habe mein altes Auto verkauft und mir einen roten Opel Corsa gekauft.", {"vehicle:car"}),
+        ("I go swimming every Friday morning.", {"routine:swimming"}),
+        ("ich gehe jeden Freitag früh zum Schwimmen.", {"routine:swimming"}),
+        ("I switched jobs, I'm now a nurse at St. Mary's.", {"work:me"}),
+        ("ich habe die Stelle gewechselt, ich bin jetzt Pflegerin bei Siemens.", {"work:me"}),
+        ("We moved to Leeds last year.", {"home:me"}),
+        ("Also, since I joined St. Mary's Hospital as a nurse, my days have been long.", {"work:me"}),
+        ("Jetzt wo ich einen weißen BMW i3 statt des alten Wagens fahre", {"vehicle:car"}),
+        ("Ich wohne seit März in Leipzig.", {"home:me"}),
+        # the noun alone gives no value
+        ("My car needs new tyres.", set()),
+        ("I love swimming.", set()),
+        ("ich lebe jetzt vegan", set()),
+        ("I talked to my sister yesterday.", set()),
+        # someone else's sister: "ihre" in lower case is "her", not the formal "your"
+        ("Anna sagt, ihre Schwester wohnt in Köln.", set()),
+    ],
+)
+def test_the_topic_wants_the_verb_that_gives_the_value(text: str, expected: set[str]) -> None:
+    assert topics(text) == expected
+
+
+def test_a_relative_with_another_name_or_adjective_is_another_person() -> None:
+    assert names("my sister Lena lives in Porto") == {"sister": "Lena"}
+    assert shared_topic("My sister Lena lives in Porto.", "My sister moved to Leeds.") == "home:sister"
+    assert shared_topic("My sister Lena lives in Porto.", "My sister Mia moved to Leeds.") is None
+    assert shared_topic("My sister lives in Porto.", "My older sister moved to Leeds.") is None
+    assert shared_topic("My sister lives in Porto.", "My brother moved to Leeds.") is None
+
+
+def _said(title: str, *, age: timedelta, message: uuid.UUID | None = None) -> Observation:
+    o = obs(title, user_id="alice", type="identity", age=age)
+    return o.model_copy(update={"provenance": Provenance(chat_message_id=message or uuid.uuid4())})
+
+
+def _pool(*said: Observation) -> Pool:
+    return Pool.of([r(o) for o in said])
+
+
+def test_a_later_message_that_says_the_fact_changed_supersedes_the_earlier_value() -> None:
+    old = _said("My sister Lena lives in Porto.", age=timedelta(days=20))
+    new = _said("Is your sister still living in Porto? No, she moved to Leeds a while ago.", age=timedelta(days=2))
+    v = decide(r(new), r(old), 0.80, _pool(old, new))  # far apart for a vector: no other rule sees it
+    assert (v.decision, v.current) == (Decision.update, new.id), v.reason
+    assert "home:sister" in v.reason
+    car = _said("What are you driving these days? A blue Volkswagen Golf.", age=timedelta(days=9))
+    tesla = _said("I sold my old car and bought a white Tesla Model 3.", age=timedelta(days=1))
+    v = decide(r(car), r(tesla), 0.79, _pool(car, tesla))
+    assert (v.decision, v.current) == (Decision.update, tesla.id), v.reason
+
+
+def test_a_later_current_value_holds_without_a_change_marker() -> None:
+    """One value at a time: the later message's is the current one, however it is worded."""
+    old = _said("Also, my brother Jonah just moved to Vancouver for a new start.", age=timedelta(days=20))
+    new = _said(
+        "Quick update: Jonah packed up and left, so my brother is in Edinburgh these days.", age=timedelta(days=3)
+    )
+    v = decide(r(new), r(old), 0.81, _pool(old, new))  # the older says "moved", the newer no marker
+    assert (v.decision, v.current) == (Decision.update, new.id), v.reason
+    # said again in other words: the later statement stands for both
+    lena = _said("My sister Lena lives in Porto.", age=timedelta(days=20))
+    again = _said("My sister lives in Porto, near the river.", age=timedelta(days=2))
+    assert decide(r(again), r(lena), 0.90, _pool(lena, again)).current == again.id
+    # the past, or one more of a kind, is no current value
+    past = _said("My sister lived in Leeds back then, before Porto.", age=timedelta(days=2))
+    assert decide(r(past), r(lena), 0.85, _pool(lena, past)).decision is not Decision.update
+    golf = _said("I drive a blue Volkswagen Golf.", age=timedelta(days=9))
+    fiat = _said("I also have an old Fiat car for the allotment.", age=timedelta(days=1))
+    assert decide(r(fiat), r(golf), 0.80, _pool(golf, fiat)).decision is not Decision.update
+    # a person's remembered statement is not overruled by an agent's inference without a marker
+    told = golf.model_copy(update={"source": Source.user, "verified": True})
+    guessed = _said("I drive a grey Skoda Octavia.", age=timedelta(days=1)).model_copy(
+        update={"source": Source.agent, "verified": False, "confidence": 0.6}
+    )
+    assert decide(r(guessed), r(told), 0.84, _pool(told, guessed)).decision is Decision.conflict
+
+
+def test_no_supersession_for_another_person_another_fact_or_one_message() -> None:
+    old = _said("My sister Lena lives in Porto.", age=timedelta(days=20))
+    mia = _said("My sister Mia moved to Leeds.", age=timedelta(days=2))
+    assert decide(r(mia), r(old), 0.80, _pool(old, mia)).decision is not Decision.update
+    brother = _said("My brother moved to Leeds.", age=timedelta(days=2))
+    assert decide(r(brother), r(old), 0.80, _pool(old, brother)).decision is not Decision.update
+    tyres = _said("My car now needs new tyres.", age=timedelta(days=2))
+    golf = _said("I drive a blue Volkswagen Golf.", age=timedelta(days=9))
+    assert decide(r(tyres), r(golf), 0.82, _pool(golf, tyres)).decision is not Decision.update
+    # two sentences of one message: "I traded in my car. Now I drive a Tesla." have no order
+    one = uuid.uuid4()
+    traded = _said("I traded in my car.", age=timedelta(seconds=1), message=one)
+    drive = _said("Now I drive a white Tesla.", age=timedelta(seconds=0), message=one)
+    assert decide(r(drive), r(traded), 0.85, _pool(traded, drive)).decision is not Decision.update
+    # another owner's statement is never compared
+    bob = obs("My sister moved to Leeds.", user_id="bob", type="identity")
+    assert decide(r(bob), r(old), 0.80).decision is Decision.unrelated
+
+
+def test_a_session_summary_is_no_fact_of_the_profile() -> None:
+    """Summaries name many facts; one that mentions a change supersedes no other summary."""
+    old = obs("Session summary: plants. Learned: I drive a blue Golf.", user_id="a", type="context")
+    new = obs("Session summary: email. Learned: I traded in my car; I have a Tesla now.", user_id="a", type="context")
+    old = old.model_copy(update={"created_at": new.created_at - timedelta(days=3)})
+    assert decide(r(new), r(old), 0.84, _pool(old, new)).decision is not Decision.update
