@@ -20,7 +20,7 @@ person (`names`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 
 # the observation types of the user's profile (the stable memory block); a session's summary or a
@@ -29,20 +29,27 @@ PROFILE_TYPES: tuple[str, ...] = ("preference", "identity")
 
 _I = re.IGNORECASE | re.UNICODE
 
-_RELATIVES: Mapping[str, str] = {
-    **{w: w for w in ("wife", "husband", "partner", "boyfriend", "girlfriend", "son", "daughter", "mother")},
-    **{w: w for w in ("father", "sister", "brother", "parents", "aunt", "uncle", "cousin", "niece", "nephew")},
-    **{"mom": "mother", "mum": "mother", "dad": "father", "grandma": "grandmother", "grandpa": "grandfather"},
-    **{"grandmother": "grandmother", "grandfather": "grandfather", "grandparents": "grandparents"},
-    **{"fiance": "fiance", "fiancé": "fiance", "fiancee": "fiance", "fiancée": "fiance"},
-    **{"frau": "wife", "ehefrau": "wife", "mann": "husband", "ehemann": "husband", "partnerin": "partner"},
-    **{"freund": "boyfriend", "freundin": "girlfriend", "sohn": "son", "tochter": "daughter", "mutter": "mother"},
-    **{"mama": "mother", "vater": "father", "papa": "father", "schwester": "sister", "bruder": "brother"},
-    **{"eltern": "parents", "oma": "grandmother", "opa": "grandfather", "tante": "aunt", "onkel": "uncle"},
-    **{"cousine": "cousin", "nichte": "niece", "neffe": "nephew", "großmutter": "grandmother"},
-    **{"grossmutter": "grandmother", "großvater": "grandfather", "grossvater": "grandfather"},
-}
-_RELATIVE = "(?P<rel>" + "|".join(sorted((re.escape(w) for w in _RELATIVES), key=len, reverse=True)) + ")"
+
+def _canonical(spec: str) -> dict[str, str]:
+    """Words and the one they stand for: "mum=mother" maps, "sister" stands for itself."""
+    return {w.split("=", 1)[0]: w.split("=", 1)[-1] for w in spec.split()}
+
+
+def _group(name: str, words: dict[str, str]) -> str:
+    """A named regex group of the words, the longest first ("grandmother" before "mother")."""
+    return f"(?P<{name}>" + "|".join(sorted((re.escape(w) for w in words), key=len, reverse=True)) + ")"
+
+
+_RELATIVES = _canonical(
+    "wife husband partner boyfriend girlfriend son daughter mother father sister brother parents aunt uncle cousin"
+    " niece nephew grandmother grandfather grandparents mom=mother mum=mother dad=father grandma=grandmother"
+    " grandpa=grandfather fiance fiancé=fiance fiancee=fiance fiancée=fiance frau=wife ehefrau=wife mann=husband"
+    " ehemann=husband partnerin=partner freund=boyfriend freundin=girlfriend sohn=son tochter=daughter"
+    " mutter=mother mama=mother vater=father papa=father schwester=sister bruder=brother eltern=parents"
+    " oma=grandmother opa=grandfather tante=aunt onkel=uncle cousine=cousin nichte=niece neffe=nephew"
+    " großmutter=grandmother grossmutter=grandmother großvater=grandfather grossvater=grandfather"
+)
+_RELATIVE = _group("rel", _RELATIVES)
 # "my older sister" is another person than "my sister"; the adjective is part of who it is
 _WHICH = r"(?P<adj>older|younger|elder|eldest|youngest|little|big|twin|other|ältere|jüngere|große|kleine|älterer|jüngerer|großer|kleiner|ältester|jüngster)?\s*"  # noqa: E501
 # "Ihre Schwester" is the assistant's "your sister"; "ihre Schwester" is someone else's ("her sister")
@@ -89,14 +96,12 @@ _WORK = (
     r"\b(was machen sie|was machst du) beruflich\b|\bwo arbeite(n sie|st du)\b",
 )
 
-_VEHICLES: Mapping[str, str] = {
-    **{"car": "car", "auto": "car", "autos": "car", "wagen": "car", "wagens": "car", "van": "van"},
-    **{"transporter": "van", "campervan": "campervan"},
-    **{"wohnmobil": "campervan", "motorbike": "motorbike", "motorcycle": "motorbike", "motorrad": "motorbike"},
-    **{"scooter": "scooter", "roller": "scooter", "bike": "bicycle", "bicycle": "bicycle", "fahrrad": "bicycle"},
-    **{"e-bike": "e-bike", "ebike": "e-bike"},
-}
-_VEHICLE = "(?P<veh>" + "|".join(sorted((re.escape(w) for w in _VEHICLES), key=len, reverse=True)) + ")"
+_VEHICLES = _canonical(
+    "car auto=car autos=car wagen=car wagens=car van transporter=van campervan wohnmobil=campervan motorbike"
+    " motorcycle=motorbike motorrad=motorbike scooter roller=scooter bike=bicycle bicycle fahrrad=bicycle e-bike"
+    " ebike=e-bike"
+)
+_VEHICLE = _group("veh", _VEHICLES)
 # which vehicle the user has: a verb of owning or driving, not any sentence about the car
 _OWNING = r"(bought|got|have|has|own|traded in|sold|drive|driving|gekauft|verkauft|abgegeben|fahre|fahren|ist weg)"
 _VEHICLE_OWNED = (
@@ -111,14 +116,12 @@ _DRIVES = (  # driving without naming the vehicle: a car
 )
 
 # the day of a weekly routine: the activity and a weekday or "every ..."
-_ACTIVITIES: Mapping[str, str] = {
-    **{w: w for w in ("swimming", "running", "jogging", "climbing", "bouldering", "cycling", "hiking", "yoga")},
-    **{w: w for w in ("skiing", "surfing", "dancing", "rowing", "sailing", "pilates", "choir", "gym", "tennis")},
-    **{"schwimmen": "swimming", "laufen": "running", "joggen": "jogging", "klettern": "climbing"},
-    **{"bouldern": "bouldering", "radfahren": "cycling", "wandern": "hiking", "tanzen": "dancing"},
-    **{"rudern": "rowing", "segeln": "sailing", "chor": "choir", "fitnessstudio": "gym"},
-}
-_ACTIVITY = "(?P<act>" + "|".join(sorted((re.escape(w) for w in _ACTIVITIES), key=len, reverse=True)) + ")"
+_ACTIVITIES = _canonical(
+    "swimming running jogging climbing bouldering cycling hiking yoga skiing surfing dancing rowing sailing pilates"
+    " choir gym tennis schwimmen=swimming laufen=running joggen=jogging klettern=climbing bouldern=bouldering"
+    " radfahren=cycling wandern=hiking tanzen=dancing rudern=rowing segeln=sailing chor=choir fitnessstudio=gym"
+)
+_ACTIVITY = _group("act", _ACTIVITIES)
 _SCHEDULE = (
     r"(every|each|jeden|jede|montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|"
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
