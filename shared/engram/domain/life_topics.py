@@ -102,17 +102,20 @@ _VEHICLES = _canonical(
     " ebike=e-bike"
 )
 _VEHICLE = _group("veh", _VEHICLES)
-# which vehicle the user has: a verb of owning or driving, not any sentence about the car
-_OWNING = r"(bought|got|have|has|own|traded in|sold|drive|driving|gekauft|verkauft|abgegeben|fahre|fahren|ist weg)"
+# which vehicle the user has: parting with one, or a verb of owning or driving with "a" (a value),
+# not any sentence about the car ("I have to take my car to the garage", "I drive my car to work")
 _VEHICLE_OWNED = (
-    rf"\b{_OWNING}\b[^.?!;]{{0,30}}?\b{_VEHICLE}\b",
-    rf"\b{_VEHICLE}\b[^.?!;]{{0,30}}?\b{_OWNING}\b",
+    rf"\b(sold|traded in|verkauft|abgegeben)\b[^.?!;]{{0,30}}?\b{_VEHICLE}\b",
+    rf"\b{_VEHICLE}\b[^.?!;]{{0,30}}?\b(sold|traded in|verkauft|abgegeben|ist weg|gekauft)\b",
+    rf"\b(bought|got|have|own|drive|ride|fahre)\b (now |still |jetzt |nun )?(a|an|einen|eine|ein)\b[^.?!;,]{{0,30}}?"
+    rf"\b{_VEHICLE}\b",
 )
 _DRIVES = (  # driving without naming the vehicle: a car
     r"\bi (now |still )?drive (a|an|the)\b",
     r"\b(are|do) you (still |now )?(drive|driving)\b",
     r"\b(ich fahre|fahre ich) (jetzt |nun |inzwischen )?(einen|eine|ein)\b",
     r"\b(fahren sie|fährst du)\b",
+    r"\b(ich|wir) (\w+ ){0,2}?(einen|eine|ein)\b[^.?!;,]{0,40}?\b(fahre|fahren)\b",  # the verb last
 )
 
 # the day of a weekly routine: the activity and a weekday or "every ..."
@@ -122,13 +125,22 @@ _ACTIVITIES = _canonical(
     " radfahren=cycling wandern=hiking tanzen=dancing rudern=rowing segeln=sailing chor=choir fitnessstudio=gym"
 )
 _ACTIVITY = _group("act", _ACTIVITIES)
+_DAYS_EN = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_DAYS_DE = "montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag"
+# a habit, not one day: "every Friday", "Mondays", "Monday mornings", "is on Monday", "moved to
+# Thursday", "ist am Montag", "auf den Donnerstag", "der Samstagmorgen", "noch am Samstag" ("I
+# skipped swimming on Monday" gives no routine)
 _SCHEDULE = (
-    r"(every|each|jeden|jede|montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|"
-    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+    rf"(\b(every|each|jeden|jede|jedes)\b|\b({_DAYS_EN}|{_DAYS_DE})s\b"
+    rf"|\b({_DAYS_EN}|{_DAYS_DE}) ?(mornings?|evenings?|afternoons?|nights?|morgen|abend|nachmittag)\b"
+    rf"|\b(is|are) (now )?on ({_DAYS_EN})\b|\bto ({_DAYS_EN})\b|\b(ist|sind) (\w+ )?am ({_DAYS_DE})\b"
+    rf"|\bam ({_DAYS_DE}) ist\b|\bauf den ({_DAYS_DE})\b|\b(noch|jetzt|nun|immer) am ({_DAYS_DE})\b"
+    rf"|\b(still|now) on ({_DAYS_EN})\b)"
 )
 _ROUTINE = (
-    rf"\b{_ACTIVITY}\b[^.?!;]{{0,40}}?\b{_SCHEDULE}",
-    rf"\b{_SCHEDULE}\w*\b[^.?!;]{{0,40}}?\b{_ACTIVITY}\b",
+    rf"\b{_ACTIVITY}\b[^.?!;]{{0,40}}?{_SCHEDULE}",
+    rf"{_SCHEDULE}[^.?!;]{{0,40}}?\b{_ACTIVITY}\b",
+    rf"\b(ist|sind) (das |der |die )?{_ACTIVITY} (jetzt |nun )?am ({_DAYS_DE})\b",  # "ab jetzt ist Yoga am Montag"
 )
 
 _RULES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
@@ -144,6 +156,11 @@ _MINE: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
 )
 # a name right after the relative ("my sister Lena", "meine Schwester Lena"): case matters here
 _NAMED = re.compile(rf"(?i:\b{_POSSESSIVE}\s+{_WHICH}{_RELATIVE})\s+(?P<name>[A-ZÄÖÜ][a-zäöüß]+)\b")
+
+
+# where a relative lives is a place: "lives in Porto", "moved to Leeds", "nach Zürich gezogen", or
+# the reply to where ("my sister lives far away" gives none)
+_PLACE = re.compile(r"(?i:\b(in|to|near|nach|bei))\s+[A-ZÄÖÜ]|(?i:\b(wo|where|which city|welche[rn]? stadt)\b)")
 
 
 def _who(match: re.Match[str]) -> str:
@@ -177,7 +194,8 @@ def topics(text: str) -> frozenset[str]:
             for match in pattern.finditer(text):
                 groups = match.groupdict()
                 if groups.get("rel"):
-                    found.add(prefix + _who(match))
+                    if prefix != "home:" or _PLACE.search(text):
+                        found.add(prefix + _who(match))
                 elif groups.get("veh"):
                     found.add(prefix + _VEHICLES[groups["veh"].casefold()])
                 elif groups.get("act"):
