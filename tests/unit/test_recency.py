@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from engram.domain import life_topics
 from engram.domain.facts import content_tokens, corrected_check, says_changed
 from engram.domain.observation import Observation, ObservationDraft, Provenance
 from engram.domain.recall import RecallQuery, SearchHit
@@ -122,8 +123,15 @@ def test_recall_puts_the_turn_of_the_later_statement_first_and_names_the_boost()
     first, second = later_statements_first(turns, hits, plan)
     assert first.observation is new and second.observation is turn
     assert first.boosts["newer"] == round(first.score / 0.03, 6) and first.score > 0.04
-    plan.vectors = {str(old.id): OLD.vector, str(new.id): vec(0.0, 0.0, 1.0)}  # not near duplicates
-    assert later_statements_first(turns, hits, plan) == turns
+    # not near duplicates: a routine's day is a fact of the user's life all the same (`life_topics`)
+    plan.vectors = {str(old.id): OLD.vector, str(new.id): vec(0.0, 0.0, 1.0)}
+    assert later_statements_first(turns, hits, plan)[0].observation is new
+    # other statements need the near vectors
+    party = stored("user: the garden party is on the lawn", MAY, "unit:statement:c:D1:1:0", "c#D1:1")
+    moved = stored("user: the garden party moved to the terrace", JUNE, "unit:statement:c:D5:1:1", "c#D5:1")
+    hits = [SearchHit(observation=o, score=s, lexical_rank=1, vector_rank=1) for o, s in ((party, 0.04), (moved, 0.03))]
+    plan = plan_for("Where is the garden party?", {str(party.id): OLD.vector, str(moved.id): vec(0.0, 0.0, 1.0)})
+    assert later_statements_first(hits, hits, plan) == hits
 
 
 def test_a_no_to_the_assistants_check_corrects_what_the_check_names() -> None:
@@ -180,9 +188,10 @@ def test_a_later_statement_from_below_the_limit_moves_above_the_one_it_restates(
     assert len(hits) == 10
     assert [h.observation for h in hits[:2]] == [new, old] and "newer" in hits[0].boosts
     assert fillers[-1] not in [h.observation for h in hits]
-    plan.vectors = {str(old.id): vec(1.0, 0.0, 0.0), str(new.id): vec(0.0, 0.0, 1.0)}  # no restatement
-    assert [h.observation for h in scored_hits(plan, found, JUNE)] == ranked[:10]
+    plan.vectors = {str(old.id): vec(1.0, 0.0, 0.0), str(new.id): vec(0.0, 0.0, 1.0)}  # the car: a fact of life
+    assert [h.observation for h in scored_hits(plan, found, JUNE)][:2] == [new, old]
     # from below the cut a change marker with a near vector is not enough: it needs a question word
+    # (or a fact of life: "Sold it" does not say what)
     sold = stored("user: Sold it, it's a blue Golf now", MAY + timedelta(days=1), "unit:statement:c:D5:1:0", "c#D5:1")
     plan.vectors = {str(old.id): vec(1.0, 0.0, 0.0), str(sold.id): vec(1.0, 0.1, 0.0)}
     plan.vector[-1] = Ranked(id=str(sold.id), score=0.5)
@@ -199,3 +208,23 @@ def test_a_check_without_still_and_a_reply_that_sold_or_cancelled_it() -> None:
     for text in ("The old trip is cancelled; Morocco in March is the new plan.", "Die alte Reise ist storniert."):
         assert says_changed(text)
     assert not says_changed("We booked a holiday in Lisbon for April.")
+
+
+def test_a_later_value_of_a_fact_of_life_restates_the_earlier_whatever_the_vectors() -> None:
+    """'I drive a red Toyota' / 'I sold my old car and bought a Tesla' share no question word and
+    are no near duplicates; they give the same fact of the user's life (`life_topics`)."""
+
+    def life(text: str, at: datetime) -> Said:
+        return dataclasses.replace(
+            said(text, at, vec(1.0, 0.0, 0.0)), life=life_topics.facts_of(text), current=life_topics.current(text)
+        )
+
+    toyota = life("By the way, I drive a red Toyota Corolla.", MAY)
+    tesla = dataclasses.replace(life("I sold my old car and bought a white Tesla.", JUNE), vector=vec(0.0, 1.0, 0.0))
+    assert supersedes(tesla, toyota, frozenset())
+    assert not supersedes(toyota, tesla, frozenset())  # the earlier never restates the later
+    lena = life("My sister Lena lives in Porto.", MAY)
+    assert supersedes(life("My sister moved to Leeds.", JUNE), lena, frozenset())
+    assert not supersedes(life("My sister Mia moved to Leeds.", JUNE), lena, frozenset())  # another sister
+    also = life("I also have an old Fiat car for the allotment.", JUNE)  # one more, no current value
+    assert not supersedes(dataclasses.replace(also, vector=vec(0.0, 1.0, 0.0)), toyota, frozenset())

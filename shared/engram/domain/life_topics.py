@@ -184,10 +184,23 @@ def current(text: str) -> bool:
     return _NOT_CURRENT.search(text) is None
 
 
+# a word every topic's patterns need one of (a prefix suffices): most statements have none, and
+# recall reads the topics of every statement among its hits
+_TRIGGER = re.compile(
+    r"\b("
+    + "|".join(sorted({re.escape(w) for w in (*_RELATIVES, *_VEHICLES, *_ACTIVITIES)}, key=len, reverse=True))
+    + r"|liv|moved|reloc|wohn|leb|gezogen|zieht|work|job|position|joined|started|arbeit|beruf|stelle|als|bei"
+    + r"|i'm|i am|driv|fahr|fährst)",
+    _I,
+)
+
+
 @lru_cache(maxsize=4_096)  # consolidation reads each candidate's text once per pair
 def topics(text: str) -> frozenset[str]:
     """The facts of the user's life that `text` gives a value for: "home:me", "work:me",
     "home:sister", "work:older brother", "vehicle:car", "routine:swimming"."""
+    if _TRIGGER.search(text) is None:
+        return frozenset()
     found: set[str] = set()
     for prefix, patterns in _RULES:
         for pattern in patterns:
@@ -229,3 +242,15 @@ def gives_value_of(text: str, profile: Sequence[str]) -> bool:
 def shared_topic(a: str, b: str) -> str | None:
     """The first fact of the user's life that both texts give a value for, about the same person."""
     return next((t for t in sorted(topics(a) & topics(b)) if same_person(a, b, t)), None)
+
+
+def facts_of(text: str) -> frozenset[tuple[str, str]]:
+    """`topics` with the relative's name where `text` gives one ("" otherwise): what `same_fact`
+    compares when the texts themselves are not at hand (recall keeps these per statement)."""
+    named = names(text)
+    return frozenset((t, named.get(t.split(":", 1)[1], "")) for t in topics(text))
+
+
+def same_fact(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
+    """Whether two `facts_of` share a topic about the same person (a name on one side only agrees)."""
+    return any(ta == tb and (not na or not nb or na == nb) for ta, na in a for tb, nb in b)

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 
+from engram.domain import life_topics
 from engram.domain.addressee import addressee_support, asks_assistant, in_first_person
 from engram.domain.answer_kind import answer_support, asked_kind
 from engram.domain.conversation import answered_question
@@ -230,7 +231,15 @@ def later_statements_first(
         vector = plan.vectors.get(str(obs.id))
         if vector is not None and obs.tags and is_statement(obs):
             said[turn_of(obs)].append(
-                Said(obs.tags[0], observation_time(obs), content_tokens(obs.title), vector, says_changed(obs.title))
+                Said(
+                    obs.tags[0],
+                    observation_time(obs),
+                    content_tokens(obs.title),
+                    vector,
+                    says_changed(obs.title),
+                    life=life_topics.facts_of(obs.title),
+                    current=life_topics.current(obs.title),
+                )
             )
         elif obs.tags and (checked := corrects(obs)):
             said[turn_of(obs)].append(Said(obs.tags[0], observation_time(obs), frozenset(), None, corrects=checked))
