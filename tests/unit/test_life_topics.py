@@ -141,3 +141,21 @@ def test_a_session_summary_is_no_fact_of_the_profile() -> None:
     new = obs("Session summary: email. Learned: I traded in my car; I have a Tesla now.", user_id="a", type="context")
     old = old.model_copy(update={"created_at": new.created_at - timedelta(days=3)})
     assert decide(r(new), r(old), 0.84, _pool(old, new)).decision is not Decision.update
+
+
+def test_a_cars_make_a_new_start_and_the_next_trip() -> None:
+    assert topics("Ach ja, ich habe einen weißen BMW i3, endlich abbezahlt.") == {"vehicle:car"}
+    assert topics("Where I just started as a data analyst, how do I introduce myself?") == {"work:me"}
+    assert topics("I'm taking the seat by the window.") == set()  # no make that is a common word
+    assert "trip:next" in topics("Which vaccinations do we need before we fly to Iceland in June?")
+    assert "trip:next" in topics("Die alte Reise ist storniert; Island im Juni ist der neue Plan.")
+
+
+def test_a_later_trip_replaces_the_planned_one_only_when_it_says_so() -> None:
+    """Two trips can both be booked: a plan is replaced when the later one says it changed."""
+    lisbon = _said("Not related, but we booked a holiday in Lisbon for April.", age=timedelta(days=20))
+    iceland = _said("We're flying to Iceland in June, by the way.", age=timedelta(days=5))
+    assert decide(r(iceland), r(lisbon), 0.80, _pool(lisbon, iceland)).decision is not Decision.update
+    morocco = _said("The old trip is cancelled; Morocco in March is the new plan.", age=timedelta(days=2))
+    v = decide(r(morocco), r(lisbon), 0.80, _pool(lisbon, morocco))
+    assert (v.decision, v.current) == (Decision.update, morocco.id), v.reason

@@ -263,10 +263,8 @@ def _life_change(a: Reading, b: Reading, t: Thresholds) -> Verdict | None:
     newer, older = (a, b) if (recorded(oa), oa.created_at) >= (recorded(ob), ob.created_at) else (b, a)
     if oa.user_id is None or oa.type not in PROFILE_TYPES or _one_message(oa, ob):
         return None
-    if not newer.changed and not life_topics.current(newer.text):
-        return None
     topic = life_topics.shared_topic(a.text, b.text)
-    if topic is None:
+    if topic is None or not life_topics.replaces(topic, changed=newer.changed, current=life_topics.current(newer.text)):
         return None
     what = f"a change of {topic}"
     n, o = newer.observation, older.observation

@@ -6,7 +6,8 @@ changed ("My sister moved to Leeds", "I sold my old car and bought a Tesla", "I 
 swimming to Monday mornings"), the statement before it no longer holds, even though the two
 share few words and their vectors are not close ("My sister Lena lives in Porto" and "she moved
 to Leeds" are neither a near duplicate nor a `k=v` fact): consolidation's other rules cannot
-tell, and the stable memory block then gave the old and the new value side by side.
+tell, and the stable memory block then gave the old and the new value side by side. The next trip
+is a topic too, but a plan: a later one replaces it only when it says so (`ONLY_WHEN_CHANGED`).
 
 `topics` names those facts ("home:sister", "vehicle:car", "routine:swimming") in English and
 German, also as the assistant asks about them ("Which car do you drive?", "Is your sister still
@@ -85,6 +86,7 @@ _WORK = (
     r"\bi (now |currently |still )?work (as|at|for|in)\b",
     r"\b(working|to work) as\b",
     r"\bi (just |recently )?(joined|started at|started with) [^?!;\n]{1,40}? as (a|an|the)\b",
+    r"\bi (just |recently |have |'ve )?started (as (a|an)\b|at (?-i:[A-Z]))",
     r"\bi('m| am) (now |currently )?(a|an|the) [a-z-]+ (at|for|in)\b",
     r"\b(new job|switched jobs|changed jobs|left my (old )?(job|position))\b",
     r"\b(what do you do for (work|a living)|where do you work|are you (still )?working)\b",
@@ -100,6 +102,10 @@ _VEHICLES = _canonical(
     "car auto=car autos=car wagen=car wagens=car van transporter=van campervan wohnmobil=campervan motorbike"
     " motorcycle=motorbike motorrad=motorbike scooter roller=scooter bike=bicycle bicycle fahrrad=bicycle e-bike"
     " ebike=e-bike"
+    # a car's make names the car ("ich habe einen weißen BMW i3"); makes that are common words are left out
+    " audi=car bmw=car volkswagen=car vw=car toyota=car honda=car tesla=car skoda=car škoda=car opel=car"
+    " fiat=car mercedes=car renault=car peugeot=car citroën=car citroen=car kia=car hyundai=car mazda=car"
+    " nissan=car volvo=car dacia=car porsche=car subaru=car"
 )
 _VEHICLE = _group("veh", _VEHICLES)
 # which vehicle the user has: parting with one, or a verb of owning or driving with "a" (a value),
@@ -107,7 +113,8 @@ _VEHICLE = _group("veh", _VEHICLES)
 _VEHICLE_OWNED = (
     rf"\b(sold|traded in|verkauft|abgegeben)\b[^.?!;]{{0,30}}?\b{_VEHICLE}\b",
     rf"\b{_VEHICLE}\b[^.?!;]{{0,30}}?\b(sold|traded in|verkauft|abgegeben|ist weg|gekauft)\b",
-    rf"\b(bought|got|have|own|drive|ride|fahre)\b (now |still |jetzt |nun )?(a|an|einen|eine|ein)\b[^.?!;,]{{0,30}}?"
+    rf"\b(bought|got|have|own|drive|ride|fahre|habe|besitze)\b (now |still |jetzt |nun )?(a|an|einen|eine|ein)\b"
+    rf"[^.?!;,]{{0,30}}?"
     rf"\b{_VEHICLE}\b",
 )
 _DRIVES = (  # driving without naming the vehicle: a car
@@ -143,6 +150,15 @@ _ROUTINE = (
     rf"\b(ist|sind) (das |der |die )?{_ACTIVITY} (jetzt |nun )?am ({_DAYS_DE})\b",  # "ab jetzt ist Yoga am Montag"
 )
 
+# the next trip: a plan, not a fact with one value for good (two trips can both be booked), so a
+# later one replaces it only when it says so ("the old trip is cancelled; Morocco is the new plan")
+_TRIP = (
+    r"\b(trip|holiday|vacation|getaway|reise|urlaub)\b",
+    r"\b(fly|flying|going|travel|travelling|traveling|heading) to (?-i:[A-Z])\w+ (in|for|this|next)\b",
+    r"\b(fliegen|fahren|reisen|geht es) (\w+ ){0,3}nach (?-i:[A-ZÄÖÜ])",
+)
+ONLY_WHEN_CHANGED = frozenset({"trip:next"})
+
 _RULES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
     ("home:", tuple(re.compile(p, _I) for p in _RELATIVE_HOME)),
     ("work:", tuple(re.compile(p, _I) for p in _RELATIVE_WORK)),
@@ -153,6 +169,7 @@ _MINE: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
     ("home:me", tuple(re.compile(p, _I) for p in _HOME)),
     ("work:me", tuple(re.compile(p, _I) for p in _WORK)),
     ("vehicle:car", tuple(re.compile(p, _I) for p in _DRIVES)),
+    ("trip:next", tuple(re.compile(p, _I) for p in _TRIP)),
 )
 # a name right after the relative ("my sister Lena", "meine Schwester Lena"): case matters here
 _NAMED = re.compile(rf"(?i:\b{_POSSESSIVE}\s+{_WHICH}{_RELATIVE})\s+(?P<name>[A-ZÄÖÜ][a-zäöüß]+)\b")
@@ -190,7 +207,8 @@ _TRIGGER = re.compile(
     r"\b("
     + "|".join(sorted({re.escape(w) for w in (*_RELATIVES, *_VEHICLES, *_ACTIVITIES)}, key=len, reverse=True))
     + r"|liv|moved|reloc|wohn|leb|gezogen|zieht|work|job|position|joined|started|arbeit|beruf|stelle|als|bei"
-    + r"|i'm|i am|driv|fahr|fährst)",
+    + r"|i'm|i am|driv|fahr|fährst|trip|holiday|vacation|getaway|reise|urlaub|fly|flying|going|travel|heading"
+    + r"|flieg|geht es)",
     _I,
 )
 
@@ -251,6 +269,14 @@ def facts_of(text: str) -> frozenset[tuple[str, str]]:
     return frozenset((t, named.get(t.split(":", 1)[1], "")) for t in topics(text))
 
 
-def same_fact(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
-    """Whether two `facts_of` share a topic about the same person (a name on one side only agrees)."""
-    return any(ta == tb and (not na or not nb or na == nb) for ta, na in a for tb, nb in b)
+def shared_fact(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> str | None:
+    """The topic two `facts_of` share about the same person (a name on one side only agrees)."""
+    return next(
+        (ta for ta, na in sorted(a) for tb, nb in sorted(b) if ta == tb and (not na or not nb or na == nb)), None
+    )
+
+
+def replaces(topic: str, *, changed: bool, current: bool) -> bool:
+    """Whether a later statement of `topic` replaces the earlier value: it says that it changed, or
+    it gives a current value of a fact that has one at a time (not of a plan: `ONLY_WHEN_CHANGED`)."""
+    return changed or (current and topic not in ONLY_WHEN_CHANGED)

@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from engram.domain.facts import CHECKED_WORDS
-from engram.domain.life_topics import same_fact
+from engram.domain.life_topics import replaces, shared_fact
 from engram.domain.search import Vector
 
 NEAR_DUPLICATE = 0.93  # cosine of two statements' (normalised) vectors
@@ -78,7 +78,9 @@ def supersedes(later: Said, earlier: Said, question: frozenset[str], threshold: 
         return False
     if later.corrects:  # "Is your sister still living in Porto?" - "No, ..." corrects what named them
         return len(later.corrects & earlier.words) >= CHECKED_WORDS
-    if (later.changed or later.current) and same_fact(later.life, earlier.life):
+    if (topic := shared_fact(later.life, earlier.life)) and replaces(
+        topic, changed=later.changed, current=later.current
+    ):
         return True  # a fact of their life with one value at a time: the later value holds
     if later.vector is None or earlier.vector is None:
         return False
