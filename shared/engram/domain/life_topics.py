@@ -1,4 +1,5 @@
-"""Which fact of the user's life a statement gives a value for: pure rules, for consolidation.
+"""Which fact of the user's life a statement gives a value for: pure rules, for consolidation,
+recall's newer statement first and the offline extraction.
 
 A user's profile holds facts that have one value at a time: where they live, where they work,
 the car they drive, where a relative lives, the day of a weekly routine. When the user says one
@@ -15,7 +16,7 @@ living in Porto?", as the offline extraction titles a reply with the question it
 A topic wants the verb that gives the value, not just the noun: "My car needs new tyres" says
 nothing about which car, "I love swimming" nothing about the day. A relative with another
 adjective ("my older sister") or another name ("my sister Lena" / "my sister Mia") is another
-person (`names`).
+person (`names`, `shared_fact`).
 """
 
 from __future__ import annotations
@@ -242,14 +243,6 @@ def names(text: str) -> dict[str, str]:
     return {_who(m): m.group("name") for m in _NAMED.finditer(text)}
 
 
-def same_person(a: str, b: str, topic: str) -> bool:
-    """Whether two texts that share a relative's topic can be about the same relative: not when
-    each names them and the names differ."""
-    who = topic.split(":", 1)[1]
-    na, nb = names(a).get(who), names(b).get(who)
-    return na is None or nb is None or na == nb
-
-
 def gives_value_of(text: str, profile: Sequence[str]) -> bool:
     """Whether `text` gives a fact of the user's life that an entry of their `profile` holds: a
     new value of it, whatever else the sentence looks like ("From now on swimming is on Monday"
@@ -259,12 +252,12 @@ def gives_value_of(text: str, profile: Sequence[str]) -> bool:
 
 def shared_topic(a: str, b: str) -> str | None:
     """The first fact of the user's life that both texts give a value for, about the same person."""
-    return next((t for t in sorted(topics(a) & topics(b)) if same_person(a, b, t)), None)
+    return shared_fact(facts_of(a), facts_of(b))
 
 
 def facts_of(text: str) -> frozenset[tuple[str, str]]:
-    """`topics` with the relative's name where `text` gives one ("" otherwise): what `same_fact`
-    compares when the texts themselves are not at hand (recall keeps these per statement)."""
+    """`topics` with the relative's name where `text` gives one ("" otherwise): what `shared_fact`
+    compares (recall keeps these per statement)."""
     named = names(text)
     return frozenset((t, named.get(t.split(":", 1)[1], "")) for t in topics(text))
 
