@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.domain import life_topics
+from engram.domain.dates import WEEKDAYS_DE, WEEKDAYS_EN
 from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import (
     ObservationDraft,
@@ -140,10 +141,7 @@ _MONTHS = (
     "januar|februar|märz|maerz|april|mai|juni|juli|august|september|oktober|november|dezember|"
     "january|february|march|may|june|july|october|december"
 )
-_WEEKDAYS = (
-    "montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|"
-    "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-)
+_WEEKDAYS = "|".join((*WEEKDAYS_DE, *WEEKDAYS_EN))
 
 # (observation type, key prefix, patterns): first matching rule wins for a sentence.
 _RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (

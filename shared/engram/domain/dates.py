@@ -32,6 +32,9 @@ for number, names in enumerate(
     for name in names:
         MONTHS[name] = number
 
+WEEKDAYS_EN = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+WEEKDAYS_DE = ("montag", "dienstag", "mittwoch", "donnerstag", "freitag", "samstag", "sonntag")
+
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 _DAY = r"(\d{1,2})(?:st|nd|rd|th|\.)?"
 _PATTERNS = (

@@ -25,6 +25,8 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from engram.domain.dates import WEEKDAYS_DE, WEEKDAYS_EN
+
 # the observation types of the user's profile (the stable memory block); a session's summary or a
 # digest names many facts at once and is never one of them
 PROFILE_TYPES: tuple[str, ...] = ("preference", "identity")
@@ -133,8 +135,8 @@ _ACTIVITIES = _canonical(
     " radfahren=cycling wandern=hiking tanzen=dancing rudern=rowing segeln=sailing chor=choir fitnessstudio=gym"
 )
 _ACTIVITY = _group("act", _ACTIVITIES)
-_DAYS_EN = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_DAYS_DE = "montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag"
+_DAYS_EN = "|".join(WEEKDAYS_EN)
+_DAYS_DE = "|".join(WEEKDAYS_DE)
 # a habit, not one day: "every Friday", "Mondays", "Monday mornings", "is on Monday", "moved to
 # Thursday", "ist am Montag", "auf den Donnerstag", "der Samstagmorgen", "noch am Samstag" ("I
 # skipped swimming on Monday" gives no routine)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from engram.domain.dates import MONTHS
+from engram.domain.dates import MONTHS, WEEKDAYS_DE, WEEKDAYS_EN
 from engram.domain.facts import CHECKED_WORDS, content_tokens, corrected_check, is_check, says_changed
 
 _RELATIVES_EN = (
@@ -221,8 +221,7 @@ def personal(text: str) -> bool:
 
 # when something happens is no topic: "I moved the dentist to Monday morning" changes no routine
 _WHEN = content_tokens(
-    f"{' '.join(MONTHS)} monday tuesday wednesday thursday friday saturday sunday montag dienstag mittwoch"
-    " donnerstag freitag samstag sonntag morning mornings evening evenings night nights"
+    f"{' '.join(MONTHS)} {' '.join(WEEKDAYS_EN)} {' '.join(WEEKDAYS_DE)} morning mornings evening evenings night nights"
     " day days week weeks month months year years today tomorrow time morgen abend abends nacht tag tage woche"
     " wochen monat monate jahr jahre heute zeit früh"
 )
