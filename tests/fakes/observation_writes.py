@@ -8,8 +8,8 @@
 - Keyless drafts are inserted unless their (owner, content hash) is stored: deduplicated.
 - Keyed drafts update the row with their (owner, type, key) in place when a mutable field
   differs (`updated`, `updated_at` bumped, `created_at` kept, provenance kept where the draft
-  has none; a row superseded by consolidation becomes current again), else `deduplicated`; or
-  they are inserted (`created`).
+  has none; a row superseded by consolidation becomes current again), else `deduplicated`
+  (also when the row was said after the draft: both `said_at`); or they are inserted (`created`).
 - A unique violation inside the batch (two new rows with one content hash) rolls the batch
   back and writes it draft by draft, as the real writer's fallback does.
 """
@@ -152,7 +152,8 @@ class ObservationWrites:
             outcome[identity(d)] = (self._insert(d), WriteOutcome.created)
             return
         values = stored_values(d)
-        if all(getattr(row, f) == values[f] for f in MUTABLE):
+        said_before = d.said_at is not None and row.said_at is not None and d.said_at < row.said_at
+        if all(getattr(row, f) == values[f] for f in MUTABLE) or said_before:
             outcome[identity(d)] = (row.id, WriteOutcome.deduplicated)
             return
         clash = self._by_hash(owner, d.content_hash)
@@ -168,6 +169,7 @@ class ObservationWrites:
                     chat_message_id=new.chat_message_id or old.chat_message_id,
                     source_event_id=new.source_event_id or old.source_event_id,
                 ),
+                "said_at": d.said_at or row.said_at,
                 "updated_at": self.tx.bump(row.updated_at),
                 # new content under a key is a new statement: current again
                 "superseded_by": None,
@@ -191,6 +193,7 @@ class ObservationWrites:
             created_at=self.tx.now,  # now(): the transaction's start
             updated_at=self.tx.now,
             merged_from=list(d.merged_from),
+            said_at=d.said_at,
             **stored_values(d),
         )
         return new_id

@@ -193,7 +193,7 @@ class InMemoryObservationStore:
             and o.type in types
             and o.is_live(now)
         ]
-        found.sort(key=lambda o: (Priority(o.priority).rank, o.created_at, o.id.int), reverse=True)
+        found.sort(key=lambda o: (Priority(o.priority).rank, o.said, o.id.int), reverse=True)
         return found[:limit]
 
     async def visible(self, ids: Sequence[str], visibility: Visibility, now: datetime) -> dict[str, Observation]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cloudevents.http import CloudEvent
 
 from engram.adapters.nats_binding import to_nats_binary
+from engram.domain.errors import InvalidEvent
 from engram.domain.events import OBSERVATION_CREATED, OBSERVATION_MARKED, new_event, subject_for
 from functions.extract_observation.main import WORKER
 from tests.conftest import deliver, eventually
@@ -65,6 +67,38 @@ async def test_keyed_rule_updates_instead_of_duplicating(services: Any, workers:
         lambda: count(services.db, tenant, "SELECT count(*) FROM observations WHERE narrative LIKE '%Berlin%'")
     )
     assert await count(services.db, tenant) == 1
+
+
+async def test_a_late_event_never_replaces_what_a_later_one_said(services: Any, tenant: str) -> None:
+    """The event of 3 May arrives after the one of 5 May (a redelivery after an outage, a replayed
+    dead letter): the row keeps 5 May's value and is dated by it, not by when it was written."""
+    later = customer_event(tenant, "c-5may", city="Berlin")
+    later["time"] = "2026-05-05T08:00:00Z"
+    late = customer_event(tenant, "c-3may", city="Hamburg")
+    late["time"] = "2026-05-03T08:00:00.123456789+02:00"  # RFC 3339 allows nanoseconds and any offset
+    assert await deliver(services, WORKER, [later]) == [None]
+    assert await deliver(services, WORKER, [late]) == [None]
+    async with services.db.tenant(tenant) as conn:
+        rows = await conn.fetch("SELECT narrative, said_at, created_at FROM observations")
+    [row] = rows
+    assert "Berlin" in row["narrative"] and row["said_at"] == datetime(2026, 5, 5, 8, tzinfo=UTC)
+    assert row["created_at"] > row["said_at"]
+    # a clock ahead of ours says nothing happened in the future: said when it arrived
+    ahead = customer_event(tenant, "c-ahead", customer_id="3003", name="Zukunft AG")
+    ahead["time"] = (datetime.now(UTC) + timedelta(days=30)).isoformat()
+    assert await deliver(services, WORKER, [ahead]) == [None]
+    async with services.db.tenant(tenant) as conn:
+        said = await conn.fetchval("SELECT said_at FROM observations WHERE narrative LIKE '%Zukunft%'")
+    assert said <= datetime.now(UTC)
+
+
+async def test_an_event_whose_time_is_no_timestamp_is_dead_lettered_at_once(services: Any, tenant: str) -> None:
+    for bad in ("yesterday", "2026-05-04T10:00:00", "2026-02-30T10:00:00Z"):
+        event = customer_event(tenant, f"t-{bad}")
+        event["time"] = bad
+        [outcome] = await deliver(services, WORKER, [event])
+        assert isinstance(outcome, InvalidEvent) and "time" in str(outcome) and bad in str(outcome)
+    assert await count(services.db, tenant) == 0
 
 
 async def test_unknown_types_are_acknowledged_and_counted(services: Any, workers: Any, tenant: str) -> None:

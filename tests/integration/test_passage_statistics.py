@@ -24,8 +24,8 @@ DIMS = 64
 
 
 async def _database_at_0016(stack: dict[str, str], tmp_path: Path) -> tuple[str, Database]:
-    """A fresh database migrated up to 0016, with the column the adapter reads (its triggers
-    are still 0016's, counting the passages)."""
+    """A fresh database migrated up to 0016, with the columns the adapter reads (its triggers
+    are still 0016's, counting the passages; `said_at` is 0018's)."""
     before = tmp_path / "migrations"
     before.mkdir()
     for f in sorted(MIGRATIONS_DIR.glob("*.sql")):
@@ -36,6 +36,7 @@ async def _database_at_0016(stack: dict[str, str], tmp_path: Path) -> tuple[str,
     db = await Database.connect(url, max_size=6)
     async with db.system() as conn:
         await conn.execute("ALTER TABLE search_stats ADD COLUMN bm25_docs bigint NOT NULL DEFAULT 0")
+        await conn.execute("ALTER TABLE observations ADD COLUMN said_at timestamptz")
     return url, db
 
 

@@ -75,6 +75,31 @@ async def test_idempotent_writes(uow: Any, tenant: str) -> None:
     assert current[a.observation.id].revision == b.observation.updated_at
 
 
+async def test_said_at_orders_keyed_writes_and_the_profile(uow: Any, tenant: str) -> None:
+    """A keyed write never replaces what was said after it (a late or replayed event); without
+    `said_at` on both sides the last write wins, as before. The profile's newest is the newest said."""
+    monday, tuesday, wednesday = (datetime(2026, 3, d, 9, tzinfo=UTC) for d in (2, 3, 4))
+    (a,) = await write(uow, tenant, draft(tenant, "Lives in Hamburg", key="city", said_at=tuesday))
+    (late,) = await write(uow, tenant, draft(tenant, "Lives in Berlin", key="city", said_at=monday))
+    assert late.outcome is deduplicated and late.observation.id == a.observation.id
+    assert late.observation.title == "Lives in Hamburg" and late.observation.said_at == tuesday
+    (later,) = await write(uow, tenant, draft(tenant, "Lives in Kiel", key="city", said_at=wednesday))
+    assert later.outcome is updated and (later.observation.title, later.observation.said_at) == (
+        "Lives in Kiel",
+        wednesday,
+    )
+    (unsaid,) = await write(uow, tenant, draft(tenant, "Lives in Bonn", key="city"))  # a person's own write
+    assert unsaid.outcome is updated and unsaid.observation.title == "Lives in Bonn"
+    assert unsaid.observation.said_at == wednesday and unsaid.observation.said == wednesday
+    # written in the order Tuesday, Monday: the profile lists Tuesday's first
+    await write(uow, tenant, draft(tenant, "Drives a Golf", type="identity", said_at=tuesday))
+    await write(uow, tenant, draft(tenant, "Drives a Polo", type="identity", said_at=monday))
+    async with uow.tenant(tenant) as tx:
+        profile = await tx.observations.profile(seeing(tenant), types=["identity"], now=datetime.now(UTC), limit=10)
+    assert [o.title for o in profile] == ["Drives a Golf", "Drives a Polo"]
+    assert [o.holds_from for o in profile] == [tuesday, monday]
+
+
 async def test_visible_reads(uow: Any, tenant: str) -> None:
     now = datetime.now(UTC)
     written = await write(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import ValidationError
@@ -37,6 +39,17 @@ ORIGIN = Origin("t1", "alice", uuid.uuid4(), uuid.uuid4(), "evt-1")
 )
 def test_language_detection(text: str, language: str) -> None:
     assert detect_language(text) == language
+
+
+def test_what_a_turn_gives_is_dated_by_the_turn() -> None:
+    said = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+    origin = dataclasses.replace(ORIGIN, said_at=said)
+    message = "Ich bevorzuge kurze Antworten. Ich wohne in Kiel."
+    drafts = offline_observations(message, origin, DEFAULT_OBSERVATION_TYPES)
+    assert len(drafts) == 2 and {d.said_at for d in drafts} == {said}
+    output = ExtractionOutput.model_validate({"observations": [{"type": "fact", "title": "Lives in Kiel"}]})
+    assert [d.said_at for d in to_drafts(output, origin)] == [said]
+    assert [d.said_at for d in to_drafts(output, ORIGIN)] == [None]  # an event without a time: said when written
 
 
 def test_offline_extractor_keeps_salient_german_statements() -> None:

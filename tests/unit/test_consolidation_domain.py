@@ -109,6 +109,26 @@ def test_valid_from_orders_before_the_recording_time() -> None:
     assert (v.decision, v.current) == (Decision.update, later.id)
 
 
+def test_when_it_was_said_orders_before_when_it_was_written() -> None:
+    """A late event (a redelivery, a replayed dead letter) writes what was said first last: the
+    statement said later holds, whichever row is newer."""
+    said_later = obs("Müller moved to Hamburg", facts=("customer_id=1", "city=Hamburg"), age=timedelta(days=20))
+    said_first = obs("Müller is in Stuttgart", facts=("customer_id=1", "city=Stuttgart"), age=timedelta(hours=1))
+    said_later = said_later.model_copy(update={"said_at": NOW - timedelta(days=21)})
+    said_first = said_first.model_copy(update={"said_at": NOW - timedelta(days=40)})  # written last
+    for a, b in ((said_first, said_later), (said_later, said_first)):
+        v = decide(r(a), r(b), 0.9)
+        assert (v.decision, v.current) == (Decision.update, said_later.id)
+    # two statements said within `order_gap` of each other have no clear order, however far apart written
+    close = said_first.model_copy(update={"said_at": said_later.said_at - timedelta(minutes=2)})  # type: ignore[operator]
+    plain = said_later.model_copy(update={"title": "Müller is in Hamburg"})
+    assert decide(r(close), r(plain), 0.9).decision is Decision.conflict
+    # a merge was said as late as its latest source; an update as late as its newer one
+    assert merged_draft([said_first, said_later]).said_at == said_later.said_at
+    [step] = plan(said_first, [(said_later, Verdict(Decision.update, "city", current=said_later.id))], NOW)
+    assert step.result is said_later and step.valid_to[said_first.id] == said_first.created_at
+
+
 def pool_of(*texts: str) -> Pool:
     """A pool of an audience: the texts plus background that makes template words common."""
     background = [obs(f"{name} prefers short answers and likes brief replies") for name in "ABCDEFGHIJKLMNOPQRST"]

@@ -5,12 +5,13 @@ is at fault. Classification of failures: data, outage, unknown."""
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime
 
 import pytest
 from cloudevents.http import CloudEvent
 
 from engram.adapters.failures import failure_kind
-from engram.domain.deliveries import Batch, classify
+from engram.domain.deliveries import Batch, classify, occurrence_time
 from engram.domain.errors import InvalidEvent, Poison, Transient
 from engram.runtime.worker import Worker
 
@@ -182,3 +183,29 @@ def test_real_driver_errors_are_classified() -> None:
     assert failure_kind(asyncpg.exceptions.InterfaceError("connection is closed")) == "outage"
     assert failure_kind(nats.errors.NoRespondersError()) == "outage"
     assert failure_kind(nats.errors.ConnectionClosedError()) == "outage"
+
+
+@pytest.mark.parametrize(
+    ("time", "expected"),
+    [
+        ("2018-04-05T17:31:00Z", datetime(2018, 4, 5, 17, 31, tzinfo=UTC)),
+        ("2018-04-05t17:31:00.123456789+02:00", datetime(2018, 4, 5, 15, 31, 0, 123456, tzinfo=UTC)),
+        ("2018-04-05 17:31:00-00:30", datetime(2018, 4, 5, 18, 1, tzinfo=UTC)),
+        (None, None),
+    ],
+)
+def test_an_events_time_is_when_the_occurrence_happened(time: str | None, expected: datetime | None) -> None:
+    assert occurrence_time(time) == expected
+
+
+async def test_an_event_whose_time_is_no_rfc3339_timestamp_is_refused_alone() -> None:
+    db = TenantDatabase()
+    events = [event("t1", "good 0", 0), event("t1", "good 1", 1)]
+    events[1]["time"] = "2018-04-05T17:31:00"  # no offset: a local time of an unknown place
+    outcomes = await WORKER.run(db.handle, events)
+    assert outcomes[0] is None and isinstance(outcomes[1], InvalidEvent)
+    assert "time" in str(outcomes[1]) and "RFC 3339" in str(outcomes[1])
+    assert db.applied["t1"] == ["good 0"]
+    for bad in ("2018-04-31T17:31:00Z", "tomorrow", "2018-04-05T25:00:00Z"):
+        with pytest.raises(InvalidEvent, match="time"):
+            occurrence_time(bad)

@@ -101,6 +101,9 @@ def test_boosts_order_priority_feedback_and_recency() -> None:
     assert boosted(1.0, boosts(obs(relevance_count=20), NOW)) > base
     old = obs(created_at=NOW - timedelta(days=400), updated_at=NOW - timedelta(days=400))
     assert boosted(1.0, boosts(old, NOW)) < base
+    # recency counts from when it was said: an old event written today is old
+    said_long_ago = obs(said_at=NOW - timedelta(days=400))
+    assert boosts(said_long_ago, NOW)["recency"] == boosts(old, NOW)["recency"]
     assert boosts(obs(type="decision"), NOW, {"decision": 1.5})["type"] == 1.5
     assert "type" not in boosts(obs(), NOW, {"decision": 1.5})
 

@@ -42,6 +42,7 @@ _COLUMNS = (
     "source_event_id",
     "valid_from",
     "expires_at",
+    "said_at",
     "merged_from",
 )
 _TYPES = (
@@ -67,6 +68,7 @@ _TYPES = (
     "uuid",
     "uuid",
     "text",
+    "timestamptz",
     "timestamptz",
     "timestamptz",
     "uuid[]",
@@ -131,6 +133,7 @@ def row_payload(draft: ObservationDraft, new_id: uuid.UUID) -> dict[str, Any]:
         "source_event_id": draft.provenance.source_event_id,
         "valid_from": draft.valid_from.isoformat() if draft.valid_from else None,
         "expires_at": draft.expires_at.isoformat() if draft.expires_at else None,
+        "said_at": draft.said_at.isoformat() if draft.said_at else None,
         "merged_from": [str(i) for i in draft.merged_from],
     }
 
@@ -171,6 +174,7 @@ def to_observation(row: asyncpg.Record) -> Observation:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         valid_to=row["valid_to"],
+        said_at=row["said_at"],
         merged_from=list(row["merged_from"]),
         conflicts_with=list(row["conflicts_with"]),
     )

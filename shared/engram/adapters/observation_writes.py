@@ -3,7 +3,9 @@
 One statement for a whole batch on the fast path. Same content for the same tenant and owner
 is stored once (unique content hash); the same (tenant, owner, type, key) updates the row in
 place, keeps `created_at` and bumps `updated_at` (and makes a row superseded by consolidation
-current again: new content under a key is a new statement). If a concurrent writer wins a race, the
+current again: new content under a key is a new statement), unless the stored row was said after
+the draft (both have `said_at`: a late or replayed event does not undo a later statement; the
+draft is then `deduplicated`). If a concurrent writer wins a race, the
 batch falls back to row-by-row writes under savepoints, so the outcome is the same as if the
 writers had taken turns.
 """
@@ -34,6 +36,7 @@ ON CONFLICT (tenant_id, owner_key, type, key) WHERE key IS NOT NULL DO UPDATE SE
   session_id = coalesce(EXCLUDED.session_id, observations.session_id),
   chat_message_id = coalesce(EXCLUDED.chat_message_id, observations.chat_message_id),
   source_event_id = coalesce(EXCLUDED.source_event_id, observations.source_event_id),
+  said_at = coalesce(EXCLUDED.said_at, observations.said_at),
   -- new content under a key is a new statement: current again, even if consolidation had
   -- superseded the row (consolidation then looks at it again)
   superseded_by = NULL,
@@ -41,6 +44,8 @@ ON CONFLICT (tenant_id, owner_key, type, key) WHERE key IS NOT NULL DO UPDATE SE
   updated_at = greatest(clock_timestamp(), observations.updated_at + interval '1 microsecond')
 WHERE ({", ".join(f"observations.{c}" for c in _MUTABLE)})
   IS DISTINCT FROM ({", ".join(f"EXCLUDED.{c}" for c in _MUTABLE)})
+  -- what was said before the stored value (a late or replayed event) does not replace it
+  AND NOT coalesce(EXCLUDED.said_at < observations.said_at, false)
 RETURNING id, (xmax = 0) AS inserted
 """
 

@@ -220,7 +220,7 @@ class PgObservationStore:
         params.append(limit)
         rows = await self.conn.fetch(
             f"SELECT * FROM observations WHERE {' AND '.join(where)}"
-            f" ORDER BY {_PRIORITY_RANK} DESC, created_at DESC, id DESC LIMIT ${len(params)}",
+            f" ORDER BY {_PRIORITY_RANK} DESC, coalesce(said_at, created_at) DESC, id DESC LIMIT ${len(params)}",
             *params,
         )
         return [to_observation(r) for r in rows]

@@ -14,6 +14,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -101,6 +102,7 @@ class Origin:
     message_id: uuid.UUID | None
     event_id: str
     team_ids: tuple[str, ...] = ()  # the user's teams: where a team item is proposed
+    said_at: datetime | None = None  # when the turn took place (its event's time): the drafts' `said_at`
 
 
 def to_drafts(output: ExtractionOutput, origin: Origin) -> list[ObservationDraft]:
@@ -130,6 +132,7 @@ def to_drafts(output: ExtractionOutput, origin: Origin) -> list[ObservationDraft
                 provenance=Provenance(
                     session_id=origin.session_id, chat_message_id=origin.message_id, source_event_id=origin.event_id
                 ),
+                said_at=origin.said_at,
             )
         )
     return drafts
@@ -332,6 +335,7 @@ def offline_observations(
                 provenance=Provenance(
                     session_id=origin.session_id, chat_message_id=origin.message_id, source_event_id=origin.event_id
                 ),
+                said_at=origin.said_at,
             )
         )
     return drafts
@@ -434,4 +438,5 @@ def summary_draft(
         trigger_source=TriggerSource.chat,
         discovery_tokens=[generated_by_model] if generated_by_model else [],
         provenance=Provenance(session_id=session_id, source_event_id=origin.event_id),
+        said_at=origin.said_at,
     )

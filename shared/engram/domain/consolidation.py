@@ -18,7 +18,7 @@ For a pair the rules decide one of
   the owner's life with one value at a time, told again by a later message that says it changed:
   "my sister moved to Leeds" after "my sister Lena lives in Porto", `life_topics`) with a clear
   order -> the newer supersedes the older;
-- **conflict**: the same, without a clear order (recorded within `order_gap` of each other, or
+- **conflict**: the same, without a clear order (said within `order_gap` of each other, or
   the newer is less trusted than the older) -> both stay, linked;
 - **unrelated**: anything else. `certain` says whether the rules are sure; the LLM path is asked
   about similar pairs the rules left open (one call per cluster).
@@ -29,7 +29,7 @@ Antworten", "RabbitMQ for the billing/archive service") is about something else,
 the vectors (e5 puts such pairs at 0.97, paraphrases at 0.89-0.98: cosine alone cannot tell).
 
 An order is clear when the valid-from times differ, when the newer statement says it changed,
-or when it was recorded later (by at least `order_gap`) by a source at least as trusted.
+or when it was said later (by at least `order_gap`; `when`) by a source at least as trusted.
 """
 
 from __future__ import annotations
@@ -101,9 +101,11 @@ def trust(obs: Observation) -> tuple[int, int, float]:
     return (int(obs.verified), rank, round(obs.confidence, 3))
 
 
-def recorded(obs: Observation) -> datetime:
-    """When the statement holds from: its valid-from time, else when it was stored."""
-    return obs.valid_from or obs.created_at
+def when(obs: Observation) -> tuple[datetime, datetime, datetime]:
+    """What orders two statements: when they hold from, then when their sources said them (the
+    events' occurrence times: a late or replayed event is not newer for arriving last), then
+    when they were written."""
+    return (obs.holds_from, obs.said, obs.created_at)
 
 
 @dataclass(frozen=True)
@@ -260,7 +262,7 @@ def _life_change(a: Reading, b: Reading, t: Thresholds) -> Verdict | None:
     session's summary names many facts), and not for two statements of one message: their order
     is no order of events."""
     oa, ob = a.observation, b.observation
-    newer, older = (a, b) if (recorded(oa), oa.created_at) >= (recorded(ob), ob.created_at) else (b, a)
+    newer, older = (a, b) if when(oa) >= when(ob) else (b, a)
     if oa.user_id is None or oa.type not in PROFILE_TYPES or _one_message(oa, ob):
         return None
     topic = life_topics.shared_topic(a.text, b.text)
@@ -319,7 +321,7 @@ def compare(a: Reading, b: Reading, pool: Pool, t: Thresholds = DEFAULT_THRESHOL
 def ordered(a: Reading, b: Reading, what: str, t: Thresholds = DEFAULT_THRESHOLDS) -> Verdict:
     """An update when the two have a clear order, else a conflict (R-15.1)."""
     oa, ob = a.observation, b.observation
-    newer, older = (a, b) if (recorded(oa), oa.created_at) >= (recorded(ob), ob.created_at) else (b, a)
+    newer, older = (a, b) if when(oa) >= when(ob) else (b, a)
     n, o = newer.observation, older.observation
     if n.valid_from and o.valid_from and n.valid_from != o.valid_from:
         return Verdict(Decision.update, f"{what}; valid from {n.valid_from:%Y-%m-%d} on", current=n.id)
@@ -329,9 +331,9 @@ def ordered(a: Reading, b: Reading, what: str, t: Thresholds = DEFAULT_THRESHOLD
         return Verdict(Decision.update, f"{what}; the newer one says it changed", current=n.id)
     if trust(n) < trust(o):
         return Verdict(Decision.conflict, f"{what}; the newer one is less trusted ({n.source.value})")
-    if abs(recorded(n) - recorded(o)) < t.order_gap:
-        return Verdict(Decision.conflict, f"{what}; recorded at the same time")
-    return Verdict(Decision.update, f"{what}; the newer one was recorded later", current=n.id)
+    if abs(n.holds_from - o.holds_from) < t.order_gap:
+        return Verdict(Decision.conflict, f"{what}; said at the same time")
+    return Verdict(Decision.update, f"{what}; the newer one was said later", current=n.id)
 
 
 def _one(values: frozenset[str]) -> str:
@@ -354,7 +356,7 @@ def _union(lists: Sequence[Sequence[str]], cap: int) -> list[str]:
 
 def base_of(sources: Sequence[Observation]) -> Observation:
     """The source whose words a merge keeps: the most trusted, then the most recent."""
-    return max(sources, key=lambda o: (trust(o), recorded(o), o.created_at, o.id.int))
+    return max(sources, key=lambda o: (trust(o), *when(o), o.id.int))
 
 
 def merged_draft(
@@ -386,6 +388,7 @@ def merged_draft(
         provenance=base.provenance,
         valid_from=min(s for s in starts if s is not None) if all(starts) else None,
         expires_at=max(e for e in ends if e is not None) if all(ends) else None,
+        said_at=max(s.said for s in sources),  # said again: as late as its latest source
         merged_from=sorted({s.id for s in sources}, key=lambda i: i.int),
     )
 
@@ -414,6 +417,7 @@ def updated_draft(newer: Observation, older: Observation, carried: Sequence[str]
             "priority": newer.priority,
             "valid_from": newer.valid_from,
             "expires_at": newer.expires_at,
+            "said_at": newer.said,
             "source": newer.source,
             "provenance": newer.provenance,
         }

@@ -76,7 +76,7 @@ def verdicts_of(
 
 def describe(obs: Observation) -> str:
     """An observation as the model reads it: when, from whom, what."""
-    lines = [f"recorded {obs.created_at:%Y-%m-%d %H:%M}, source {obs.source.value}, verified {obs.verified}"]
+    lines = [f"said {obs.said:%Y-%m-%d %H:%M}, source {obs.source.value}, verified {obs.verified}"]
     if obs.valid_from:
         lines.append(f"valid from {obs.valid_from:%Y-%m-%d}")
     lines.append(f"title: {' '.join(obs.title.split())}")

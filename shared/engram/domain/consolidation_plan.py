@@ -28,7 +28,6 @@ from engram.domain.consolidation import (
     audience,
     carried_over,
     merged_draft,
-    recorded,
     updated_draft,
 )
 from engram.domain.facts import Reading
@@ -61,7 +60,7 @@ class Step:
 def became_true(newer: Observation, older: Observation, now: datetime) -> datetime:
     """When the older statement stopped holding: when the newer one started, but never before
     the older one was recorded nor after now."""
-    return min(max(recorded(newer), older.created_at), now)
+    return min(max(newer.holds_from, older.created_at), now)
 
 
 def plan(

@@ -9,8 +9,10 @@ acknowledged. Services never see a raw CloudEvent.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any, Generic, TypeVar
 
@@ -49,6 +51,26 @@ def classify(error: BaseException) -> Poison | Transient | Erased:
     return outcome
 
 
+# RFC 3339's date-time (section 5.6): an offset is required; a space for the "T" is allowed (5.6, note)
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
+
+
+def occurrence_time(value: object) -> datetime | None:
+    """A CloudEvent's `time`, "when the occurrence happened" (RFC 3339), as an aware datetime
+    (to the microsecond); None when the event has none. InvalidEvent when it is not such a
+    timestamp: the event is dead-lettered at its first delivery."""
+    if value is None:
+        return None
+    match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidEvent(f"time: {str(value)[:64]!r} is not an RFC 3339 timestamp with an offset")
+    day, clock, fraction, offset = match.groups()
+    try:
+        return datetime.fromisoformat(f"{day}T{clock}{(fraction or '')[:7]}{offset.upper()}")
+    except ValueError as exc:  # a 13th month, a 25th hour
+        raise InvalidEvent(f"time: {str(value)[:64]!r} is not a valid timestamp ({exc})") from exc
+
+
 @dataclass(frozen=True)
 class EventMeta:
     """A CloudEvent's attributes, without its data."""
@@ -72,6 +94,18 @@ class EventMeta:
     def time(self) -> str | None:
         sent = self.attributes.get("time")
         return str(sent) if sent else None
+
+    @cached_property
+    def occurred_at(self) -> datetime | None:
+        """When the occurrence happened (`occurrence_time`; the worker refused an event whose
+        `time` is not a timestamp)."""
+        return occurrence_time(self.time)
+
+    def said_by(self, now: datetime) -> datetime | None:
+        """When what the event reports was said, never after `now` (a sender's clock ahead of
+        ours): an observation's `said_at`."""
+        at = self.occurred_at
+        return None if at is None else min(at, now)
 
 
 @dataclass(eq=False)

@@ -118,6 +118,8 @@ class ObservationDraft(BaseModel):
     provenance: Provenance = Field(default_factory=Provenance)
     valid_from: datetime | None = None
     expires_at: datetime | None = None
+    # when its source said it (the event's occurrence time); None: when it is written (`said`)
+    said_at: datetime | None = None
     # a consolidated observation or digest: the observations it unites (provenance, R-15.1)
     merged_from: list[uuid.UUID] = Field(default_factory=list, max_length=1_000)
 
@@ -222,8 +224,21 @@ class Observation(BaseModel):
     created_at: datetime
     updated_at: datetime
     valid_to: datetime | None = None  # no longer current since (set by consolidation, R-15.1)
+    said_at: datetime | None = None  # when its source said it, if not when it was written (`said`)
     merged_from: list[uuid.UUID] = Field(default_factory=list)  # a consolidated observation's sources
     conflicts_with: list[uuid.UUID] = Field(default_factory=list)  # contradicting ones, no clear order
+
+    @property
+    def said(self) -> datetime:
+        """When its source said it: the occurrence time of the event it comes from (`said_at`),
+        else when it was written."""
+        return self.said_at or self.created_at
+
+    @property
+    def holds_from(self) -> datetime:
+        """When what it says holds from: its valid-from time (e.g. a session's date), else when it
+        was said."""
+        return self.valid_from or self.said
 
     @property
     def is_current(self) -> bool:

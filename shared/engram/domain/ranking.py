@@ -240,14 +240,9 @@ def bm25_impact(tf: float, doc_length: float, avg_length: float, k1: float = BM2
     return tf * (k1 + 1.0) / (tf + k1 * norm)
 
 
-def observation_time(obs: Observation) -> datetime:
-    """When an observation's content happened: `valid_from` if set (e.g. a session date), else creation."""
-    return obs.valid_from or obs.created_at
-
-
 def boosts(obs: Observation, now: datetime, type_boosts: Mapping[str, float] | None = None) -> dict[str, float]:
     """Multipliers applied to the fused score; each is named so a search can explain itself."""
-    age_days = max(0.0, (now - observation_time(obs)).total_seconds() / 86400.0)
+    age_days = max(0.0, (now - obs.holds_from).total_seconds() / 86400.0)
     applied = {
         "priority": PRIORITY_BOOST[obs.priority],
         "recency": 1.0 + RECENCY_WEIGHT * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS),

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 
 from engram.domain.injection import INSTRUCTION_FLAG
 from engram.domain.observation import Observation, Source
-from engram.domain.ranking import observation_time
 from engram.domain.recall import SearchHit
 
 DEFAULT_TOKEN_BUDGET = 1200
@@ -39,12 +38,12 @@ def defuse(text: str) -> str:
 
 
 def provenance_line(obs: Observation) -> str:
-    """Where an entry comes from, how far it is trusted, and its date (`ranking.observation_time`:
+    """Where an entry comes from, how far it is trusted, and its date (`Observation.holds_from`:
     the day it was said or holds from): of two entries that disagree ("I work at Brightline",
     later "I switched jobs, I'm now at Nimbus Labs") the model can tell the current one. A
     statement unit has no narrative that would say its day."""
     verified = "verified" if obs.verified else "not verified"
-    day = observation_time(obs).date().isoformat()
+    day = obs.holds_from.date().isoformat()
     return f"  provenance: {obs.source.value}, {verified}, confidence {obs.confidence:.2f}, as of {day}"
 
 
@@ -90,7 +89,7 @@ def _entry(obs: Observation, narrative_chars: int, conflicting: Sequence[str]) -
 
 def order_for_context(observations: Sequence[Observation]) -> list[Observation]:
     """Priority first (critical, high, normal, low), then the newest first."""
-    return sorted(observations, key=lambda o: (-o.priority.rank, -observation_time(o).timestamp()))
+    return sorted(observations, key=lambda o: (-o.priority.rank, -o.holds_from.timestamp()))
 
 
 def render_recall_text(

@@ -82,8 +82,8 @@ class ObservationStore(Protocol):
         self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
     ) -> list[Observation]:
         """The caller's own live observations of `types` (never sensitive, never one they
-        rejected), the highest priority first, then the newest: a profile that stops at `limit`
-        keeps what the user said last, not what they said first."""
+        rejected), the highest priority first, then the newest (`Observation.said`): a profile
+        that stops at `limit` keeps what the user said last, not what they said first."""
         ...
 
     async def visible(self, ids: Sequence[str], visibility: Visibility, now: datetime) -> dict[str, Observation]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import structlog
 from cloudevents.http import CloudEvent
 
-from engram.domain.deliveries import Batch, Delivery, Erased, EventMeta, Outcome, Rejected, classify
+from engram.domain.deliveries import Batch, Delivery, Erased, EventMeta, Outcome, Rejected, classify, occurrence_time
 from engram.domain.errors import InvalidEvent, Poison
 from engram.domain.events import subject_for
 from engram.domain.subjects import check_arrival, needs_bus_identity
@@ -93,7 +93,9 @@ class Worker(Generic[T]):
                 raise InvalidEvent("human feedback is accepted only over the bus, from the memory API")
         elif subject is not None:
             check_arrival(subject, subject_for(event))
-        return Delivery(tenant, self.decode(event), meta_of(event))
+        meta = meta_of(event)
+        occurrence_time(meta.time)  # what is derived from it is dated by it: InvalidEvent if it is no time
+        return Delivery(tenant, self.decode(event), meta)
 
     async def handle_events(
         self, services: Services, events: Sequence[CloudEvent], subjects: Sequence[str] | None = None

@@ -242,7 +242,15 @@ class ChatExtractor:
         started = time.perf_counter()
         user = meta.user_id
         assert user is not None  # the decoder requires it
-        origin = Origin(tenant, user, data.session_id, data.user_message_id, meta.id, tuple(data.team_ids))
+        origin = Origin(
+            tenant,
+            user,
+            data.session_id,
+            data.user_message_id,
+            meta.id,
+            tuple(data.team_ids),
+            said_at=meta.said_by(datetime.now(UTC)),
+        )
         language = data.language or detect_language(data.user_message)
         author = extractor_for(tenant, user, may_store_sensitive=data.may_store_sensitive)
         async with self.uow.tenant(tenant, consumer=CONSUMER) as tx:
@@ -422,7 +430,7 @@ class ChatExtractor:
         drafts: list[ObservationDraft] = []
         units: list[ObservationDraft] = []
         if user:
-            origin = Origin(tenant, user, session.id, None, meta.id)
+            origin = Origin(tenant, user, session.id, None, meta.id, said_at=meta.said_by(datetime.now(UTC)))
             author = extractor_for(tenant, user, may_store_sensitive=False)
             drafts = permitted(author, self._typed([summary_draft(summary, origin, session.id, model_name)]))
             units = self._units(tenant, user, session, session.chat_id or data.chat_id or session.id, messages)

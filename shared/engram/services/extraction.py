@@ -24,6 +24,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import structlog
@@ -178,6 +179,7 @@ def domain_drafts(rules: RuleSet, delivery: Delivery[DomainEvent]) -> list[Obser
     if not isinstance(data, dict):
         raise InvalidEvent("domain event data must be a JSON object")
     context = event_context(delivery.meta.attributes, data)
+    said_at = delivery.meta.said_by(datetime.now(UTC))  # what the event reports happened then
     drafts = []
     for rule in rules.for_type(delivery.meta.type):
         rendered = apply_rule(rule, context)
@@ -190,6 +192,7 @@ def domain_drafts(rules: RuleSet, delivery: Delivery[DomainEvent]) -> list[Obser
                     confidence=1.0,
                     trigger_source=TriggerSource.hook,
                     provenance=Provenance(source_event_id=delivery.meta.id),
+                    said_at=said_at,
                     **rendered.model_dump(),
                 )
             )

@@ -29,7 +29,6 @@ from engram.domain.ranking import (
     cross_language_factor,
     date_support,
     memory_language,
-    observation_time,
     padded_words,
     session_support,
     support_session,
@@ -82,7 +81,7 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
             applied["cross_language"] = round(gate[f.id], 6)
         if support.get(f.id, 1.0) != 1.0:
             applied["session"] = round(support[f.id], 6)
-        if dates and (on_day := date_support(observation_time(obs), dates)) != 1.0:
+        if dates and (on_day := date_support(obs.holds_from, dates)) != 1.0:
             applied["date"] = on_day
         if hybrid and obs.tags and (named := tag_support(obs.tags, query_words)) != 1.0:
             applied["tag"] = named
@@ -233,7 +232,7 @@ def later_statements_first(
             said[turn_of(obs)].append(
                 Said(
                     obs.tags[0],
-                    observation_time(obs),
+                    obs.holds_from,
                     content_tokens(obs.title),
                     vector,
                     says_changed(obs.title),
@@ -242,7 +241,7 @@ def later_statements_first(
                 )
             )
         elif obs.tags and (checked := corrects(obs)):
-            said[turn_of(obs)].append(Said(obs.tags[0], observation_time(obs), frozenset(), None, corrects=checked))
+            said[turn_of(obs)].append(Said(obs.tags[0], obs.holds_from, frozenset(), None, corrects=checked))
     if not said:
         return turns
     by_turn = {turn_of(t.observation): t for t in turns}
