@@ -185,10 +185,30 @@ async def test_no_write_path_plants_memory_in_another_team(api: Any, auth: Any, 
         ({"title": "x", "unexpected": 1}, "body.unexpected"),
         ({"title": "x", "type": "martian"}, "type"),
         ({"title": "x", "scope": "team"}, "team_ids"),
+        # a time without a zone is no instant (and was a 500 beside an expires_at with one)
+        ({"title": "x", "valid_from": "2026-01-01T00:00:00", "expires_at": "2026-02-01T00:00:00Z"}, "body.valid_from"),
+        ({"title": "x", "said_at": "2026-01-01T00:00:00"}, "body.said_at"),
     ],
 )
 async def test_bad_remember_bodies_are_422_problems(api: Any, auth: Any, tenant: str, body: Any, field: str) -> None:
     assert_problem(await api.post("/api/ai/memory", headers=auth(tenant), json=body), 422, field)
+
+
+async def test_an_import_of_history_says_when_each_statement_was_made(api: Any, auth: Any, tenant: str) -> None:
+    """`said_at` orders what was said: the statement of 5 May stays, the one of 3 May sent after
+    it does not replace it; a time after now counts as now."""
+    keyed = {"type": "fact", "key": "home"}
+    may5 = {**keyed, "title": "Lives in Kiel", "said_at": "2026-05-05T09:00:00+02:00"}
+    may3 = {**keyed, "title": "Lives in Bonn", "said_at": "2026-05-03T09:00:00Z"}
+    first = await api.post("/api/ai/memory", headers=auth(tenant), json=may5)
+    assert first.status_code == 201 and first.json()["observation"]["said_at"].startswith("2026-05-05T07:00:00")
+    late = await api.post("/api/ai/memory", headers=auth(tenant), json=may3)
+    assert late.status_code == 200 and late.json()["outcome"] == "deduplicated"
+    assert late.json()["observation"]["title"] == "Lives in Kiel"
+    ahead = await api.post(
+        "/api/ai/memory", headers=auth(tenant), json={"title": "x", "said_at": "2999-01-01T00:00:00Z"}
+    )
+    assert ahead.status_code == 201 and ahead.json()["observation"]["said_at"] < "2999"
 
 
 async def test_malformed_json_and_oversize_body(api: Any, auth: Any, tenant: str) -> None:
@@ -242,6 +262,8 @@ async def test_bad_events(api: Any, auth: Any, tenant: str, other_tenant: str) -
         422,
     )
     assert_problem(await api.post("/api/ai/events", headers=base, content=b"[1, 2]"), 422)
+    no_zone = {**base, "ce-time": "2026-05-04T10:00:00"}
+    assert_problem(await api.post("/api/ai/events", headers=no_zone, content=b"{}"), 422, "body.time")
     assert_problem(
         await api.post(
             "/api/ai/events",

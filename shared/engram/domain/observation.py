@@ -123,6 +123,14 @@ class ObservationDraft(BaseModel):
     # a consolidated observation or digest: the observations it unites (provenance, R-15.1)
     merged_from: list[uuid.UUID] = Field(default_factory=list, max_length=1_000)
 
+    @field_validator("valid_from", "expires_at", "said_at")
+    @classmethod
+    def _aware(cls, at: datetime | None) -> datetime | None:
+        """A time without a zone is no instant (and cannot be compared with one)."""
+        if at is not None and at.tzinfo is None:
+            raise ValueError("needs a time zone (e.g. 2026-03-01T12:00:00Z)")
+        return at
+
     @field_validator("tags")
     @classmethod
     def _tags_case_insensitive(cls, tags: list[str]) -> list[str]:

@@ -23,7 +23,7 @@ import structlog
 from cloudevents.http import CloudEvent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engram.domain.deliveries import Batch, Delivery
+from engram.domain.deliveries import Batch, Delivery, occurrence_time
 from engram.domain.erasure import given_before_erasure
 from engram.domain.errors import InvalidEvent, NotFound, Unprocessable
 from engram.domain.events import (
@@ -112,14 +112,7 @@ def decode_feedback(event: CloudEvent) -> FeedbackEvent:
     data = cast(FeedbackRecorded, parse_data(event["type"], event.get_data()))
     if data.kind in (FeedbackKind.rejected, FeedbackKind.confirmed) and not event.get("userid"):
         raise InvalidEvent(f"'{data.kind.value}' feedback needs the 'userid' extension")
-    sent = event.get("time")
-    try:
-        at = datetime.fromisoformat(str(sent).replace("Z", "+00:00")) if sent else None
-    except ValueError as exc:
-        raise InvalidEvent(f"'time' is not an RFC 3339 timestamp: {sent!r}") from exc
-    if at is not None and at.tzinfo is None:
-        raise InvalidEvent(f"'time' needs a UTC offset: {sent!r}")
-    return FeedbackEvent(data, at)
+    return FeedbackEvent(data, occurrence_time(event.get("time") or None))
 
 
 @dataclass

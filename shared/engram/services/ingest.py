@@ -7,6 +7,7 @@ from typing import cast
 from cloudevents.http import CloudEvent
 
 from engram.domain.authorization import WriteRequest, authorize_write
+from engram.domain.deliveries import occurrence_time
 from engram.domain.errors import Forbidden, InvalidEvent, Unprocessable
 from engram.domain.events import (
     OBSERVATION_MARKED,
@@ -33,6 +34,10 @@ class EventIngest:
             if value is not None and (not isinstance(value, str) or not value):
                 raise Unprocessable(f"body.{name}", f"the CloudEvent attribute '{name}' must be a non-empty string")
         check_extension_names(dict(attributes))
+        try:  # what the event gives is dated by it (`said_at`): the workers would dead-letter it
+            occurrence_time(attributes.get("time"))
+        except InvalidEvent as exc:
+            raise Unprocessable("body.time", str(exc)) from exc
         fault = event_fault(attributes, event.get_data())  # the same rule as the workers' decoder
         if fault is not None:
             raise InvalidEvent(fault)

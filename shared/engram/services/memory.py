@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from engram.domain.authorization import WriteRequest, authorize_write
 from engram.domain.errors import Forbidden, NotFound, Unprocessable
@@ -53,8 +53,13 @@ class RememberRequest(BaseModel):
     )
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     discovery_tokens: list[str] = Field(default_factory=list, max_length=100)
-    valid_from: datetime | None = None
-    expires_at: datetime | None = None
+    valid_from: AwareDatetime | None = None
+    expires_at: AwareDatetime | None = None
+    said_at: AwareDatetime | None = Field(
+        default=None,
+        description="when the statement was made, for an import of history (default: now; a later time counts"
+        " as now): what contradicts it is ordered by it, and a keyed write never replaces a statement made after it",
+    )
 
 
 class MarkRequest(BaseModel):
@@ -125,6 +130,7 @@ class MemoryService:
                 trigger_source=TriggerSource.manual,
                 valid_from=body.valid_from,
                 expires_at=body.expires_at,
+                said_at=min(body.said_at, datetime.now(UTC)) if body.said_at else None,
             )
         except ValueError as exc:
             raise Unprocessable("body", str(exc)) from exc
