@@ -258,3 +258,9 @@ def test_digests_group_old_low_priority_memories_by_audience_and_topic() -> None
     draft = offline_digest(groups[0])
     assert draft.tags[0] == "digest" and draft.priority is Priority.low and len(draft.merged_from) == 4
     assert all(o.title in draft.narrative for o in old) and draft.title.startswith("Digest: lunch (4 memories")
+    # a note written last but said first (a late event) is listed first, under the day it was said
+    said_first = old[0].model_copy(update={"said_at": NOW - timedelta(days=90)})
+    [group] = digest_groups([said_first, *old[1:]], older_than=cutoff, min_size=3)
+    assert group[0] is said_first
+    lines = offline_digest(group).narrative.splitlines()
+    assert lines[0] == f"- {NOW - timedelta(days=90):%Y-%m-%d}: Lunch note 0"

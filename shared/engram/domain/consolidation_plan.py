@@ -152,7 +152,7 @@ def digest_groups(
     observations: Sequence[Observation], *, older_than: datetime, min_size: int = 3, max_size: int = 50
 ) -> list[list[Observation]]:
     """Low-priority observations recorded before `older_than`, grouped by audience and topic;
-    groups of at least `min_size`, the oldest `max_size` of each (the next sweep takes the rest)."""
+    groups of at least `min_size`, the first said `max_size` of each (the next sweep takes the rest)."""
     groups: dict[tuple[object, ...], list[Observation]] = {}
     for obs in observations:
         if obs.priority is not Priority.low or not obs.is_current or obs.created_at >= older_than:
@@ -162,7 +162,7 @@ def digest_groups(
         groups.setdefault((*audience(obs), topic_of(obs)), []).append(obs)
     found = []
     for members in groups.values():
-        members.sort(key=lambda o: (o.created_at, o.id.int))
+        members.sort(key=lambda o: (o.said, o.created_at, o.id.int))
         if len(members) >= min_size:
             found.append(members[:max_size])
     return found
@@ -174,14 +174,14 @@ def offline_digest(
     """One digest observation for a group: a title naming the topic, count and period, and one
     line per source (the sources keep their full text); facts, concepts and tags united."""
     topic = topic_of(members[0])
-    first, last = members[0].created_at, members[-1].created_at
+    first, last = members[0].said, members[-1].said  # the period they were said in
     german = Counter(detect_language(f"{m.title} {m.narrative}") for m in members).most_common(1)[0][0] == "de"
     if title is None:
         label = "Zusammenfassung" if german else "Digest"
         memories = "Erinnerungen" if german else "memories"
         title = f"{label}: {topic} ({len(members)} {memories}, {first:%Y-%m-%d} – {last:%Y-%m-%d})"
     if narrative is None:
-        narrative = "\n".join(f"- {m.created_at:%Y-%m-%d}: {' '.join(m.title.split())}" for m in members)
+        narrative = "\n".join(f"- {m.said:%Y-%m-%d}: {' '.join(m.title.split())}" for m in members)
     draft = merged_draft(members, title=title, narrative=narrative[:20_000])
     return draft.model_copy(
         update={
