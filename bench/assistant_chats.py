@@ -31,6 +31,9 @@ with the question, the stable memory block (the user's preferences and identity)
 and for the updated facts `context.block_current` / `context.block_stale`: how often the block
 cites the current statement / a superseded one. `--consolidate` (with `--via chat`) first runs
 consolidation over what extraction wrote, as consolidate-memory does (rules, no model).
+`--late SHARE` (with `--via chat`): that share of the turn events is handled after the whole
+conversation (a redelivery after an outage, a dead letter replayed), so what they give is
+written after what was said later (`bench.chat_path`).
 """
 
 from __future__ import annotations
@@ -142,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         "--consolidate",
         action="store_true",
         help="with --via chat: consolidate what extraction wrote (rules, no model) before the questions",
+    )
+    parser.add_argument(
+        "--late",
+        type=float,
+        default=0.0,
+        help="with --via chat: this share of the turn events is handled after the whole conversation",
     )
     parser.add_argument("--dump", type=Path, default=None, help="write the generated data (LoCoMo layout) here")
     parser.add_argument(

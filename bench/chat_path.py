@@ -14,10 +14,18 @@ the change events it announces are indexed by embed-index's indexer.
 
 Hits map back to turns by what they cite: a unit its messages (`<chat id>#<message ids>`), an
 extracted observation the message it came from (`chat_message_id`); a summary names no turn.
+
+Each event carries its turn's time (CloudEvents `time`, the conversation's dates), as chat-turn
+stamps it: what extraction writes is dated by it (`said_at`). What a session's events wrote is
+then dated to the session (`created_at`), as if written while it took place. With `late` (a
+share of the turns), those turns' events fail their first delivery and are handled after the
+whole conversation, as a redelivery after an outage or a dead letter replayed by an operator
+would be: what they give is written last (`created_at` now), though said before.
 """
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -52,6 +60,7 @@ class ChatReplay:
     turns: dict[uuid.UUID | None, str] = field(default_factory=dict)
     turn_events: int = 0
     session_events: int = 0
+    late_events: int = 0  # turn events handled after the conversation (`late`)
     refused: list[str] = field(default_factory=list)
 
     def turn_of(self, observation: Observation) -> str:
@@ -149,12 +158,17 @@ async def replay_chat(
     sessions: Sequence[ConversationSession],
     assistants: frozenset[str],
     replay: ChatReplay,
+    late: float = 0.0,
+    seed: int = 0,
 ) -> None:
     """One chat per conversation, one chat session per conversation session: each user message
     (the turns of a speaker who is not an assistant) with the assistant's answer after it is a
     recorded turn, then its `chat.turn.completed` event is handled, as chat-turn and
-    extract-observation take turns in a chat; each session ends with `session.ended`."""
+    extract-observation take turns in a chat; each session ends with `session.ended`. A `late`
+    share of the turn events (drawn with `seed`) is handled after the last session instead."""
     chat_id = uuid.uuid5(NAMESPACE, f"{tenant_id}/{conversation_id}")
+    draw = random.Random(f"{seed}/{conversation_id}")
+    delayed = []
     async with uow.tenant(tenant_id) as tx:
         await tx.chats.create_chat(chat_id, user_id, conversation_id)
     for session in sessions:
@@ -199,9 +213,14 @@ async def replay_chat(
                 user_id=user_id,
                 subject=f"chat/{chat_id}",
                 event_id=f"{CHAT_TURN_COMPLETED.type}:{answer_id}",
+                time=at.isoformat(),  # chat-turn stamps the turn's event when the turn took place
             )
-            outcomes += await EXTRACT.run(extraction.handle, [completed], extraction.rejected)
+            if draw.random() < late:
+                delayed.append(completed)
+            else:
+                outcomes += await EXTRACT.run(extraction.handle, [completed], extraction.rejected)
         ended = session_ended_event(tenant_id, chat_session, chat_id, user_id)
+        ended["time"] = at.isoformat()
         outcomes += await EXTRACT.run(extraction.handle, [ended], extraction.rejected)
         async with db.tenant(tenant_id) as conn:  # what the session gave was written while it took place
             await conn.execute(
@@ -210,3 +229,6 @@ async def replay_chat(
         replay.turn_events += len(pairs)
         replay.session_events += 1
         replay.refused += [str(o) for o in outcomes if o is not None]
+    late_outcomes = await EXTRACT.run(extraction.handle, delayed, extraction.rejected) if delayed else []
+    replay.late_events += len(delayed)
+    replay.refused += [str(o) for o in late_outcomes if o is not None]

@@ -322,6 +322,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     stable_sizes: list[tuple[int, int]] = []  # per conversation: the block's turns and characters
     block_updates: list[tuple[bool, bool]] = []  # updated facts: the block cites the current / a stale statement
     superseded = 0
+    late_events = 0
     if args.via == "chat":
         extraction, extractor = chat_extraction(uow)
     ranked_out = args.ranked_out.open("w", encoding="utf-8") if args.ranked_out else None
@@ -360,8 +361,11 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                     sessions=sessions,
                     assistants=assistants,
                     replay=replay,
+                    late=getattr(args, "late", 0.0),
+                    seed=getattr(args, "seed", 0),
                 )
                 refused += replay.refused
+                late_events += replay.late_events
                 turn_of = replay.turn_of
                 work.add(embedder.model, await tenant_observations(db, tenant))
             else:
@@ -440,6 +444,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     figures.update({f"stored.{k}": n for k, n in sorted(stored.items())})
     if args.via == "chat":
         figures["chat.refused_events"] = len(refused)
+        figures["chat.late_events"] = late_events
         figures["chat.extractor"] = extractor
         figures.update(context_figures(in_context, stable_sizes))
         if block_updates:
