@@ -310,8 +310,10 @@ def offline_observations(
                 obs_type, stated = "identity", given
             elif _changes_profile(sentence, profile):
                 obs_type = "identity"
-        if obs_type not in (None, *PROFILE_TYPES) and life_topics.gives_value_of(sentence, profile):
-            obs_type = "identity"  # a new value of a profile fact, though worded as a decision or a date
+        if obs_type not in (None, *PROFILE_TYPES) and (
+            life_topics.states_value(sentence) or life_topics.gives_value_of(sentence, profile)
+        ):
+            obs_type = "identity"  # a fact of the user's life, though worded as a decision or a date
         if obs_type is None:
             continue
         if obs_type not in allowed_types:
@@ -342,12 +344,17 @@ def offline_observations(
 
 
 def _changes_profile(statement: str, profile: Sequence[str]) -> bool:
-    """A change of a profile fact in any words (`updates_profile`), or a value of one of its facts
-    of life ("jetzt wo ich die Stelle gewechselt habe und Lehrerin bin" after "Ich arbeite als
-    Produktdesigner": no word in common). A question gives no value ("Should I move my swimming?")."""
+    """A change of a profile fact in any words (`updates_profile`), a value of one of its facts of
+    life ("jetzt wo ich Lehrerin bin" after "Ich arbeite als Produktdesigner"), or the current value
+    of one it does not hold yet (the event that told the old value may arrive after this one: the
+    two must meet among the identities). A question gives no value ("Should I move my swimming?")."""
     if statement.rstrip().endswith("?"):
         return False
-    return updates_profile(statement, profile) or life_topics.gives_value_of(statement, profile)
+    return (
+        updates_profile(statement, profile)
+        or life_topics.gives_value_of(statement, profile)
+        or life_topics.states_value(statement)
+    )
 
 
 # ---- session summaries ----------------------------------------------------------------------------

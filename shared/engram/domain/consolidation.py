@@ -102,9 +102,7 @@ def trust(obs: Observation) -> tuple[int, int, float]:
 
 
 def when(obs: Observation) -> tuple[datetime, datetime, datetime]:
-    """What orders two statements: when they hold from, then when their sources said them (the
-    events' occurrence times: a late or replayed event is not newer for arriving last), then
-    when they were written."""
+    """What orders two statements: when they hold from, were said (not: arrived), were written."""
     return (obs.holds_from, obs.said, obs.created_at)
 
 

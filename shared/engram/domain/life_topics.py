@@ -252,6 +252,14 @@ def gives_value_of(text: str, profile: Sequence[str]) -> bool:
     return any(shared_topic(text, entry) for entry in profile)
 
 
+def states_value(text: str) -> bool:
+    """Whether `text` gives the current value of a fact of the user's life that has one at a time
+    (a home, a job, a car, a routine's day; not a plan, `ONLY_WHEN_CHANGED`): the profile's kind
+    of fact, whether or not the profile holds it yet (a late event brings the old value after the
+    new one)."""
+    return current(text) and any(t not in ONLY_WHEN_CHANGED for t in topics(text))
+
+
 def shared_topic(a: str, b: str) -> str | None:
     """The first fact of the user's life that both texts give a value for, about the same person."""
     return shared_fact(facts_of(a), facts_of(b))

@@ -149,9 +149,12 @@ PREFERENCE_PATTERNS: tuple[str, ...] = (
 
 # a question that gives its premise states it: "Now that I'm a nurse at St. Mary's, how do I ...?"
 # ("..., wo mein Bruder inzwischen in Salzburg lebt?": a trailing "wo" after a comma is "now that")
+# "when"/"wenn" with a word that it is so now states one too ("..., wenn Schwimmen ab jetzt am
+# Donnerstag ist?"); "if"/"falls" and a "when" without it are a supposition
 _PREMISE = re.compile(
     r"\b(now that|since|given that|seeing that|jetzt,? wo|nun,? wo|jetzt,? da|seit(dem)?|da ich|da wir|nachdem)\b"
-    r"|(?<=,\s)wo\b",
+    r"|(?<=,\s)wo\b"
+    r"|\b(when|wenn)\b(?=[^,?]*\b(now|from now on|these days|nowadays|jetzt|nun|inzwischen|mittlerweile)\b)",
     re.IGNORECASE,
 )
 # a question led by a statement: "I just traded in my old car for a Tesla, so which insurance ...?",
