@@ -134,6 +134,7 @@ async def test_marked_statement_becomes_verified_user_observation(services: Any,
         tenant_id=tenant,
         source="/test",
         user_id="alice",
+        time="2026-05-04T10:00:00Z",  # when it was marked, however late the worker gets to it
     )
     await services.bus.publish(event)
     await eventually(lambda: count(services.db, tenant))
@@ -141,7 +142,7 @@ async def test_marked_statement_becomes_verified_user_observation(services: Any,
         row = await conn.fetchrow("SELECT * FROM observations")
     assert row["verified"] and row["source"] == "user" and row["trigger_source"] == "manual"
     assert row["user_id"] == "alice" and row["scope"] == "private" and row["type"] == "decision"
-    assert row["confidence"] == 1.0
+    assert row["confidence"] == 1.0 and row["said_at"] == datetime(2026, 5, 4, 10, tzinfo=UTC)
 
 
 async def test_observation_created_events_are_published_for_indexing(services: Any, workers: Any, tenant: str) -> None:

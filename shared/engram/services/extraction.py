@@ -223,7 +223,8 @@ class Extraction:
             user = delivery.meta.user_id
             assert user is not None  # the decoder requires it
             try:
-                draft = marked_draft(delivery.tenant, user, data, delivery.meta.id)
+                said_at = delivery.meta.said_by(datetime.now(UTC))
+                draft = marked_draft(delivery.tenant, user, data, delivery.meta.id, said_at)
             except ValidationError as exc:
                 raise InvalidEvent(f"marked statement is not a valid observation: {exc.errors()[0]['msg']}") from exc
             work.planned.append(Planned(delivery, TriggerSource.manual, Extracted([draft])))

@@ -211,8 +211,11 @@ class MemoryService:
         return str(event["id"])
 
 
-def marked_draft(tenant_id: str, user_id: str, data: ObservationMarked, event_id: str) -> ObservationDraft:
-    """A marked statement becomes a user-sourced, verified observation (R-5.3)."""
+def marked_draft(
+    tenant_id: str, user_id: str, data: ObservationMarked, event_id: str, said_at: datetime | None = None
+) -> ObservationDraft:
+    """A marked statement becomes a user-sourced, verified observation (R-5.3), said when it was
+    marked (`said_at`: the event's time), however late the worker applies it."""
     text = " ".join(data.text.split())
     title = data.title or (text if len(text) <= 120 else text[:117].rsplit(" ", 1)[0] + "...")
     return ObservationDraft(
@@ -233,4 +236,5 @@ def marked_draft(tenant_id: str, user_id: str, data: ObservationMarked, event_id
         provenance=Provenance(
             session_id=data.session_id, chat_message_id=data.chat_message_id, source_event_id=event_id
         ),
+        said_at=said_at,
     )
