@@ -169,7 +169,15 @@ async def test_every_tool_and_resource_over_streamable_http(
         offer = structured(
             await client.call_tool("remember", {"title": "Spring offer for Lehmann", "expires_at": soon})
         )
-        dog = structured(await client.call_tool("remember", {"title": "Alice has a dog, Biscuit", "type": "identity"}))
+        dog = structured(
+            await client.call_tool(
+                "remember",
+                {"title": "Alice has a dog, Biscuit", "type": "identity", "said_at": "2026-03-01T12:00:00+01:00"},
+            )
+        )
+        assert dog["observation"]["said_at"].startswith("2026-03-01T11:00:00")  # an import of history
+        naive = await client.call_tool("remember", {"title": "Alice sings", "said_at": "2026-03-01T12:00:00"})
+        assert naive.is_error and "invalid argument 'said_at'" in text(naive)  # a time without a zone is no instant
         profile = text(await client.call_tool("profile", {}))
         assert "Alice has a dog, Biscuit" in profile and dog["observation"]["id"] in profile
         assert "Lehmann" not in profile  # a team's fact is no part of a user's profile

@@ -70,6 +70,7 @@ class MemoryView(BaseModel):
     key: str | None
     valid_from: datetime | None
     expires_at: datetime | None
+    said_at: datetime | None = Field(description="when it was said, if not when it was stored (created_at)")
     created_at: datetime
 
     @classmethod
@@ -233,6 +234,9 @@ class Tools:
         priority: Priority = Priority.normal,
         owner: Annotated[Literal["me", "tenant"], Field(description="'tenant': tenant-wide (manage)")] = "me",
         expires_at: Annotated[datetime | None, Field(description="when it stops being true (ISO 8601)")] = None,
+        said_at: Annotated[
+            datetime | None, Field(description="when it was said, for an import of history (ISO 8601, with a zone)")
+        ] = None,
     ) -> Remembered:
         _storable(title=title, narrative=narrative, facts=facts, tags=tags, key=key, team_ids=team_ids)
         with _answering():
@@ -249,6 +253,7 @@ class Tools:
                 priority=priority,
                 owner=owner,
                 expires_at=expires_at,
+                said_at=said_at,
             )
             written = await (await self.services()).memory.remember(principal, body)
         return Remembered(outcome=written.outcome.value, observation=MemoryView.of(written.observation))
