@@ -155,6 +155,44 @@ async def test_update_history_as_of_and_unmerge_over_http(
     assert (await rows(db, tenant))[old.id].is_current  # kept apart: a person decided
 
 
+async def test_a_late_event_is_superseded_by_what_was_said_after_it(
+    services: Any, db: Any, api: Any, auth: Any, tenant: str
+) -> None:
+    """Hamburg was said on 5 May and written first; Stuttgart was said on 3 May but its event
+    arrived late and was written last. Consolidating the late one keeps Hamburg: the order is
+    when they were said, not when a worker got to them."""
+    [current] = await write(
+        db,
+        tenant,
+        draft(
+            tenant,
+            "Müller GmbH sits in Hamburg",
+            facts=["customer_id=1001", "city=Hamburg"],
+            said_at=datetime(2026, 5, 5, 9, tzinfo=UTC),
+        ),
+    )
+    [late] = await write(
+        db,
+        tenant,
+        draft(
+            tenant,
+            "Müller GmbH sits in Stuttgart",
+            facts=["customer_id=1001", "city=Stuttgart"],
+            said_at=datetime(2026, 5, 3, 9, tzinfo=UTC),
+        ),
+    )
+    assert late.created_at > current.created_at
+    consolidator = Consolidator(services.uow, pinned(m="Müller GmbH"), services.index)
+    assert await deliver(services, WORKER, [changed(late)], consolidator.handle) == [None]
+    stored = await rows(db, tenant)
+    assert stored[current.id].is_current and stored[late.id].superseded_by == current.id
+    [decision] = await consolidations(db, tenant)
+    assert decision["decision"] == "update" and decision["result_id"] == current.id
+    await services.indexing.reindex(tenant)
+    r = await api.get("/api/ai/memory/recall", params={"q": "Müller GmbH sits"}, headers=auth(tenant))
+    assert r.status_code == 200 and "Hamburg" in r.text and "Stuttgart" not in r.text, r.text
+
+
 async def test_conflicts_are_marked_in_the_recall_text(
     services: Any, db: Any, api: Any, auth: Any, tenant: str
 ) -> None:
