@@ -161,26 +161,21 @@ async def test_a_late_event_is_superseded_by_what_was_said_after_it(
     """Hamburg was said on 5 May and written first; Stuttgart was said on 3 May but its event
     arrived late and was written last. Consolidating the late one keeps Hamburg: the order is
     when they were said, not when a worker got to them."""
-    [current] = await write(
-        db,
-        tenant,
-        draft(
-            tenant,
-            "Müller GmbH sits in Hamburg",
-            facts=["customer_id=1001", "city=Hamburg"],
-            said_at=datetime(2026, 5, 5, 9, tzinfo=UTC),
-        ),
-    )
-    [late] = await write(
-        db,
-        tenant,
-        draft(
-            tenant,
-            "Müller GmbH sits in Stuttgart",
-            facts=["customer_id=1001", "city=Stuttgart"],
-            said_at=datetime(2026, 5, 3, 9, tzinfo=UTC),
-        ),
-    )
+    current, late = [
+        (
+            await write(
+                db,
+                tenant,
+                draft(
+                    tenant,
+                    f"Müller GmbH sits in {city}",
+                    facts=["customer_id=1001", f"city={city}"],
+                    said_at=datetime(2026, 5, day, 9, tzinfo=UTC),
+                ),
+            )
+        )[0]
+        for city, day in (("Hamburg", 5), ("Stuttgart", 3))  # written in this order
+    ]
     assert late.created_at > current.created_at
     consolidator = Consolidator(services.uow, pinned(m="Müller GmbH"), services.index)
     assert await deliver(services, WORKER, [changed(late)], consolidator.handle) == [None]
