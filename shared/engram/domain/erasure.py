@@ -14,24 +14,11 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 
-def parse_time(sent: str | datetime | None) -> datetime | None:
-    if sent is None or isinstance(sent, datetime):
-        return sent
-    try:
-        parsed = datetime.fromisoformat(str(sent).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
-
-
-def given_before_erasure(
-    users: Iterable[str | None], sent: str | datetime | None, erased_at: Mapping[str, datetime]
-) -> bool:
-    """Whether something of `users`, given at `sent`, predates one of their erasures (an event
-    without a readable time counts as before: it cannot prove it is newer)."""
-    when = parse_time(sent)
+def given_before_erasure(users: Iterable[str | None], sent: datetime | None, erased_at: Mapping[str, datetime]) -> bool:
+    """Whether something of `users`, given at `sent` (an event's `meta.occurred_at`), predates one
+    of their erasures (an event without a time counts as before: it cannot prove it is newer)."""
     for user in users:
         erased = erased_at.get(user or "")
-        if erased is not None and (when is None or when <= erased):
+        if erased is not None and (sent is None or sent <= erased):
             return True
     return False

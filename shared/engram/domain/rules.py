@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from engram.domain.deliveries import occurrence_time
 from engram.domain.errors import InvalidEvent
 from engram.domain.observation import Priority, Scope, TypeName
 
@@ -150,12 +151,14 @@ class RenderedObservation(BaseModel):
 
 
 def event_context(attributes: Mapping[str, Any], data: Any) -> dict[str, Any]:
+    """What a rule's templates read: the event's attributes, `time` as a datetime where it is an
+    RFC 3339 timestamp (`deliveries.occurrence_time`, as the worker reads it), and `data`."""
     context = dict(attributes)
     time = context.get("time")
     if isinstance(time, str):
         try:
-            context["time"] = datetime.fromisoformat(time.replace("Z", "+00:00"))
-        except ValueError:
+            context["time"] = occurrence_time(time)
+        except InvalidEvent:  # the worker refuses such an event; a template shows the text
             pass
     context["data"] = data
     return context

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import structlog
 from cloudevents.http import CloudEvent
 
-from engram.domain.deliveries import Batch, Delivery, Erased, EventMeta, Outcome, Rejected, classify, occurrence_time
+from engram.domain.deliveries import Batch, Delivery, Erased, EventMeta, Outcome, Rejected, classify
 from engram.domain.errors import InvalidEvent, Poison
 from engram.domain.events import subject_for
 from engram.domain.subjects import check_arrival, needs_bus_identity
@@ -94,7 +94,7 @@ class Worker(Generic[T]):
         elif subject is not None:
             check_arrival(subject, subject_for(event))
         meta = meta_of(event)
-        occurrence_time(meta.time)  # what is derived from it is dated by it: InvalidEvent if it is no time
+        _ = meta.occurred_at  # parsed once, here (InvalidEvent if `time` is no timestamp); the services read it
         return Delivery(tenant, self.decode(event), meta)
 
     async def handle_events(

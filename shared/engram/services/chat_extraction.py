@@ -331,7 +331,7 @@ class ChatExtractor:
         try:
             async with self.uow.tenant(tenant) as tx:
                 erased_at = await tx.erasures.hold([user])  # an erasure since the event wins
-                if given_before_erasure([user], meta.time, erased_at):
+                if given_before_erasure([user], meta.occurred_at, erased_at):
                     return
                 changes = await tx.observations.write_changes(units)
                 tx.emit(change_events(changes, SOURCE))

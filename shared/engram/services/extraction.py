@@ -279,7 +279,7 @@ class Extraction:
             erased_at = await tx.erasures.hold(users)
         kept = []
         for d in deliveries:
-            if given_before_erasure([d.meta.user_id], d.meta.time, erased_at):
+            if given_before_erasure([d.meta.user_id], d.meta.occurred_at, erased_at):
                 d.erased()
             else:
                 kept.append(d)
@@ -372,7 +372,7 @@ class Extraction:
         # again under the users' erasure locks: an erasure since the check above wins (R-16.5)
         erased_at = await tx.erasures.hold(sorted({u for p in planned for u in p.users if u}))
         for p in planned:
-            if given_before_erasure(p.users, p.delivery.meta.time, erased_at):
+            if given_before_erasure(p.users, p.delivery.meta.occurred_at, erased_at):
                 p.delivery.erased()
         planned = [p for p in planned if not p.delivery.outcome]
         done = await tx.inbox.seen([p.key for p in planned])

@@ -23,7 +23,7 @@ import structlog
 from cloudevents.http import CloudEvent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engram.domain.deliveries import Batch, Delivery, occurrence_time
+from engram.domain.deliveries import Batch, Delivery
 from engram.domain.erasure import given_before_erasure
 from engram.domain.errors import InvalidEvent, NotFound, Unprocessable
 from engram.domain.events import (
@@ -98,21 +98,15 @@ class FeedbackService:
         return str(event["id"])
 
 
-@dataclass(frozen=True)
-class FeedbackEvent:
-    """A `feedback.recorded` event as record-feedback applies it."""
-
-    data: FeedbackRecorded
-    at: datetime | None  # when it was given (its `time`)
-
-
-def decode_feedback(event: CloudEvent) -> FeedbackEvent:
+def decode_feedback(event: CloudEvent) -> FeedbackRecorded:
+    """A `feedback.recorded` event's data; when it was given is its delivery's `meta.occurred_at`
+    (the worker refuses a `time` that is no timestamp)."""
     if event["type"] != FEEDBACK_RECORDED.type:
         raise InvalidEvent(f"record-feedback does not handle {event['type']}")
     data = cast(FeedbackRecorded, parse_data(event["type"], event.get_data()))
     if data.kind in (FeedbackKind.rejected, FeedbackKind.confirmed) and not event.get("userid"):
         raise InvalidEvent(f"'{data.kind.value}' feedback needs the 'userid' extension")
-    return FeedbackEvent(data, occurrence_time(event.get("time") or None))
+    return data
 
 
 @dataclass
@@ -134,18 +128,18 @@ class BatchReport:
     verified: list[uuid.UUID] = field(default_factory=list)
 
 
-def _items(delivery: Delivery[FeedbackEvent]) -> list[_Item]:
+def _items(delivery: Delivery[FeedbackRecorded]) -> list[_Item]:
     """The event as one item per observation: a search's `retrieved` event with `observation_ids`
     becomes one item per hit, each with a key of its own (claimed and counted like single events)."""
-    data, user_id, key = delivery.data.data, delivery.meta.user_id, delivery.key
+    data, user_id, key, at = delivery.data, delivery.meta.user_id, delivery.key, delivery.meta.occurred_at
     if data.observation_ids is None:
-        return [_Item(key, user_id, data, delivery.data.at)]
+        return [_Item(key, user_id, data, at)]
     return [
         _Item(
             f"{key}\x1f{observation_id}",
             user_id,
             data.model_copy(update={"observation_id": observation_id, "observation_ids": None}),
-            delivery.data.at,
+            at,
         )
         for observation_id in data.observation_ids
     ]
@@ -187,7 +181,7 @@ class FeedbackRecorder:
         self.uow = uow
         self.last_report = BatchReport()
 
-    async def handle(self, batch: Batch[FeedbackEvent]) -> None:
+    async def handle(self, batch: Batch[FeedbackRecorded]) -> None:
         report = BatchReport()
         for tenant, deliveries in batch.by_tenant().items():
             try:
@@ -198,7 +192,7 @@ class FeedbackRecorder:
                     d.retry(exc)
         self.last_report = report
 
-    async def _apply(self, tenant: str, deliveries: list[Delivery[FeedbackEvent]], report: BatchReport) -> None:
+    async def _apply(self, tenant: str, deliveries: list[Delivery[FeedbackRecorded]], report: BatchReport) -> None:
         items = [item for d in deliveries for item in _items(d)]
         unique = {item.key: item for item in items}  # the same event twice in one fetch counts once
         report.duplicates += len(items) - len(unique)
@@ -215,7 +209,7 @@ class FeedbackRecorder:
                 todo = [item for item in todo if not _erased(item, erased_at)]
                 report.erased += before - len(todo)
                 for d in deliveries:
-                    if given_before_erasure([d.meta.user_id], d.data.at, erased_at):
+                    if given_before_erasure([d.meta.user_id], d.meta.occurred_at, erased_at):
                         d.erased()  # acknowledged and deleted from the stream
             await self._count(tx, tenant, todo, report)
 
