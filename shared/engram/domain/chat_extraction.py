@@ -310,9 +310,7 @@ def offline_observations(
                 obs_type, stated = "identity", given
             elif _changes_profile(sentence, profile):
                 obs_type = "identity"
-        if obs_type not in (None, *PROFILE_TYPES) and (
-            life_topics.states_value(sentence) or life_topics.gives_value_of(sentence, profile)
-        ):
+        if obs_type not in (None, *PROFILE_TYPES) and life_topics.gives_value_of(sentence, profile):
             obs_type = "identity"  # a fact of the user's life, though worded as a decision or a date
         if obs_type is None:
             continue
@@ -350,11 +348,7 @@ def _changes_profile(statement: str, profile: Sequence[str]) -> bool:
     two must meet among the identities). A question gives no value ("Should I move my swimming?")."""
     if statement.rstrip().endswith("?"):
         return False
-    return (
-        updates_profile(statement, profile)
-        or life_topics.gives_value_of(statement, profile)
-        or life_topics.states_value(statement)
-    )
+    return updates_profile(statement, profile) or life_topics.gives_value_of(statement, profile)
 
 
 # ---- session summaries ----------------------------------------------------------------------------

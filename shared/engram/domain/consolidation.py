@@ -260,9 +260,9 @@ def _life_change(a: Reading, b: Reading, t: Thresholds) -> Verdict | None:
     session's summary names many facts), and not for two statements of one message: their order
     is no order of events."""
     oa, ob = a.observation, b.observation
-    newer, older = (a, b) if when(oa) >= when(ob) else (b, a)
     if oa.user_id is None or oa.type not in PROFILE_TYPES or _one_message(oa, ob):
         return None
+    newer, older = (a, b) if when(oa) >= when(ob) else (b, a)
     topic = life_topics.shared_topic(a.text, b.text)
     if topic is None or not life_topics.replaces(topic, changed=newer.changed, current=life_topics.current(newer.text)):
         return None

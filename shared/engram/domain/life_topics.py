@@ -246,18 +246,15 @@ def names(text: str) -> dict[str, str]:
 
 
 def gives_value_of(text: str, profile: Sequence[str]) -> bool:
-    """Whether `text` gives a fact of the user's life that an entry of their `profile` holds: a
-    new value of it, whatever else the sentence looks like ("From now on swimming is on Monday"
-    is worded as a decision, "ab jetzt ist Yoga am Montag" too)."""
+    """Whether `text` gives a value of a fact of the user's life, whatever else the sentence looks
+    like ("From now on swimming is on Monday" is worded as a decision, "ab jetzt ist Yoga am
+    Montag" too): the current value of one that has one value at a time (a home, a job, a car, a
+    routine's day; not a plan, `ONLY_WHEN_CHANGED`), whether or not the profile holds it yet (a
+    late event brings the old value after the new one), or a new value of one that an entry of
+    their `profile` holds."""
+    if current(text) and any(t not in ONLY_WHEN_CHANGED for t in topics(text)):
+        return True
     return any(shared_topic(text, entry) for entry in profile)
-
-
-def states_value(text: str) -> bool:
-    """Whether `text` gives the current value of a fact of the user's life that has one at a time
-    (a home, a job, a car, a routine's day; not a plan, `ONLY_WHEN_CHANGED`): the profile's kind
-    of fact, whether or not the profile holds it yet (a late event brings the old value after the
-    new one)."""
-    return current(text) and any(t not in ONLY_WHEN_CHANGED for t in topics(text))
 
 
 def shared_topic(a: str, b: str) -> str | None:
