@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from engram.adapters.observations import PgObservationStore
+from engram.domain.chat_extraction import Origin, Turn, offline_summary, summary_draft
 from engram.domain.observation import Observation, ObservationDraft, Scope
 from engram.domain.scopes import Visibility
 from engram.domain.search import IndexDocument, SearchFilter, index_document
@@ -211,6 +212,18 @@ async def test_bm25_prefers_rare_terms_and_short_documents(index: Any, db: Any, 
     ranked = await lexical_ids(index, vis(tenant), "common rareterm")
     assert ranked[0] == str(obs[8].id)  # both terms, short
     assert ranked.index(str(obs[9].id)) < ranked.index(str(obs[0].id))  # the rare term outweighs the common one
+
+
+async def test_a_session_summary_is_not_found_by_its_layout(index: Any, db: Any, tenant: str) -> None:
+    """Its labels and the note on how it was made are not what the session said
+    (`domain/session_summary`): "language" does not find an offline summary, "budget" does."""
+    turns = [Turn("user", "Can you help me set up a monthly budget?"), Turn("assistant", "Sure.")]
+    origin = Origin(tenant, "alice", uuid.uuid4(), None, "evt-1")
+    summary = summary_draft(offline_summary(turns, "en"), origin, uuid.uuid4())
+    obs = await put(index, db, [summary, draft(tenant, "I am learning a new language: Japanese")])
+    assert await lexical_ids(index, vis(tenant), "Which language model?") == [str(obs[1].id)]
+    assert await lexical_ids(index, vis(tenant), "answers, messages, notes") == []
+    assert await lexical_ids(index, vis(tenant), "budget") == [str(obs[0].id)]
 
 
 async def test_upsert_rejects_other_tenants_documents(index: Any, db: Any, tenant: str, other_tenant: str) -> None:

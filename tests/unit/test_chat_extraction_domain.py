@@ -317,7 +317,7 @@ def test_offline_summary_and_its_recallable_observation() -> None:
     assert "2 Antwort(en) auf 2 Nachricht(en)" == summary.completed
     assert "Vertrag angepasst" in summary.next_steps
     session = uuid.uuid4()
-    draft = summary_draft(summary, ORIGIN, session, "offline")
+    draft = summary_draft(summary, ORIGIN, session)
     assert draft.type == "context" and draft.key == f"session-summary:{session}"
     assert draft.title.startswith("Session summary: Wie rechnen wir") and "Learned:" in draft.narrative
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.domain import life_topics
+from engram.domain import life_topics, session_summary
 from engram.domain.dates import WEEKDAYS_DE, WEEKDAYS_EN
 from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import (
@@ -410,11 +410,11 @@ def offline_summary(turns: Sequence[Turn], language: str) -> SummaryOutput:
     )
 
 
-def summary_draft(
-    summary: SummaryOutput, origin: Origin, session_id: uuid.UUID, generated_by_model: str
-) -> ObservationDraft:
-    """Summaries are recallable like observations: one `context` observation per session, keyed."""
-    parts = [
+def summary_draft(summary: SummaryOutput, origin: Origin, session_id: uuid.UUID) -> ObservationDraft:
+    """Summaries are recallable like observations: one `context` observation per session, keyed
+    (`session_summary`: the narrative's layout and what of it is searched). The model that wrote
+    it is the session summary's own record (`generated_by_model`), not a word to search by."""
+    sections = [
         ("Request", summary.request),
         ("Investigated", summary.investigated),
         ("Learned", summary.learned),
@@ -422,22 +422,20 @@ def summary_draft(
         ("Next steps", summary.next_steps),
         ("Notes", summary.notes),
     ]
-    narrative = "\n".join(f"{label}: {text}" for label, text in parts if text.strip())
     title = _clip(f"Session summary: {summary.request or 'chat session'}", 300)
     return ObservationDraft(
         tenant_id=origin.tenant_id,
         user_id=origin.user_id,
         type="context",
         title=title,
-        narrative=narrative[:20_000],
-        tags=["session-summary"],
-        key=f"session-summary:{session_id}",
+        narrative=session_summary.narrative(sections)[:20_000],
+        tags=[session_summary.SUMMARY_TAG],
+        key=f"{session_summary.SUMMARY_TAG}:{session_id}",
         source=Source.agent,
         verified=False,
         confidence=0.7,
         scope=Scope.private,
         trigger_source=TriggerSource.chat,
-        discovery_tokens=[generated_by_model] if generated_by_model else [],
         provenance=Provenance(session_id=session_id, source_event_id=origin.event_id),
         said_at=origin.said_at,
     )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from engram.domain import session_summary
 from engram.domain.language import detect_language, search_config
 from engram.domain.memory_units import embedded_by_title, embedded_narrative
 from engram.domain.observation import Observation
@@ -52,8 +53,16 @@ def headline_text(obs: Observation) -> str:
 
 
 def body_text(obs: Observation) -> str:
-    """Weighted lower by BM25: narrative, facts and discovery tokens (search keywords, context)."""
-    return "\n".join(p for p in [obs.narrative, *obs.facts, *obs.discovery_tokens] if p)
+    """Weighted lower by BM25: narrative (`searched_narrative`), facts and discovery tokens
+    (search keywords, context)."""
+    return "\n".join(p for p in [searched_narrative(obs), *obs.facts, *obs.discovery_tokens] if p)
+
+
+def searched_narrative(obs: Observation) -> str | None:
+    """The narrative as searched: a session summary's without its layout (`session_summary.searched`)."""
+    if obs.narrative and session_summary.is_summary(obs):
+        return session_summary.searched(obs.narrative)
+    return obs.narrative
 
 
 def passage_text(obs: Observation) -> str:
@@ -65,6 +74,8 @@ def passage_text(obs: Observation) -> str:
     complement each other instead of repeating each other). An assistant's turn unit is embedded
     by its title, the answer's opening (`memory_units.embedded_by_title`); a person's turn unit by
     at most the first `EMBEDDED_TURN_CHARS` characters of its narrative (`memory_units.embedded_narrative`).
+    A session summary is embedded with its sections' labels: without them its vector ranked it
+    higher among a question's candidates, where it seldom says the answer (bench/RESULTS.md, part 31).
     """
     if embedded_by_title(obs):  # an assistant's answer: its opening (`memory_units.embedded_by_title`)
         return "\n".join(p for p in (obs.title, *obs.tags) if p)
