@@ -159,3 +159,30 @@ def test_a_later_trip_replaces_the_planned_one_only_when_it_says_so() -> None:
     morocco = _said("The old trip is cancelled; Morocco in March is the new plan.", age=timedelta(days=2))
     v = decide(r(morocco), r(lisbon), 0.80, _pool(lisbon, morocco))
     assert (v.decision, v.current) == (Decision.update, morocco.id), v.reason
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Can I eat normally before the dentist on 3 March?", {"appointment:dentist"}),
+        ("The dentist moved my appointment to April 18.", {"appointment:dentist"}),
+        ("Darf ich vor dem Zahnarzt am 3. März normal essen?", {"appointment:dentist"}),
+        ("Die Zahnarztpraxis hat meinen Termin auf den 18.4. verschoben.", {"appointment:dentist"}),
+        ("Ich bin am Montag bei meiner Hausärztin.", {"appointment:doctor"}),
+        ("My dentist said my teeth are fine.", set()),  # no date: no appointment
+        ("On 3 March we went to the zoo.", set()),
+    ],
+)
+def test_an_appointment_is_the_dentist_or_doctor_with_a_date(text: str, expected: set[str]) -> None:
+    assert topics(text) == expected
+
+
+def test_a_later_appointment_replaces_the_booked_one_only_when_it_says_it_moved() -> None:
+    """Like a trip, an appointment is a plan: a check-up in May beside the dentist on 3 March may
+    both hold; "moved my appointment to 18 April" replaces it."""
+    march = _said("My dentist appointment is on 3 March.", age=timedelta(days=20))
+    may = _said("I also booked the dentist for 12 May, for the cleaning.", age=timedelta(days=5))
+    assert decide(r(may), r(march), 0.80, _pool(march, may)).decision is not Decision.update
+    moved = _said("The dentist moved my appointment to 18 April.", age=timedelta(days=2))
+    v = decide(r(moved), r(march), 0.80, _pool(march, moved))
+    assert (v.decision, v.current) == (Decision.update, moved.id), v.reason

@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from engram.domain.dates import WEEKDAYS_DE, WEEKDAYS_EN
+from engram.domain.dates import MONTHS, WEEKDAYS_DE, WEEKDAYS_EN
 
 # the observation types of the user's profile (the stable memory block); a session's summary or a
 # digest names many facts at once and is never one of them
@@ -160,13 +160,33 @@ _TRIP = (
     r"\b(fly|flying|going|travel|travelling|traveling|heading) to (?-i:[A-Z])\w+ (in|for|this|next)\b",
     r"\b(fliegen|fahren|reisen|geht es) (\w+ ){0,3}nach (?-i:[A-ZÄÖÜ])",
 )
-ONLY_WHEN_CHANGED = frozenset({"trip:next"})
+
+# the next appointment with a dentist or a doctor, and its date: a plan too ("I have a dentist
+# appointment on 3 March and a check-up in May" may both hold), replaced only when the later one
+# says it moved ("the dentist moved my appointment to 18 April", "Termin auf den 18. April verschoben")
+_APPOINTMENTS = _canonical(
+    "dentist dental=dentist orthodontist=dentist zahnarzt=dentist zahnärztin=dentist zahnarzttermin=dentist"
+    " zahnarztpraxis=dentist kieferorthopäde=dentist doctor gp=doctor physician=doctor arzt=doctor ärztin=doctor"
+    " arzttermin=doctor hausarzt=doctor hausärztin=doctor hausarztpraxis=doctor arztpraxis=doctor"
+)
+_APPOINTMENT = _group("appt", _APPOINTMENTS)
+_MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+_WHEN = (
+    rf"(\b\d{{1,2}}(st|nd|rd|th|\.)?\s+(of\s+)?({_MONTH})\b|\b({_MONTH})\s+\d{{1,2}}(st|nd|rd|th)?\b"
+    rf"|\b\d{{1,2}}\.\d{{1,2}}\.|\b({_DAYS_EN}|{_DAYS_DE})\b)"
+)
+_APPOINTMENT_ON = (
+    rf"\b{_APPOINTMENT}\b[^.?!;]{{0,60}}?{_WHEN}",
+    rf"{_WHEN}[^.?!;]{{0,40}}?\b{_APPOINTMENT}\b",
+)
+ONLY_WHEN_CHANGED = frozenset({"trip:next", *(f"appointment:{who}" for who in set(_APPOINTMENTS.values()))})
 
 _RULES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
     ("home:", tuple(re.compile(p, _I) for p in _RELATIVE_HOME)),
     ("work:", tuple(re.compile(p, _I) for p in _RELATIVE_WORK)),
     ("vehicle:", tuple(re.compile(p, _I) for p in _VEHICLE_OWNED)),
     ("routine:", tuple(re.compile(p, _I) for p in _ROUTINE)),
+    ("appointment:", tuple(re.compile(p, _I) for p in _APPOINTMENT_ON)),
 )
 _MINE: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
     ("home:me", tuple(re.compile(p, _I) for p in _HOME)),
@@ -208,7 +228,9 @@ def current(text: str) -> bool:
 # recall reads the topics of every statement among its hits
 _TRIGGER = re.compile(
     r"\b("
-    + "|".join(sorted({re.escape(w) for w in (*_RELATIVES, *_VEHICLES, *_ACTIVITIES)}, key=len, reverse=True))
+    + "|".join(
+        sorted({re.escape(w) for w in (*_RELATIVES, *_VEHICLES, *_ACTIVITIES, *_APPOINTMENTS)}, key=len, reverse=True)
+    )
     + r"|liv|moved|reloc|wohn|leb|gezogen|zieht|work|job|position|joined|started|arbeit|beruf|stelle|als|bei"
     + r"|i'm|i am|driv|fahr|fährst|trip|holiday|vacation|getaway|reise|urlaub|fly|flying|going|travel|heading"
     + r"|flieg|geht es)",
@@ -219,7 +241,7 @@ _TRIGGER = re.compile(
 @lru_cache(maxsize=4_096)  # consolidation reads each candidate's text once per pair
 def topics(text: str) -> frozenset[str]:
     """The facts of the user's life that `text` gives a value for: "home:me", "work:me",
-    "home:sister", "work:older brother", "vehicle:car", "routine:swimming"."""
+    "home:sister", "work:older brother", "vehicle:car", "routine:swimming", "appointment:dentist"."""
     if _TRIGGER.search(text) is None:
         return frozenset()
     found: set[str] = set()
@@ -234,6 +256,8 @@ def topics(text: str) -> frozenset[str]:
                     found.add(prefix + _VEHICLES[groups["veh"].casefold()])
                 elif groups.get("act"):
                     found.add(prefix + _ACTIVITIES[groups["act"].casefold()])
+                elif groups.get("appt"):
+                    found.add(prefix + _APPOINTMENTS[groups["appt"].casefold()])
     for topic, patterns in _MINE:
         if any(p.search(text) for p in patterns):
             found.add(topic)
