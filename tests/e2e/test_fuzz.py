@@ -38,7 +38,7 @@ from engram.adapters.postgres import Connection, Database
 from engram.adapters.proposal_store import PgProposalStore
 from engram.adapters.tenant_stores import PgAgentKeyStore
 from engram.development.embedded import free_port
-from engram.domain.consolidation import ConsolidationRecord
+from engram.domain.consolidation_history import ConsolidationRecord
 from engram.domain.hashing import secret_hash
 from engram.domain.observation import ObservationDraft
 from engram.domain.proposals import NewProposal, ProposalReason

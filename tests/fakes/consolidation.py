@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from engram.domain.consolidation import ConsolidationRecord
+from engram.domain.consolidation_history import ConsolidationRecord
 from engram.domain.observation import Observation, Priority, is_unit_key
 from tests.fakes.data import ConstraintViolation, TxState
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from engram.domain.consolidation import ConsolidationRecord
+from engram.domain.consolidation_history import ConsolidationRecord
 from engram.domain.models import Chat, ChatMessage, FeedbackKind, Session, Summary
 from engram.domain.observation import Observation
 from engram.domain.proposals import Proposal

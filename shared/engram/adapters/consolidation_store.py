@@ -16,7 +16,7 @@ import asyncpg
 
 from engram.adapters.observation_rows import to_observation
 from engram.adapters.postgres import Connection, Database
-from engram.domain.consolidation import ConsolidationRecord
+from engram.domain.consolidation_history import ConsolidationRecord
 from engram.domain.observation import UNIT_KEY_PREFIXES, Observation
 
 _CURRENT = "superseded_by IS NULL AND valid_to IS NULL"

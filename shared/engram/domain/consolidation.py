@@ -39,9 +39,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from engram.domain import life_topics
 from engram.domain.consolidation_words import Comparison, Distinguishing, casing_of
@@ -420,31 +417,3 @@ def updated_draft(newer: Observation, older: Observation, carried: Sequence[str]
             "provenance": newer.provenance,
         }
     )
-
-
-# ---- history ------------------------------------------------------------------------------------
-
-
-class ConsolidationRecord(BaseModel):
-    """One decision that changed memory (`consolidations`): who, when, why, and whether a person
-    undid it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: uuid.UUID
-    tenant_id: str
-    decision: Literal["duplicate", "update", "conflict", "digest"]
-    anchor_id: uuid.UUID
-    result_id: uuid.UUID | None
-    source_ids: list[uuid.UUID]
-    reason: str
-    path: Literal["rules", "llm"]
-    model: str | None
-    actor: str
-    created_at: datetime
-    undone_at: datetime | None = None
-    undone_by: str | None = None
-
-    @property
-    def members(self) -> list[uuid.UUID]:
-        return ([self.result_id] if self.result_id else []) + list(self.source_ids)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from engram.domain.consolidation import ConsolidationRecord
+from engram.domain.consolidation_history import ConsolidationRecord
 from engram.domain.observation import Observation
 
 

@@ -36,7 +36,6 @@ from cloudevents.http import CloudEvent
 
 from engram.domain.consolidation import (
     DEFAULT_THRESHOLDS,
-    ConsolidationRecord,
     Decision,
     Pool,
     Thresholds,
@@ -44,6 +43,7 @@ from engram.domain.consolidation import (
     audience,
     decide,
 )
+from engram.domain.consolidation_history import ConsolidationRecord
 from engram.domain.consolidation_plan import Step, feedback_sums, plan
 from engram.domain.deliveries import Batch
 from engram.domain.errors import InvalidEvent

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from engram.domain.consolidation import ConsolidationRecord
+from engram.domain.consolidation_history import ConsolidationRecord
 from engram.domain.errors import Conflict, Forbidden, NotFound
 from engram.domain.observation import Change, Observation, WriteOutcome
 from engram.domain.scopes import Permission, Principal, Visibility, require
