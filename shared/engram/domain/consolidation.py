@@ -16,8 +16,9 @@ For a pair the rules decide one of
   `city=Hamburg`), or a free-text statement that something changed ("sprint moved to 5 April",
   or in other words about the same subject: "Noah now prefers detailed answers", or a fact of
   the owner's life with one value at a time, told again by a later message that says it changed:
-  "my sister moved to Leeds" after "my sister Lena lives in Porto", `life_topics`) with a clear
-  order -> the newer supersedes the older;
+  "my sister moved to Leeds" after "my sister Lena lives in Porto", `life_topics`; or where a
+  named organisation sits: "Koch Logistik ist nach Hannover umgezogen" after "Der Kunde Koch
+  Logistik sitzt in Kiel", `entity_seat`) with a clear order -> the newer supersedes the older;
 - **conflict**: the same, without a clear order (said within `order_gap` of each other, or
   the newer is less trusted than the older) -> both stay, linked;
 - **unrelated**: anything else. `certain` says whether the rules are sure; the LLM path is asked
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from engram.domain import life_topics
+from engram.domain import entity_seat, life_topics
 from engram.domain.consolidation_words import Comparison, Distinguishing, casing_of
 from engram.domain.dates import MONTHS
 from engram.domain.facts import Facts, Reading, jaccard, minimal_pair
@@ -209,6 +210,8 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
     subject."""
     if cosine is None:
         return Verdict(Decision.unrelated, "no vectors to compare", certain=False)
+    if (two := entity_seat.apart(a.text, b.text)) is not None:
+        return Verdict(Decision.unrelated, f"where two organisations sit ({two[0]} / {two[1]})")
     open_question = cosine >= t.ask_model
     sa, sb = pool.specific(a, t), pool.specific(b, t)
     shared, only_a, only_b = sa & sb, sorted(sa - sb), sorted(sb - sa)
@@ -230,6 +233,8 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
             return ordered(a, b, what, t)
     if (life := _life_change(a, b, t)) is not None:
         return life
+    if (organisation := entity_seat.moved(a.text, b.text)) is not None:  # a customer moved
+        return ordered(a, b, f"a change of where {organisation} sits", t)
     by_words = _distinguishing(a, b, cosine, pool, t, (only_a, only_b))
     if by_words is not None:
         return by_words
