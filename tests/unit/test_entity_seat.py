@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from engram.domain.consolidation import Decision, Pool, decide
-from engram.domain.entity_seat import apart, moved, seats
+from engram.domain.entity_seat import apart, moved, restated, seats
 from engram.domain.observation import Observation
 from tests.unit.test_consolidation_domain import obs, r
 
@@ -83,3 +83,25 @@ def test_a_name_does_not_run_across_lines() -> None:
     starting the next."""
     text = "Harbor Energy has its office in Miami\nHarbor Energy runs its business from Miami."
     assert seats(text) == {("Harbor Energy", "Miami")}
+
+
+def test_restated_is_the_same_seat_and_nothing_else() -> None:
+    sits = "Customer Harbor Energy sits in Miami\nOur customer Harbor Energy is located in Miami."
+    office = "Harbor Energy has its office in Miami\nHarbor Energy runs its business from Miami."
+    assert restated(sits, office) == "Harbor Energy"
+    assert restated(sits, "Harbor Energy has its office in Miami\nHarbor Energy pays within 30 days.") is None
+    assert restated(sits, "Harbor Energy has its office in Miami and a warehouse in Tampa.") is None
+    assert restated(sits, "Harbor Energy moved to Tampa.") is None
+
+
+def test_the_same_seat_in_other_words_is_one_statement() -> None:
+    """Whatever the pool makes of "Customer" and "located" (few observations of a small pool use
+    them: specific words, a word swapped), two statements of one seat merge."""
+    sits = _fact("Customer Harbor Energy sits in Miami", 20).model_copy(
+        update={"narrative": "Our customer Harbor Energy is located in Miami."}
+    )
+    office = _fact("Harbor Energy has its office in Miami", 2).model_copy(
+        update={"narrative": "Harbor Energy runs its business from Miami."}
+    )
+    v = decide(r(office), r(sits), 0.917, Pool.of([r(sits), r(office)]))
+    assert v.decision is Decision.duplicate, v.reason

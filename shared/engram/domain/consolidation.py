@@ -212,6 +212,8 @@ def _free_text(a: Reading, b: Reading, cosine: float | None, pool: Pool, t: Thre
         return Verdict(Decision.unrelated, "no vectors to compare", certain=False)
     if (two := entity_seat.apart(a.text, b.text)) is not None:
         return Verdict(Decision.unrelated, f"where two organisations sit ({two[0]} / {two[1]})")
+    if (organisation := entity_seat.restated(a.text, b.text)) is not None:
+        return Verdict(Decision.duplicate, f"where {organisation} sits, in other words (cosine {cosine:.3f})")
     open_question = cosine >= t.ask_model
     sa, sb = pool.specific(a, t), pool.specific(b, t)
     shared, only_a, only_b = sa & sb, sorted(sa - sb), sorted(sb - sa)

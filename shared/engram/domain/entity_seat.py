@@ -19,6 +19,7 @@ ansässig", "ist nach ... umgezogen", "zieht nach".
 `moved(a, b)`: the organisation whose seat the two texts give as different places, else None.
 Which of the two holds is the order of the statements (`consolidation.ordered`). `apart(a, b)`:
 the two organisations when each text gives another's seat; consolidation keeps both.
+`restated(a, b)`: the organisation when both texts say nothing but that it sits at the same place.
 """
 
 from __future__ import annotations
@@ -58,15 +59,24 @@ _PRONOUNS = frozenset("i we he she it they you ich wir er sie es ihr du man".spl
 @lru_cache(maxsize=4_096)  # consolidation reads each candidate's text once per pair
 def seats(text: str) -> frozenset[tuple[str, str]]:
     """Each (organisation, place) `text` gives as where the organisation sits (see the module)."""
-    found = set()
-    for pattern in _SEATS:
-        for match in pattern.finditer(text):
-            words = match.group("name").split()
-            while words and words[0].casefold() in _ROLES:
-                words = words[1:]
-            if words and not (len(words) == 1 and words[0].casefold() in _PRONOUNS):
-                found.add((" ".join(words), match.group("place")))
-    return frozenset(found)
+    return frozenset(seat for seat, _ in _read(text))
+
+
+def _read(text: str) -> list[tuple[tuple[str, str], bool]]:
+    """Each seat `text` gives, and whether its line says nothing else (a role before the name and
+    a full stop after the place at most)."""
+    found = []
+    for line in text.splitlines():
+        for pattern in _SEATS:
+            for match in pattern.finditer(line):
+                words = match.group("name").split()
+                before = line[: match.start()].split()
+                while words and words[0].casefold() in _ROLES:
+                    before, words = [*before, words[0]], words[1:]
+                if words and not (len(words) == 1 and words[0].casefold() in _PRONOUNS):
+                    alone = all(w.casefold() in _ROLES for w in before) and not line[match.end() :].strip(" .")
+                    found.append(((" ".join(words), match.group("place")), alone))
+    return found
 
 
 def moved(a: str, b: str) -> str | None:
@@ -85,3 +95,17 @@ def apart(a: str, b: str) -> tuple[str, str] | None:
     if sa and sb and not {name for name, _ in sa} & {name for name, _ in sb}:
         return min(sa)[0], min(sb)[0]
     return None
+
+
+def restated(a: str, b: str) -> str | None:
+    """The organisation when every line of `a` and `b` says only that it sits at one and the same
+    place ("Customer Harbor Energy sits in Miami" / "Harbor Energy has its office in Miami"): one
+    statement in other words, whatever else the pool makes of their words."""
+    read = [_read(a), _read(b)]
+    lines = [len([line for line in text.splitlines() if line.strip()]) for text in (a, b)]
+    said = {seat for found in read for seat, _ in found}
+    if len(said) != 1 or any(
+        len(found) != n or not all(alone for _, alone in found) for found, n in zip(read, lines, strict=True)
+    ):
+        return None
+    return next(iter(said))[0]
