@@ -11,7 +11,7 @@ import numpy as np
 
 from engram.domain import life_topics
 from engram.domain.facts import content_tokens, corrected_check, says_changed
-from engram.domain.observation import Observation, ObservationDraft, Provenance
+from engram.domain.observation import Observation, ObservationDraft, Priority, Provenance
 from engram.domain.recall import RecallQuery, SearchHit
 from engram.domain.recency import CHANGED_NEAR, NEAR_DUPLICATE, Said, newer_first, supersedes
 from engram.domain.scopes import Visibility
@@ -228,3 +228,30 @@ def test_a_later_value_of_a_fact_of_life_restates_the_earlier_whatever_the_vecto
     assert not supersedes(life("My sister Mia moved to Leeds.", JUNE), lena, frozenset())  # another sister
     also = life("I also have an old Fiat car for the allotment.", JUNE)  # one more, no current value
     assert not supersedes(dataclasses.replace(also, vector=vec(0.0, 1.0, 0.0)), toyota, frozenset())
+
+
+def test_a_turn_without_its_statement_among_the_candidates_moves_by_its_fact_of_life() -> None:
+    """The later turn's own sentence says the appointment moved: it goes above the turn that gave
+    the old date, though no statement unit of either is among the candidates."""
+    old = stored("user: My dentist appointment is on 5 August. What can I plant?", MAY, "turn:c:D4:1", "c#D4:1")
+    other = stored("user: I drive a blue Golf", MAY, "unit:statement:c:D1:3:0", "c#D1:3")
+    new = stored(
+        "user: Oh, and the dentist moved my appointment to 3 March. What are the usual mistakes?",
+        JUNE,
+        "turn:c:D6:5",
+        "c#D6:5",
+    )
+    hits = [
+        SearchHit(observation=o, score=s, lexical_rank=1, vector_rank=1)
+        for o, s in ((old, 0.04), (other, 0.035), (new, 0.03))
+    ]
+    plan = plan_for("On what date is my next check-up?", {str(other.id): vec(0.0, 1.0, 0.0)})
+    assert [h.observation for h in later_statements_first(hits, hits, plan)] == [new, old, other]
+    # a sentence of the later turn that does not say it moved leaves a plan where it is
+    booked = new.model_copy(update={"title": "user: I also booked the dentist for 3 March. Thanks!"})
+    hits[2] = dataclasses.replace(hits[2], observation=booked)
+    assert [h.observation for h in later_statements_first(hits, hits, plan)] == [old, other, booked]
+    # an assistant's turn (low priority) gives no fact of the user's life
+    answer = new.model_copy(update={"priority": Priority.low})
+    hits[2] = dataclasses.replace(hits[2], observation=answer)
+    assert [h.observation for h in later_statements_first(hits, hits, plan)] == [old, other, answer]

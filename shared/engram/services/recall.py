@@ -11,9 +11,9 @@
    (`ranking.with_leg_floors`) and cut to the limit.
 4. Hits on derived units count for their turns (`recall_plan.as_turns`); a question that names
    two things is also searched in parts, and a question to the assistant among its answers'
-   passages alone, fused by RRF (`recall_plan.with_parts`); of two
-   near-duplicate statements of one speaker the later ranks first (`domain/recency`, with the
-   statement units' stored vectors; pgvector only, read in the recall's transaction).
+   passages alone, fused by RRF (`recall_plan.with_parts`); of two near-duplicate statements
+   of one speaker, or two values of a fact of their life (`life_topics`), the later ranks first
+   (`domain/recency`; statement units' stored vectors: pgvector, in the recall's transaction).
 5. Every recall gets a `query_id` (or the one the query brings); a `retrieved` feedback event
    per returned observation is published in the background, never on the response path.
 

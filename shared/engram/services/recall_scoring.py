@@ -7,14 +7,16 @@ fusion (`ranking.with_leg_floors`), and the newer of two near-duplicate statemen
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 
 from engram.domain import life_topics
-from engram.domain.addressee import addressee_support, asks_assistant, in_first_person
+from engram.domain.addressee import addressee_support, asks_assistant, assistant_unit, in_first_person
 from engram.domain.answer_kind import answer_support, asked_kind
+from engram.domain.chat_extraction import sentences
 from engram.domain.conversation import answered_question
 from engram.domain.dates import mentioned_dates
 from engram.domain.facts import content_tokens, corrected_check, says_changed
@@ -113,7 +115,8 @@ def scored_hits(plan: Plan, found: dict[str, Observation], now: datetime) -> lis
         ]
         turns = floored(turns, legs, key)  # newer_first below may still put a later statement above one
     turns = said_once(turns)
-    if not (hybrid and plan.vectors):
+    # between people without statement units (LoCoMo) it moved nothing and cost ~1.5 ms a question
+    if not hybrid or (between_people and not plan.vectors):
         return turns[: query.limit]
     # a later statement from below the cut may take its place above the one it restates
     return later_statements_first(turns[: query.limit * RESTATED_DEPTH], hits, plan, query.limit)[: query.limit]
@@ -135,11 +138,16 @@ def turn_texts(visible: Sequence[tuple[Fused, Observation]], key: dict[uuid.UUID
         ref = unit_ref(obs)
         if ref is None or ref.kind not in _SAID:
             continue
-        title = obs.title
-        if obs.tags and title[: len(obs.tags[0]) + 2].casefold() == f"{obs.tags[0]}: ".casefold():
-            title = title[len(obs.tags[0]) + 2 :]
-        texts[key[obs.id]].append(title)
+        texts[key[obs.id]].append(_without_speaker(obs))
     return {k: "\n".join(titles) for k, titles in texts.items()}
+
+
+def _without_speaker(obs: Observation) -> str:
+    """A unit's title without the speaker it starts with ("User: ...")."""
+    title = obs.title
+    if obs.tags and title[: len(obs.tags[0]) + 2].casefold() == f"{obs.tags[0]}: ".casefold():
+        return title[len(obs.tags[0]) + 2 :]
+    return title
 
 
 def leg_order(
@@ -209,13 +217,42 @@ def is_statement(obs: Observation) -> bool:
     return ref is not None and ref.kind is UnitKind.statement
 
 
+def life_of_turn(obs: Observation) -> list[Said]:
+    """A person's turn unit's sentences that give a fact of their life (`life_topics`), each as
+    its statement unit would: among a recall's candidates a turn is often there without the
+    statement unit of its sentence ("the dentist moved my appointment to 3 March" fourth, "My
+    dentist appointment is on 5 August" second, bench.assistant_chats seed 99). Without a vector:
+    they move a turn by a fact of life only, never as a near duplicate."""
+    ref = unit_ref(obs)
+    if ref is None or ref.kind is not UnitKind.turn or not obs.tags or assistant_unit(obs) is not None:
+        return []
+    return [
+        Said(obs.tags[0], obs.holds_from, frozenset(), None, changed, life=life, current=current)
+        for changed, life, current in _life_sentences(_without_speaker(obs))
+    ]
+
+
+@functools.lru_cache(maxsize=4096)  # the same turns come back question after question
+def _life_sentences(text: str) -> tuple[tuple[bool, frozenset[tuple[str, str]], bool], ...]:
+    """Of each sentence of `text` that gives a fact of life: whether it says it changed, the
+    facts, whether it gives a current value."""
+    return tuple(
+        (says_changed(s), life, life_topics.current(s)) for s in sentences(text) if (life := life_topics.facts_of(s))
+    )
+
+
 def corrects(obs: Observation) -> frozenset[str]:
     """Of a person's turn unit that answers "no" to a check ("Is your sister still living in
     Porto?"), the check's words (`facts.corrected_check`); else none."""
     ref = unit_ref(obs)
     if ref is None or ref.kind is not UnitKind.turn or not obs.narrative:
         return frozenset()
-    answered = answered_question(obs.narrative, obs.tags[0])
+    return _corrected(obs.narrative, obs.tags[0])
+
+
+@functools.lru_cache(maxsize=4096)  # the same turns come back question after question
+def _corrected(narrative: str, speaker: str) -> frozenset[str]:
+    answered = answered_question(narrative, speaker)
     return corrected_check(*answered) if answered else frozenset()
 
 
@@ -223,13 +260,16 @@ def later_statements_first(
     turns: list[SearchHit], hits: Sequence[SearchHit], plan: Plan, cut: int | None = None
 ) -> list[SearchHit]:
     """`recency.newer_first` on the turns, from the statement units among the candidates whose
-    vectors the plan read; a moved turn's `newer` boost is its new score over its old one."""
+    vectors the plan read and the facts of life the ranked turns' own sentences give
+    (`life_of_turn`); a moved turn's `newer` boost is its new score over its old one."""
     said: dict[Hashable, list[Said]] = defaultdict(list)
+    by_turn = {turn_of(t.observation): t for t in turns}
     for h in hits:
         obs = h.observation
+        turn = turn_of(obs)
         vector = plan.vectors.get(str(obs.id))
         if vector is not None and obs.tags and is_statement(obs):
-            said[turn_of(obs)].append(
+            said[turn].append(
                 Said(
                     obs.tags[0],
                     obs.holds_from,
@@ -241,10 +281,11 @@ def later_statements_first(
                 )
             )
         elif obs.tags and (checked := corrects(obs)):
-            said[turn_of(obs)].append(Said(obs.tags[0], obs.holds_from, frozenset(), None, corrects=checked))
+            said[turn].append(Said(obs.tags[0], obs.holds_from, frozenset(), None, corrects=checked))
+        if turn in by_turn:  # a turn's own facts of life count where the turn is ranked
+            said[turn].extend(life_of_turn(obs))
     if not said:
         return turns
-    by_turn = {turn_of(t.observation): t for t in turns}
     ranked = newer_first([(turn_of(t.observation), t.score) for t in turns], said, content_tokens(plan.text), cut=cut)
     out = []
     for key, score in ranked:
