@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from engram.domain.consolidation import Decision, Pool, decide
+from engram.domain.facts import says_changed
 from engram.domain.life_topics import names, shared_topic, topics
 from engram.domain.observation import Observation, Provenance, Source
 from tests.unit.test_consolidation_domain import obs, r
@@ -186,3 +187,24 @@ def test_a_later_appointment_replaces_the_booked_one_only_when_it_says_it_moved(
     moved = _said("The dentist moved my appointment to 18 April.", age=timedelta(days=2))
     v = decide(r(moved), r(march), 0.80, _pool(march, moved))
     assert (v.decision, v.current) == (Decision.update, moved.id), v.reason
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Is my green Skoda Octavia good enough for the motorway?", {"vehicle:car"}),  # a make they call theirs
+        ("Mein grüner Skoda braucht neue Reifen.", {"vehicle:car"}),
+        ("My old Skoda was better.", set()),
+        ("My car needs new tyres.", set()),  # which car, it does not say
+        ("Wir fahren jetzt doch im April nach Lissabon.", {"trip:next"}),  # four words before "nach"
+        ("Welche Impfungen brauchen wir, bevor wir im August nach Kreta fliegen?", {"trip:next"}),  # the verb last
+    ],
+)
+def test_a_make_called_mine_and_a_trip_with_the_verb_last(text: str, expected: set[str]) -> None:
+    assert topics(text) == expected
+
+
+def test_a_change_someone_had_to_make_says_it_changed() -> None:
+    assert says_changed("Brauche ich eine Überweisung, wo ich den Zahnarzttermin auf den 5. August verlegen musste?")
+    assert says_changed("I had to reschedule the dentist, it's on 12 May.")
+    assert not says_changed("Can you reschedule my meeting?")  # a request, no change yet

@@ -97,6 +97,13 @@ CHANGE_MARKERS: tuple[str, ...] = (
     "abgesagt",
     "verkauft",
     "umgeplant",
+    # a change someone had to make ("I had to reschedule the dentist", "den Termin verlegen musste")
+    "had to reschedule",
+    "had to move",
+    "verlegen musste",
+    "verlegen müssen",
+    "verschieben musste",
+    "verschieben müssen",
 )
 _MARKER = re.compile(r"(?<![\wäöüß])(" + "|".join(re.escape(m) for m in CHANGE_MARKERS) + r")(?![\wäöüß])", re.I)
 _MARKER_WORDS = frozenset(w for m in CHANGE_MARKERS for w in m.split())

@@ -101,14 +101,19 @@ _WORK = (
     r"\b(was machen sie|was machst du) beruflich\b|\bwo arbeite(n sie|st du)\b",
 )
 
-_VEHICLES = _canonical(
-    "car auto=car autos=car wagen=car wagens=car van transporter=van campervan wohnmobil=campervan motorbike"
-    " motorcycle=motorbike motorrad=motorbike scooter roller=scooter bike=bicycle bicycle fahrrad=bicycle e-bike"
-    " ebike=e-bike"
-    # a car's make names the car ("ich habe einen weißen BMW i3"); makes that are common words are left out
-    " audi=car bmw=car volkswagen=car vw=car toyota=car honda=car tesla=car skoda=car škoda=car opel=car"
+# a car's make names the car ("ich habe einen weißen BMW i3"); makes that are common words are left out
+_MAKES = _canonical(
+    "audi=car bmw=car volkswagen=car vw=car toyota=car honda=car tesla=car skoda=car škoda=car opel=car"
     " fiat=car mercedes=car renault=car peugeot=car citroën=car citroen=car kia=car hyundai=car mazda=car"
     " nissan=car volvo=car dacia=car porsche=car subaru=car"
+)
+_VEHICLES = (
+    _canonical(
+        "car auto=car autos=car wagen=car wagens=car van transporter=van campervan wohnmobil=campervan motorbike"
+        " motorcycle=motorbike motorrad=motorbike scooter roller=scooter bike=bicycle bicycle fahrrad=bicycle e-bike"
+        " ebike=e-bike"
+    )
+    | _MAKES
 )
 _VEHICLE = _group("veh", _VEHICLES)
 # which vehicle the user has: parting with one, or a verb of owning or driving with "a" (a value),
@@ -119,6 +124,8 @@ _VEHICLE_OWNED = (
     rf"\b(bought|got|have|own|drive|ride|fahre|habe|besitze)\b (now |still |jetzt |nun )?(a|an|einen|eine|ein)\b"
     rf"[^.?!;,]{{0,30}}?"
     rf"\b{_VEHICLE}\b",
+    # "my green Skoda Octavia", "mein grüner Skoda": a make the user calls theirs (not "my old Skoda")
+    rf"\b(my|mein|meinen|meinem|meiner|meine)\s+(?!old\b|alte)(\w+\s+){{0,2}}?{_group('veh', _MAKES)}\b",
 )
 _DRIVES = (  # driving without naming the vehicle: a car
     r"\bi (now |still )?drive (a|an|the)\b",
@@ -158,7 +165,8 @@ _ROUTINE = (
 _TRIP = (
     r"\b(trip|holiday|vacation|getaway|reise|urlaub)\b",
     r"\b(fly|flying|going|travel|travelling|traveling|heading) to (?-i:[A-Z])\w+ (in|for|this|next)\b",
-    r"\b(fliegen|fahren|reisen|geht es) (\w+ ){0,3}nach (?-i:[A-ZÄÖÜ])",
+    r"\b(fliegen|fahren|reisen|geht es) (\w+ ){0,4}nach (?-i:[A-ZÄÖÜ])",  # "fahren jetzt doch im April nach"
+    r"\bnach (?-i:[A-ZÄÖÜ])\w+ (fliegen|fahren|reisen)\b",  # the verb last: "bevor wir nach Kreta fliegen"
 )
 
 # the next appointment with a dentist or a doctor, and its date: a plan too ("I have a dentist
