@@ -172,9 +172,17 @@ def test_a_later_trip_replaces_the_planned_one_only_when_it_says_so() -> None:
         ("Ich bin am Montag bei meiner Hausärztin.", {"appointment:doctor"}),
         ("My dentist said my teeth are fine.", set()),  # no date: no appointment
         ("On 3 March we went to the zoo.", set()),
+        ("Is my green Skoda Octavia good enough for the motorway?", {"vehicle:car"}),  # a make they call theirs
+        ("Mein grüner Skoda braucht neue Reifen.", {"vehicle:car"}),
+        ("My old Skoda was better.", set()),
+        ("My car needs new tyres.", set()),  # which car, it does not say
+        ("Wir fahren jetzt doch im April nach Lissabon.", {"trip:next"}),  # four words before "nach"
+        ("Welche Impfungen brauchen wir, bevor wir im August nach Kreta fliegen?", {"trip:next"}),  # the verb last
     ],
 )
-def test_an_appointment_is_the_dentist_or_doctor_with_a_date(text: str, expected: set[str]) -> None:
+def test_appointments_and_the_wordings_of_a_car_or_trip(text: str, expected: set[str]) -> None:
+    """An appointment is the dentist or the doctor with a date; a make after "my" is the user's car;
+    a trip's verb may come four words before "nach" or last."""
     assert topics(text) == expected
 
 
@@ -187,21 +195,6 @@ def test_a_later_appointment_replaces_the_booked_one_only_when_it_says_it_moved(
     moved = _said("The dentist moved my appointment to 18 April.", age=timedelta(days=2))
     v = decide(r(moved), r(march), 0.80, _pool(march, moved))
     assert (v.decision, v.current) == (Decision.update, moved.id), v.reason
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("Is my green Skoda Octavia good enough for the motorway?", {"vehicle:car"}),  # a make they call theirs
-        ("Mein grüner Skoda braucht neue Reifen.", {"vehicle:car"}),
-        ("My old Skoda was better.", set()),
-        ("My car needs new tyres.", set()),  # which car, it does not say
-        ("Wir fahren jetzt doch im April nach Lissabon.", {"trip:next"}),  # four words before "nach"
-        ("Welche Impfungen brauchen wir, bevor wir im August nach Kreta fliegen?", {"trip:next"}),  # the verb last
-    ],
-)
-def test_a_make_called_mine_and_a_trip_with_the_verb_last(text: str, expected: set[str]) -> None:
-    assert topics(text) == expected
 
 
 def test_a_change_someone_had_to_make_says_it_changed() -> None:
