@@ -35,13 +35,14 @@ for number, names in enumerate(
 WEEKDAYS_EN = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 WEEKDAYS_DE = ("montag", "dienstag", "mittwoch", "donnerstag", "freitag", "samstag", "sonntag")
 
-_MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+# every month name, the longest first (a regex alternation; the caller groups it)
+MONTH_PATTERN = "|".join(sorted(MONTHS, key=len, reverse=True))
 _DAY = r"(\d{1,2})(?:st|nd|rd|th|\.)?"
 _PATTERNS = (
     # 3 June, 2023 / 3. Juni 2023 / 3rd of June 2023
-    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b", re.IGNORECASE), ("d", "m", "y")),
+    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?({MONTH_PATTERN})\.?,?\s+(\d{{4}})\b", re.IGNORECASE), ("d", "m", "y")),
     # June 3, 2023 / June 3rd 2023
-    (re.compile(rf"\b({_MONTH})\.?\s+{_DAY},?\s+(\d{{4}})\b", re.IGNORECASE), ("m", "d", "y")),
+    (re.compile(rf"\b({MONTH_PATTERN})\.?\s+{_DAY},?\s+(\d{{4}})\b", re.IGNORECASE), ("m", "d", "y")),
     # 2023-06-03
     (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), ("y", "m", "d")),
     # 03.06.2023 (German numeric)

@@ -56,13 +56,13 @@ _ROLES = frozenset(
 _PRONOUNS = frozenset("i we he she it they you ich wir er sie es ihr du man".split())
 
 
-@lru_cache(maxsize=4_096)  # consolidation reads each candidate's text once per pair
 def seats(text: str) -> frozenset[tuple[str, str]]:
     """Each (organisation, place) `text` gives as where the organisation sits (see the module)."""
     return frozenset(seat for seat, _ in _read(text))
 
 
-def _read(text: str) -> list[tuple[tuple[str, str], bool]]:
+@lru_cache(maxsize=4_096)  # `seats` and `restated` read the same texts, pair after pair
+def _read(text: str) -> tuple[tuple[tuple[str, str], bool], ...]:
     """Each seat `text` gives, and whether its line says nothing else (a role before the name and
     a full stop after the place at most)."""
     found = []
@@ -76,7 +76,7 @@ def _read(text: str) -> list[tuple[tuple[str, str], bool]]:
                 if words and not (len(words) == 1 and words[0].casefold() in _PRONOUNS):
                     alone = all(w.casefold() in _ROLES for w in before) and not line[match.end() :].strip(" .")
                     found.append(((" ".join(words), match.group("place")), alone))
-    return found
+    return tuple(found)
 
 
 def moved(a: str, b: str) -> str | None:
