@@ -56,6 +56,21 @@ from tests.unit.test_consolidation_domain import obs, r
         ("Ich fahre jetzt einen roten Opel Corsa, der alte Wagen ist weg.", {"vehicle:car"}),
         # someone else's sister: "ihre" in lower case is "her", not the formal "your"
         ("Anna sagt, ihre Schwester wohnt in Köln.", set()),
+        # an appointment is the dentist or the doctor with a date
+        ("Can I eat normally before the dentist on 3 March?", {"appointment:dentist"}),
+        ("The dentist moved my appointment to April 18.", {"appointment:dentist"}),
+        ("Darf ich vor dem Zahnarzt am 3. März normal essen?", {"appointment:dentist"}),
+        ("Die Zahnarztpraxis hat meinen Termin auf den 18.4. verschoben.", {"appointment:dentist"}),
+        ("Ich bin am Montag bei meiner Hausärztin.", {"appointment:doctor"}),
+        ("My dentist said my teeth are fine.", set()),  # no date: no appointment
+        ("On 3 March we went to the zoo.", set()),
+        # a make after "my" is the user's car; a trip's verb may come four words before "nach" or last
+        ("Is my green Skoda Octavia good enough for the motorway?", {"vehicle:car"}),  # a make they call theirs
+        ("Mein grüner Skoda braucht neue Reifen.", {"vehicle:car"}),
+        ("My old Skoda was better.", set()),
+        ("My car needs new tyres.", set()),  # which car, it does not say
+        ("Wir fahren jetzt doch im April nach Lissabon.", {"trip:next"}),  # four words before "nach"
+        ("Welche Impfungen brauchen wir, bevor wir im August nach Kreta fliegen?", {"trip:next"}),  # the verb last
     ],
 )
 def test_the_topic_wants_the_verb_that_gives_the_value(text: str, expected: set[str]) -> None:
@@ -152,49 +167,30 @@ def test_a_cars_make_a_new_start_and_the_next_trip() -> None:
     assert "trip:next" in topics("Die alte Reise ist storniert; Island im Juni ist der neue Plan.")
 
 
-def test_a_later_trip_replaces_the_planned_one_only_when_it_says_so() -> None:
-    """Two trips can both be booked: a plan is replaced when the later one says it changed."""
-    lisbon = _said("Not related, but we booked a holiday in Lisbon for April.", age=timedelta(days=20))
-    iceland = _said("We're flying to Iceland in June, by the way.", age=timedelta(days=5))
-    assert decide(r(iceland), r(lisbon), 0.80, _pool(lisbon, iceland)).decision is not Decision.update
-    morocco = _said("The old trip is cancelled; Morocco in March is the new plan.", age=timedelta(days=2))
-    v = decide(r(morocco), r(lisbon), 0.80, _pool(lisbon, morocco))
-    assert (v.decision, v.current) == (Decision.update, morocco.id), v.reason
-
-
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    ("booked", "another", "moved"),
     [
-        ("Can I eat normally before the dentist on 3 March?", {"appointment:dentist"}),
-        ("The dentist moved my appointment to April 18.", {"appointment:dentist"}),
-        ("Darf ich vor dem Zahnarzt am 3. März normal essen?", {"appointment:dentist"}),
-        ("Die Zahnarztpraxis hat meinen Termin auf den 18.4. verschoben.", {"appointment:dentist"}),
-        ("Ich bin am Montag bei meiner Hausärztin.", {"appointment:doctor"}),
-        ("My dentist said my teeth are fine.", set()),  # no date: no appointment
-        ("On 3 March we went to the zoo.", set()),
-        ("Is my green Skoda Octavia good enough for the motorway?", {"vehicle:car"}),  # a make they call theirs
-        ("Mein grüner Skoda braucht neue Reifen.", {"vehicle:car"}),
-        ("My old Skoda was better.", set()),
-        ("My car needs new tyres.", set()),  # which car, it does not say
-        ("Wir fahren jetzt doch im April nach Lissabon.", {"trip:next"}),  # four words before "nach"
-        ("Welche Impfungen brauchen wir, bevor wir im August nach Kreta fliegen?", {"trip:next"}),  # the verb last
+        (
+            "Not related, but we booked a holiday in Lisbon for April.",
+            "We're flying to Iceland in June, by the way.",
+            "The old trip is cancelled; Morocco in March is the new plan.",
+        ),
+        (
+            "My dentist appointment is on 3 March.",
+            "I also booked the dentist for 12 May, for the cleaning.",
+            "The dentist moved my appointment to 18 April.",
+        ),
     ],
 )
-def test_appointments_and_the_wordings_of_a_car_or_trip(text: str, expected: set[str]) -> None:
-    """An appointment is the dentist or the doctor with a date; a make after "my" is the user's car;
-    a trip's verb may come four words before "nach" or last."""
-    assert topics(text) == expected
-
-
-def test_a_later_appointment_replaces_the_booked_one_only_when_it_says_it_moved() -> None:
-    """Like a trip, an appointment is a plan: a check-up in May beside the dentist on 3 March may
-    both hold; "moved my appointment to 18 April" replaces it."""
-    march = _said("My dentist appointment is on 3 March.", age=timedelta(days=20))
-    may = _said("I also booked the dentist for 12 May, for the cleaning.", age=timedelta(days=5))
-    assert decide(r(may), r(march), 0.80, _pool(march, may)).decision is not Decision.update
-    moved = _said("The dentist moved my appointment to 18 April.", age=timedelta(days=2))
-    v = decide(r(moved), r(march), 0.80, _pool(march, moved))
-    assert (v.decision, v.current) == (Decision.update, moved.id), v.reason
+def test_a_later_plan_replaces_the_booked_one_only_when_it_says_so(booked: str, another: str, moved: str) -> None:
+    """Two trips, or a check-up in May beside the dentist on 3 March, can both hold: a plan (the next
+    trip, an appointment) is replaced only when the later one says it changed."""
+    first = _said(booked, age=timedelta(days=20))
+    second = _said(another, age=timedelta(days=5))
+    assert decide(r(second), r(first), 0.80, _pool(first, second)).decision is not Decision.update
+    later = _said(moved, age=timedelta(days=2))
+    v = decide(r(later), r(first), 0.80, _pool(first, later))
+    assert (v.decision, v.current) == (Decision.update, later.id), v.reason
 
 
 def test_a_change_someone_had_to_make_says_it_changed() -> None:
