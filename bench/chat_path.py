@@ -30,7 +30,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from engram.adapters.observation_rows import to_observation
 from engram.adapters.postgres import Database
@@ -119,12 +119,15 @@ class StableBlock:
     chars: int  # its length in the prompt
 
 
-async def stable_memory_block(uow: UnitOfWork, tenant_id: str, user_id: str, replay: ChatReplay) -> StableBlock:
-    """The chat's stable memory block as `chat.prepare` reads it (the user's own preferences and
-    identity, never sensitive, the newest that fit the block's budget), and the turns it cites."""
+async def stable_memory_block(
+    uow: UnitOfWork, tenant_id: str, user_id: str, replay: ChatReplay, now: datetime | None = None
+) -> StableBlock:
+    """The chat's stable memory block as `chat.prepare` reads it at `now` (the user's own
+    preferences and identity, never sensitive, the newest that fit the block's budget, and their
+    plans still ahead), and the turns it cites."""
     reader = Principal(tenant_id, user_id, PrincipalKind.human, frozenset(), frozenset())
     async with uow.tenant(tenant_id) as tx:
-        sent = await read_profile(tx, reader, get_settings().engram_observation_types)
+        sent = await read_profile(tx, reader, get_settings().engram_observation_types, now)
     turns = frozenset(turn for o in sent for turn in replay.turn_of(o).split() if turn)
     return StableBlock(turns, len(stable_block(sent)))
 

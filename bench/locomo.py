@@ -400,8 +400,9 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 superseded += await consolidate_extracted(db, uow, embedder, index, tenant)
                 await index_events(indexer, bus.take())
             stable: frozenset[str] | None = None
+            clock.at = asked_at(sessions, getattr(args, "asked_days_after", None))
             if args.via == "chat":
-                block = await stable_memory_block(uow, tenant, "reader", replay)
+                block = await stable_memory_block(uow, tenant, "reader", replay, clock.at)
                 stable = block.turns
                 stable_sizes.append((len(block.turns), block.chars))
             stored += await stored_observations(db, tenant)
@@ -410,7 +411,6 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 f"{sid}: {len(known)} turns stored and indexed in {time.perf_counter() - t0:.1f} s"
                 + (f" (assistant: {', '.join(sorted(assistants))})" if assistants else "")
             )
-            clock.at = asked_at(sessions, getattr(args, "asked_days_after", None))
             for number, qa in enumerate(sample["qa"]):
                 category = int(qa.get("category", 0))
                 gold = gold_ids(qa.get("evidence", []), known)

@@ -284,6 +284,28 @@ async def test_the_profile_is_the_callers_own_preferences_and_identity(
     assert_problem(await api.get("/api/ai/memory/profile", headers=auth(tenant, permissions=[])), 403)
 
 
+async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: Any, tenant: str) -> None:
+    """An appointment is there until its day has passed; one that moved is there once, at its new day
+    (the block's text orders its entries as recall text does: by priority, then the newest first)."""
+    now = datetime.now(UTC)
+    day = lambda days: f"{(now + timedelta(days=days)):%d %B}"  # noqa: E731 - a plan's day as the user says it
+    alice = auth(tenant)
+    await remember(api, alice, title="Alice prefers short answers", type="preference")
+    first = f"My dentist appointment is on {day(10)}."
+    await remember(api, alice, title=first, type="event", said_at=(now - timedelta(hours=2)).isoformat())
+    moved = f"The dentist moved my appointment to {day(20)}."
+    await remember(api, alice, title=moved, type="event", said_at=(now - timedelta(hours=1)).isoformat())
+    await remember(api, alice, title=f"I'm seeing my doctor on {day(5)}.", type="event")
+    await remember(api, alice, title=f"My doctor's appointment was on {day(-3)}, last week.", type="event")
+    await remember(api, alice, title="Invoice 42 is due on 3 March.", type="event")  # a date, no plan
+    await remember(api, auth(tenant, "bob"), title=f"Bob's dentist appointment is on {day(4)}.", type="event")
+    r = await api.get("/api/ai/memory/profile", headers=alice)
+    assert r.status_code == 200, r.text
+    assert "short answers" in r.text and "doctor on" in r.text and "moved my appointment" in r.text
+    assert first not in r.text and "was on" not in r.text and "Invoice" not in r.text and "Bob" not in r.text
+    assert r.headers["x-engram-profile-entries"] == "3"
+
+
 # ---- R-7.2 as a property: never a forbidden hit, every visible exact match found -------------
 
 USERS = ["u1", "u2", "u3"]

@@ -378,3 +378,28 @@ def test_the_answer_to_the_assistants_question_about_the_users_life_is_identity(
 )
 def test_other_replies_to_the_assistants_questions_leave_nothing(question: str, reply: str) -> None:
     assert offline_observations(reply, ORIGIN, DEFAULT_OBSERVATION_TYPES, (), question) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "title"),
+    [
+        ("We booked a holiday in Lisbon for April.", "We booked a holiday in Lisbon for April."),
+        ("Wir haben für Juli einen Urlaub in Norwegen gebucht.", "Wir haben für Juli einen Urlaub in Norwegen gebucht."),
+        (
+            "Which vaccinations do we need before we fly to Iceland in June?",
+            "Which vaccinations do we need before we fly to Iceland in June?",
+        ),  # a plan inside a question, told by nothing else
+        (
+            "Since I had to reschedule the dentist to 7 May, do I need a new referral?",
+            "Since I had to reschedule the dentist to 7 May",
+        ),  # the premise, when it holds the plan
+    ],
+)
+def test_a_plan_is_an_event_also_inside_a_question(message: str, title: str) -> None:
+    [draft] = offline_observations(message, ORIGIN, DEFAULT_OBSERVATION_TYPES)
+    assert (draft.type, draft.title.rstrip(".?")) == ("event", title.rstrip(".?"))
+
+
+def test_a_trip_that_was_or_has_no_day_is_no_plan() -> None:
+    for message in ("We went on holiday to Crete in May.", "Is my old Golf good enough for a long road trip?"):
+        assert offline_observations(message, ORIGIN, DEFAULT_OBSERVATION_TYPES) == []

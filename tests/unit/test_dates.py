@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from engram.domain.dates import mentioned_dates
+from engram.domain.dates import mentioned_dates, plan_date
 from engram.domain.ranking import DATE_WEIGHT, date_support
 
 JUNE_3 = date(2023, 6, 3)
@@ -45,3 +45,37 @@ def test_date_support_counts_the_named_day_with_a_day_of_slack() -> None:
     assert date_support(datetime(2023, 6, 2, 23, 0, tzinfo=UTC), [JUNE_3]) == 1 + DATE_WEIGHT
     assert date_support(datetime(2023, 6, 6, tzinfo=UTC), [JUNE_3]) == 1.0
     assert date_support(datetime(2023, 6, 6, tzinfo=UTC), []) == 1.0
+
+
+SAID = date(2025, 2, 2)  # a Sunday
+
+
+@pytest.mark.parametrize(
+    ("text", "day"),
+    [
+        ("my dentist appointment is on 12 February", date(2025, 2, 12)),
+        ("February 12th at the dentist", date(2025, 2, 12)),
+        ("ein Termin beim Zahnarzt, am 18. April", date(2025, 4, 18)),
+        ("Termin am 18.4. beim Arzt", date(2025, 4, 18)),
+        ("we're going to Crete in August instead", date(2025, 8, 31)),
+        ("wir haben für Juli einen Urlaub gebucht", date(2025, 7, 31)),
+        ("a holiday in February", date(2025, 2, 28)),
+        ("the doctor on Thursday", date(2025, 2, 6)),
+        ("am Sonntag zum Arzt", date(2025, 2, 9)),  # a weekday is the next one, not today
+        ("the dentist on 3 June, 2026", date(2026, 6, 3)),  # a full date as it stands
+        ("the dentist on 12 January", date(2025, 1, 12)),  # 344 days ahead: the one just past
+        ("the dentist on 12 December", date(2024, 12, 12)),  # 313 days ahead: the same
+        ("the dentist on 31 April", None),
+        ("I drive a Tesla Model 3", None),
+        ("the meeting at 10:30", None),
+    ],
+)
+def test_a_plans_day_without_a_year_is_its_next_occurrence_unless_that_is_most_of_a_year_ahead(
+    text: str, day: date | None
+) -> None:
+    assert plan_date(text, SAID) == day
+
+
+def test_a_plan_at_the_turn_of_the_year_is_next_years() -> None:
+    assert plan_date("the dentist on 12 January", date(2025, 12, 20)) == date(2026, 1, 12)
+    assert plan_date("a trip in January", date(2025, 12, 20)) == date(2026, 1, 31)

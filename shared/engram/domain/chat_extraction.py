@@ -41,6 +41,7 @@ from engram.domain.personal_facts import (
     premise,
     updates_profile,
 )
+from engram.domain.plans import plan_topic
 from engram.domain.secrets import without_secrets
 
 # ---- LLM output schema --------------------------------------------------------------------------
@@ -294,7 +295,9 @@ def offline_observations(
     question about the user's life (`asks_about_life`: "Which car do you drive?" - "A grey Ford
     Focus."), each titled by the question and the reply's first sentence. A new value of a fact of
     the profile (`life_topics`) is identity however it is worded ("From now on swimming is on
-    Monday" reads like a decision), so consolidation compares it with the value it replaces."""
+    Monday" reads like a decision), so consolidation compares it with the value it replaces. A plan
+    (`plans.plan_topic`: the next trip, an appointment, with its day) is an event, also when told
+    inside a question, so the stable block can hold it while it is ahead."""
     drafts: list[ObservationDraft] = []
     said = sentences(user_message)[:20]
     correcting = bool(said) and corrects_profile(asked, user_message, profile)
@@ -310,6 +313,8 @@ def offline_observations(
                 obs_type, stated = "identity", given
             elif _changes_profile(sentence, profile):
                 obs_type = "identity"
+            elif plan_topic(sentence) is not None:  # a plan, also inside a question (`plans`)
+                obs_type, stated = "event", given if given is not None and plan_topic(given) else sentence
         if obs_type not in (None, *PROFILE_TYPES) and life_topics.gives_value_of(sentence, profile):
             obs_type = "identity"  # a fact of the user's life, though worded as a decision or a date
         if obs_type is None:

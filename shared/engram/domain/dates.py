@@ -8,8 +8,9 @@ Only full dates count (day, month and year); relative ones ("yesterday") are not
 
 from __future__ import annotations
 
+import calendar
 import re
-from datetime import date
+from datetime import date, timedelta
 
 MONTHS: dict[str, int] = {}
 for number, names in enumerate(
@@ -63,3 +64,65 @@ def mentioned_dates(text: str) -> tuple[date, ...]:
             except ValueError:  # 31 February and the like
                 continue
     return tuple(dict.fromkeys(d for _, d in sorted(found)))
+
+
+# a plan's date without a year ("on 12 February", "am 18. April", "18.4.", "in August", "on Thursday")
+_DAY_MONTH = (
+    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?({MONTH_PATTERN})\b", re.IGNORECASE), ("d", "m")),
+    (re.compile(rf"\b({MONTH_PATTERN})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)", re.IGNORECASE), ("m", "d")),
+    (re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(?!\d)"), ("d", "m")),
+)
+_MONTH_ONLY = re.compile(
+    rf"\b(?:in|for|für|im|until|bis|during|next|nächsten|kommenden)\s+({MONTH_PATTERN})\b", re.IGNORECASE
+)
+_WEEKDAY = re.compile(
+    r"\b(?:on|am|this|next|nächsten|kommenden|diesen)\s+(" + "|".join((*WEEKDAYS_EN, *WEEKDAYS_DE)) + r")\b",
+    re.IGNORECASE,
+)
+# a date this many days ahead or more, given without a year, is the one just past ("on 12 May" said on 20 June)
+PLAN_HORIZON_DAYS = 300
+
+
+def plan_date(text: str, said: date) -> date | None:
+    """The day a plan `text` names, said on `said`: a full date as it stands; a day and month
+    without a year at their next occurrence from `said`, unless that is `PLAN_HORIZON_DAYS` or more
+    ahead (then the one just past: "the dentist on 12 May" told on 20 June was in May); a month
+    alone ("in August") its last day, by the same rule; a weekday its next occurrence after `said`.
+    None when it names none. The first that `text` names counts, in that order of kinds."""
+    if full := mentioned_dates(text):
+        return full[0]
+    found: list[tuple[int, date]] = []
+    for pattern, order in _DAY_MONTH:
+        for match in pattern.finditer(text):
+            parts = dict(zip(order, match.groups(), strict=True))
+            month = int(parts["m"]) if parts["m"].isdigit() else MONTHS[parts["m"].lower()]
+            day = _next_occurrence(said, month, int(parts["d"]))
+            if day is not None:
+                found.append((match.start(), day))
+    if found:
+        return min(found)[1]
+    if month_only := _MONTH_ONLY.search(text):
+        return _next_occurrence(said, MONTHS[month_only.group(1).lower()], 1, latest=True)
+    if weekday := _WEEKDAY.search(text):
+        name = weekday.group(1).lower()
+        number = WEEKDAYS_EN.index(name) if name in WEEKDAYS_EN else WEEKDAYS_DE.index(name)
+        return said + timedelta(days=(number - said.weekday() - 1) % 7 + 1)
+    return None
+
+
+def _next_occurrence(said: date, month: int, day: int, latest: bool = False) -> date | None:
+    """`month`/`day` at its first occurrence on or after `said`, or the one a year before when that
+    is `PLAN_HORIZON_DAYS` or more ahead; None if there is no such day (31 April). `latest`: the
+    month's last day, whatever `day` says."""
+    for year in (said.year, said.year + 1):
+        at = _on(year, month, day, latest)
+        if at is not None and at >= said:
+            return at if (at - said).days < PLAN_HORIZON_DAYS else _on(year - 1, month, day, latest)
+    return None
+
+
+def _on(year: int, month: int, day: int, latest: bool) -> date | None:
+    try:
+        return date(year, month, calendar.monthrange(year, month)[1] if latest else day)
+    except ValueError:
+        return None

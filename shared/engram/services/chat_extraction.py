@@ -68,7 +68,7 @@ from engram.ports import TenantTx, UnitOfWork
 from engram.services.extraction import CONSUMER, SOURCE, ChatEvent
 from engram.services.extraction_plan import Extracted
 from engram.services.gateway import LlmGateway
-from engram.services.profile import read_profile
+from engram.services.profile import profile_facts
 
 log = structlog.get_logger(__name__)
 
@@ -258,7 +258,7 @@ class ChatExtractor:
                 return Extracted([])  # redelivered: the inbox marks it as a duplicate, no second LLM call
             known = await self._known(tx, user) if self.gateway.available else ""
             # the offline rules read the user's profile: a change of its facts belongs in it too
-            profile = [] if self.gateway.available else await read_profile(tx, author, self.observation_types)
+            profile = [] if self.gateway.available else await profile_facts(tx, author, self.observation_types)
             session, messages = await self._turn_session(tx, data)
             units = (
                 self._units(tenant, user, session, session.chat_id or data.chat_id, messages, data.user_message_id)

@@ -1,9 +1,10 @@
 """The user's profile: what an assistant should know of the user without being asked (R-1.3, R-8.4).
 
 The user's own preferences and identity (who they are, what they like, their family, pets,
-work, home and routines): never sensitive, never what the user rejected, never a colleague's
-(a colleague's public preference is not this user's profile; recall can still bring it). The
-newest first, as many as fit `STABLE_CHARS`.
+work, home and routines), the newest first, and then their plans still ahead (the next trip, an
+appointment: `domain/plans.py`), the soonest first; never sensitive, never what the user rejected,
+never a colleague's (a colleague's public preference is not this user's profile; recall can still
+bring it); as many as fit `STABLE_CHARS`.
 
 A chat turn sends it with every message as the stable memory block (`chat.prepare`, cached);
 other assistants read the same block through the memory API (`GET /api/ai/memory/profile`)
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 
 from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import Observation, Scope
+from engram.domain.plans import upcoming
 from engram.domain.recall_text import fitted
 from engram.domain.scopes import Principal, Visibility
 from engram.domain.streams import render_observations
@@ -26,6 +28,8 @@ from engram.ports import TenantTx
 STABLE_TYPES = PROFILE_TYPES
 STABLE_LIMIT = 20
 STABLE_CHARS = 3_000  # the block's budget in the prompt
+PLAN_TYPE = "event"  # a plan is an event (`chat_extraction.offline_observations`)
+PLANS_READ = 50  # the user's newest events read for their plans ahead
 
 
 def stable_block(stable: Sequence[Observation]) -> str:
@@ -38,12 +42,33 @@ def stable_sent(stable: Sequence[Observation]) -> list[Observation]:
     return [obs for obs, _entry in fitted(stable, token_budget=STABLE_CHARS // 4)]
 
 
-async def read_profile(tx: TenantTx, principal: Principal, observation_types: frozenset[str]) -> list[Observation]:
-    """The principal's profile, in the block's order; empty for a principal without a user (a
-    tenant-wide agent key has no profile) or a deployment without the types."""
+async def read_profile(
+    tx: TenantTx, principal: Principal, observation_types: frozenset[str], now: datetime | None = None
+) -> list[Observation]:
+    """The principal's profile, in the block's order: their facts (`profile_facts`), then their
+    plans still ahead (`plans.upcoming`: the next trip, an appointment), soonest first; empty for a
+    principal without a user (a tenant-wide agent key has no profile) or a deployment without the
+    types."""
+    now = now or datetime.now(UTC)
+    facts = await profile_facts(tx, principal, observation_types, now)
+    if PLAN_TYPE not in observation_types or principal.user_id is None:
+        return facts
+    visibility = Visibility.for_principal(principal)
+    events = await tx.observations.profile(visibility, types=[PLAN_TYPE], now=now, limit=PLANS_READ)
+    ahead = upcoming([o for o in events if o.scope is not Scope.sensitive and visibility.allows(o)], now.date())
+    return stable_sent([*facts, *ahead])
+
+
+async def profile_facts(
+    tx: TenantTx, principal: Principal, observation_types: frozenset[str], now: datetime | None = None
+) -> list[Observation]:
+    """The principal's preferences and identity (what the offline extraction compares a new
+    statement with), newest first, as many as fit the block."""
     types = [t for t in STABLE_TYPES if t in observation_types]
     if not types or principal.user_id is None:
         return []
     visibility = Visibility.for_principal(principal)
-    observations = await tx.observations.profile(visibility, types=types, now=datetime.now(UTC), limit=STABLE_LIMIT)
+    observations = await tx.observations.profile(
+        visibility, types=types, now=now or datetime.now(UTC), limit=STABLE_LIMIT
+    )
     return stable_sent([o for o in observations if o.scope is not Scope.sensitive and visibility.allows(o)])

@@ -1,0 +1,80 @@
+"""The user's upcoming plans, for the stable memory block (R-1.3): pure rules, no I/O.
+
+An assistant should know what the user has coming up without being asked: "What do I have coming
+up that I shouldn't forget?", "Which vaccinations do we need for our holiday?", "Was steht bei mir
+demnächst an?" share no word with "my dentist appointment is on 12 February" or "we booked a
+holiday in Lisbon for April". A plan is a statement of the user's about one of the plans
+`life_topics` knows (the next trip, an appointment with a dentist or a doctor) with a day
+(`dates.plan_date`: a full date, a day and month, a month, a weekday), not in the past tense.
+
+`upcoming` picks the plans still ahead, soonest first: a later statement of the same plan that
+says it changed replaces the earlier ones ("the dentist moved my appointment to 18 April",
+`life_topics.replaces`), one that does not say so is another plan of its kind ("a check-up in May"
+beside "the dentist on 3 March"), and the same plan on the same day told twice is one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+
+from engram.domain.dates import plan_date
+from engram.domain.facts import says_changed
+from engram.domain.life_topics import ONLY_WHEN_CHANGED, replaces, topics
+from engram.domain.observation import Observation
+
+PLANS_LIMIT = 5  # plans in the stable memory block
+# what was, not what will be: "we went to Crete in May", "last August", "vor zwei Wochen", "letzten Montag"
+_PAST = re.compile(
+    r"\b(went|ago|yesterday|last|used to|previously|formerly|back then|gestern|vorige[nmrs]?|letzte[nmrs]?|waren"
+    r"|hatte|hatten|damals|früher)\b|\bvor (\w+ )?(tagen|wochen|monaten|jahren)\b",
+    re.IGNORECASE,
+)
+_ANY_DAY = date(2000, 1, 1)  # `plan_topic` asks only whether a day is named
+
+
+@dataclass(frozen=True)
+class Plan:
+    observation: Observation
+    topic: str  # "trip:next", "appointment:dentist"
+    day: date
+    changed: bool  # it says the plan changed (it replaces the earlier statements of its topic)
+
+
+def plan_topic(text: str) -> str | None:
+    """The plan `text` tells ("appointment:dentist", "trip:next"), if it names one and a day for it
+    and does not speak of the past. A second plan of a kind is a plan ("we're also going to Crete in
+    August"): `life_topics.current` is not asked."""
+    if _PAST.search(text):
+        return None
+    planned = sorted(topics(text) & ONLY_WHEN_CHANGED)
+    if not planned or plan_date(text, _ANY_DAY) is None:
+        return None
+    return planned[0]
+
+
+def plan_of(obs: Observation) -> Plan | None:
+    """The plan an observation tells (its title, else its narrative) and its day, from when it was said."""
+    for text in (obs.title, obs.narrative):
+        if text and (topic := plan_topic(text)) is not None:
+            day = plan_date(text, obs.said.date())
+            if day is not None:
+                return Plan(obs, topic, day, says_changed(text))
+    return None
+
+
+def upcoming(observations: Sequence[Observation], today: date, limit: int = PLANS_LIMIT) -> list[Observation]:
+    """The plans among `observations` on `today` or later, soonest first, each once: a later
+    statement of a plan that says it changed replaces what was said of it before."""
+    kept: dict[tuple[str, date], Plan] = {}
+    for obs in sorted(observations, key=lambda o: (o.said, str(o.id))):
+        plan = plan_of(obs)
+        if plan is None:
+            continue
+        if replaces(plan.topic, changed=plan.changed, current=True):
+            kept = {key: p for key, p in kept.items() if p.topic != plan.topic}
+        kept[(plan.topic, plan.day)] = plan  # the same plan told again: the later words
+    ahead = sorted((p for p in kept.values() if p.day >= today), key=lambda p: (p.day, p.topic))
+    return [p.observation for p in ahead[:limit]]

@@ -1,0 +1,67 @@
+"""The user's plans still ahead, for the stable memory block (`domain/plans.py`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from engram.domain.observation import Observation, ObservationDraft
+from engram.domain.plans import PLANS_LIMIT, plan_topic, upcoming
+from tests.unit.recall_fixtures import stored
+
+SAID = datetime(2025, 2, 2, 9, 30, tzinfo=UTC)
+
+
+def told(title: str, days_later: int = 0) -> Observation:
+    """An event the user told `days_later` days after `SAID`."""
+    at = SAID + timedelta(days=days_later)
+    return stored(ObservationDraft(tenant_id="t", user_id="u", type="event", title=title, said_at=at), at)
+
+
+@pytest.mark.parametrize(
+    ("text", "topic"),
+    [
+        ("Quick update: my dentist appointment is on 12 February.", "appointment:dentist"),
+        ("Also, we're also flying to Lisbon in April.", "trip:next"),  # a second plan is still a plan
+        ("Die Zahnarztpraxis hat meinen Termin auf den 18. April verschoben.", "appointment:dentist"),
+        ("Kurzes Update: wir fliegen im März nach Marokko.", "trip:next"),
+        ("We went to Crete in May.", None),  # the past
+        ("Last August we were on holiday in Norway.", None),
+        ("Our holiday was lovely.", None),  # no day
+        ("My dentist is very friendly.", None),  # no day
+        ("The deadline for the report is 12 February.", None),  # a date, but not one of the plans
+    ],
+)
+def test_a_plan_is_a_trip_or_an_appointment_with_its_day_not_in_the_past(text: str, topic: str | None) -> None:
+    assert plan_topic(text) == topic
+
+
+def test_only_the_plans_still_ahead_soonest_first() -> None:
+    dentist = told("My dentist appointment is on 12 February.")
+    trip = told("We booked a holiday in Lisbon for April.")
+    doctor = told("I see my doctor on 20 February.", days_later=5)
+    past = told("My dentist appointment is on 1 February.")  # before it was told: the past
+    note = told("I prefer short answers.")
+    assert upcoming([trip, note, past, doctor, dentist], date(2025, 2, 3)) == [dentist, doctor, trip]
+    assert upcoming([trip, doctor, dentist], date(2025, 2, 13)) == [doctor, trip]  # the dentist is past
+    assert upcoming([trip, doctor, dentist], date(2025, 5, 1)) == []
+
+
+def test_a_plan_that_says_it_moved_replaces_what_was_said_of_it_before() -> None:
+    first = told("My dentist appointment is on 12 February.")
+    moved = told("The dentist moved my appointment to 18 April.", days_later=3)
+    again = told("What should I ask at my dentist appointment on 18 April?", days_later=6)
+    lisbon = told("We booked a holiday in Lisbon for April.")
+    crete = told("We changed our plans, we're going to Crete in August instead.", days_later=4)
+    today = date(2025, 2, 3)
+    assert upcoming([first, moved, lisbon, crete], today) == [moved, crete]
+    assert upcoming([moved, first, crete, lisbon], today) == [moved, crete]  # by when they were said
+    assert upcoming([first, moved, again], today) == [again]  # the same plan told twice: once, the later words
+    other = told("I finally booked the dentist for 3 March.", days_later=1)  # no "moved": another appointment
+    assert upcoming([first, other], today) == [first, other]
+
+
+def test_at_most_the_limit() -> None:
+    plans = [told(f"My doctor's appointment is on {day} March.") for day in range(1, 12)]
+    assert len(upcoming(plans, date(2025, 2, 3))) == PLANS_LIMIT
