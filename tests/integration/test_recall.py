@@ -285,8 +285,9 @@ async def test_the_profile_is_the_callers_own_preferences_and_identity(
 
 
 async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: Any, tenant: str) -> None:
-    """An appointment is there until its day has passed; one that moved is there once, at its new day
-    (the block's text orders its entries as recall text does: by priority, then the newest first)."""
+    """An appointment is there until its day has passed; one that moved is there once, at its new day;
+    a trip changed in words of an identity replaces the one booked before (the block's text orders
+    its entries as recall text does: by priority, then the newest first)."""
     now = datetime.now(UTC)
     day = lambda days: f"{(now + timedelta(days=days)):%d %B}"  # noqa: E731 - a plan's day as the user says it
     alice = auth(tenant)
@@ -299,11 +300,16 @@ async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: A
     await remember(api, alice, title=f"My doctor's appointment was on {day(-3)}, last week.", type="event")
     await remember(api, alice, title="Invoice 42 is due on 3 March.", type="event")  # a date, no plan
     await remember(api, auth(tenant, "bob"), title=f"Bob's dentist appointment is on {day(4)}.", type="event")
+    lisbon = f"We booked a holiday in Lisbon for {now + timedelta(days=40):%B}."
+    await remember(api, alice, title=lisbon, type="event", said_at=(now - timedelta(hours=2)).isoformat())
+    crete = f"Since we changed our plans, we're going to Crete in {now + timedelta(days=80):%B} instead"
+    await remember(api, alice, title=crete, type="identity")  # a change of the user's life, and a plan
     r = await api.get("/api/ai/memory/profile", headers=alice)
     assert r.status_code == 200, r.text
     assert "short answers" in r.text and "doctor on" in r.text and "moved my appointment" in r.text
     assert first not in r.text and "was on" not in r.text and "Invoice" not in r.text and "Bob" not in r.text
-    assert r.headers["x-engram-profile-entries"] == "3"
+    assert "Crete" in r.text and "Lisbon" not in r.text
+    assert r.headers["x-engram-profile-entries"] == "4"
 
 
 # ---- R-7.2 as a property: never a forbidden hit, every visible exact match found -------------

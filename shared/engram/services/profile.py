@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import Observation, Scope
-from engram.domain.plans import upcoming
+from engram.domain.plans import plan_of, upcoming
 from engram.domain.recall_text import fitted
 from engram.domain.scopes import Principal, Visibility
 from engram.domain.streams import render_observations
@@ -45,18 +45,20 @@ def stable_sent(stable: Sequence[Observation]) -> list[Observation]:
 async def read_profile(
     tx: TenantTx, principal: Principal, observation_types: frozenset[str], now: datetime | None = None
 ) -> list[Observation]:
-    """The principal's profile, in the block's order: their facts (`profile_facts`), then their
-    plans still ahead (`plans.upcoming`: the next trip, an appointment), soonest first; empty for a
-    principal without a user (a tenant-wide agent key has no profile) or a deployment without the
-    types."""
+    """The principal's profile, in the block's order: their facts (`profile_facts`) that tell no
+    plan, then their plans still ahead (`plans.upcoming` among their events and facts: the next
+    trip, an appointment), soonest first; empty for a principal without a user (a tenant-wide
+    agent key has no profile) or a deployment without the types."""
     now = now or datetime.now(UTC)
     facts = await profile_facts(tx, principal, observation_types, now)
     if PLAN_TYPE not in observation_types or principal.user_id is None:
         return facts
     visibility = Visibility.for_principal(principal)
     events = await tx.observations.profile(visibility, types=[PLAN_TYPE], now=now, limit=PLANS_READ)
-    ahead = upcoming([o for o in events if o.scope is not Scope.sensitive and visibility.allows(o)], now.date())
-    return stable_sent([*facts, *ahead])
+    events = [o for o in events if o.scope is not Scope.sensitive and visibility.allows(o)]
+    # a plan told as a change of the user's life ("Since we changed our plans and are going to Crete
+    # in August instead") is an identity: it is a plan too, shown while ahead, and replaces the last
+    return stable_sent([*(o for o in facts if plan_of(o) is None), *upcoming([*facts, *events], now.date())])
 
 
 async def profile_facts(
