@@ -27,9 +27,11 @@ carry a pasted text of `--paste-chars` characters of XQuAD prose, as a user past
 `--requests`: per fact also a request that needs it without naming it ("Can you suggest a dinner
 I could cook tonight?" for an allergy), categories 11 and 12, reported beside the others.
 `--via chat` also reports `context.recall`: the share of the evidence in what a chat turn sends
-with the question, the stable memory block (the user's preferences and identity) and the hits,
-and for the updated facts `context.block_current` / `context.block_stale`: how often the block
-cites the current statement / a superseded one. `--consolidate` (with `--via chat`) first runs
+with the question, the stable memory block (the user's preferences and identity, and their
+plans still ahead) and the hits, and for the updated facts `context.block_current` /
+`context.block_stale`: how often the block cites the current statement / a superseded one. The
+block is read at the questions' time: by default now, years after the data's dates, when every
+plan has passed; `--asked-days-after 1` asks a day after each conversation's last session. `--consolidate` (with `--via chat`) first runs
 consolidation over what extraction wrote, as consolidate-memory does (rules, no model).
 `--late SHARE` (with `--via chat`): that share of the turn events is handled after the whole
 conversation (a redelivery after an outage, a dead letter replayed), so what they give is

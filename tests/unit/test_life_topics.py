@@ -71,6 +71,9 @@ from tests.unit.test_consolidation_domain import obs, r
         ("My car needs new tyres.", set()),  # which car, it does not say
         ("Wir fahren jetzt doch im April nach Lissabon.", {"trip:next"}),  # four words before "nach"
         ("Welche Impfungen brauchen wir, bevor wir im August nach Kreta fliegen?", {"trip:next"}),  # the verb last
+        ("Now that Morocco in March is the new plan, what should we pack?", {"trip:next"}),  # a place and a month
+        ("Lohnt sich eine Reiseversicherung, jetzt wo Kreta im August der neue Plan ist?", {"trip:next"}),
+        ("We plan to renovate the kitchen in May.", set()),
     ],
 )
 def test_the_topic_wants_the_verb_that_gives_the_value(text: str, expected: set[str]) -> None:

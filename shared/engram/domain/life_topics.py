@@ -167,6 +167,8 @@ _TRIP = (
     r"\b(fly|flying|going|travel|travelling|traveling|heading) to (?-i:[A-Z])\w+ (in|for|this|next)\b",
     r"\b(fliegen|fahren|reisen|geht es) (\w+ ){0,4}nach (?-i:[A-ZÄÖÜ])",  # "fahren jetzt doch im April nach"
     r"\bnach (?-i:[A-ZÄÖÜ])\w+ (fliegen|fahren|reisen)\b",  # the verb last: "bevor wir nach Kreta fliegen"
+    # a place and a month as the plan: "now that Iceland in June is the new plan", "Kreta im August ist der neue Plan"
+    rf"\b(?-i:[A-ZÄÖÜ])\w+ (in|im) ({MONTH_PATTERN}) (is |ist )?(the|our|der|unser) (new|next|neue|nächste) plan\b",
 )
 
 # the next appointment with a dentist or a doctor, and its date: a plan too ("I have a dentist
@@ -240,7 +242,7 @@ _TRIGGER = re.compile(
     )
     + r"|liv|moved|reloc|wohn|leb|gezogen|zieht|work|job|position|joined|started|arbeit|beruf|stelle|als|bei"
     + r"|i'm|i am|driv|fahr|fährst|trip|holiday|vacation|getaway|reise|urlaub|fly|flying|going|travel|heading"
-    + r"|flieg|geht es)",
+    + r"|flieg|geht es|plan)",
     _I,
 )
 
