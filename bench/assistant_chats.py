@@ -31,8 +31,9 @@ with the question, the stable memory block (the user's preferences and identity,
 plans still ahead) and the hits, and for the updated facts `context.block_current` /
 `context.block_stale`: how often the block cites the current statement / a superseded one. The
 block is read at the questions' time: by default now, years after the data's dates, when every
-plan has passed; `--asked-days-after 1` asks a day after each conversation's last session. `--consolidate` (with `--via chat`) first runs
-consolidation over what extraction wrote, as consolidate-memory does (rules, no model).
+plan has passed; `--asked-days-after 1` asks a day after each conversation's last session.
+`--consolidate` (with `--via chat`) first runs consolidation over what extraction wrote, as
+consolidate-memory does (rules, no model).
 `--late SHARE` (with `--via chat`): that share of the turn events is handled after the whole
 conversation (a redelivery after an outage, a dead letter replayed), so what they give is
 written after what was said later (`bench.chat_path`).
