@@ -174,7 +174,13 @@ class InMemoryObservationStore:
         return found[:limit]
 
     async def profile(
-        self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
+        self,
+        visibility: Visibility,
+        *,
+        types: Sequence[str],
+        now: datetime,
+        limit: int,
+        mentioning: Sequence[str] = (),
     ) -> list[Observation]:
         if visibility.user_id is None:
             return []  # `user_id = NULL` matches nothing
@@ -192,6 +198,7 @@ class InMemoryObservationStore:
             and o.id not in rejected
             and o.type in types
             and o.is_live(now)
+            and (not mentioning or any(w.casefold() in f"{o.title} {o.narrative}".casefold() for w in mentioning))
         ]
         found.sort(key=lambda o: (Priority(o.priority).rank, o.said, o.id.int), reverse=True)
         return found[:limit]

@@ -304,12 +304,13 @@ async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: A
     await remember(api, alice, title=lisbon, type="event", said_at=(now - timedelta(hours=2)).isoformat())
     crete = f"Since we changed our plans, we're going to Crete in {now + timedelta(days=80):%B} instead"
     await remember(api, alice, title=crete, type="identity")  # a change of the user's life, and a plan
+    await remember(api, alice, title=f"Anna turns forty on {day(-30)}.", type="event")  # back next year
     r = await api.get("/api/ai/memory/profile", headers=alice)
     assert r.status_code == 200, r.text
     assert "short answers" in r.text and "doctor on" in r.text and "moved my appointment" in r.text
     assert first not in r.text and "was on" not in r.text and "Invoice" not in r.text and "Bob" not in r.text
-    assert "Crete" in r.text and "Lisbon" not in r.text
-    assert r.headers["x-engram-profile-entries"] == "4"
+    assert "Crete" in r.text and "Lisbon" not in r.text and "Anna turns forty" in r.text
+    assert r.headers["x-engram-profile-entries"] == "5"
 
 
 # ---- as a property: never a forbidden hit, every visible exact match found -------------

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from engram.domain.observation import Observation, ObservationDraft
-from engram.domain.plans import PLANS_LIMIT, plan_topic, upcoming
+from engram.domain.plans import PLAN_WORDS, PLANS_LIMIT, plan_topic, upcoming
 from tests.unit.recall_fixtures import stored
 
 SAID = datetime(2025, 2, 2, 9, 30, tzinfo=UTC)
@@ -31,6 +31,12 @@ def told(title: str, days_later: int = 0) -> Observation:
         ("Our holiday was lovely.", None),  # no day
         ("My dentist is very friendly.", None),  # no day
         ("The deadline for the report is 12 February.", None),  # a date, but not one of the plans
+        ("Also, Anna turns forty on 14 March, and I still have no gift.", "birthday"),
+        ("Meine Frau Anna hat am 14. März Geburtstag.", "birthday"),
+        ("Anna wird am 14. März vierzig.", "birthday"),
+        ("Could you help me plan a surprise for Anna, who turns forty on 14 March?", "birthday"),
+        ("Das Paket wird am 3. März geliefert.", None),  # "wird" and a number of the date: no age
+        ("Her birthday is in March.", None),  # a birthday needs its day
     ],
 )
 def test_a_plan_is_a_trip_or_an_appointment_with_its_day_not_in_the_past(text: str, topic: str | None) -> None:
@@ -65,3 +71,32 @@ def test_a_plan_that_says_it_moved_replaces_what_was_said_of_it_before() -> None
 def test_at_most_the_limit() -> None:
     plans = [told(f"My doctor's appointment is on {day} March.") for day in range(1, 12)]
     assert len(upcoming(plans, date(2025, 2, 3))) == PLANS_LIMIT
+
+
+def test_a_birthday_comes_back_every_year_and_replaces_no_other() -> None:
+    anna = told("Anna turns forty on 14 March.")
+    ben = told("My brother Ben's birthday is on 2 February.", days_later=1)
+    again = told("What should I get Anna for her birthday on 14 March?", days_later=3)
+    dentist = told("My dentist appointment is on 20 March.")
+    assert upcoming([anna, ben, dentist], date(2025, 2, 3)) == [anna, dentist, ben]  # Ben's next is in 2026
+    assert upcoming([anna, again, ben], date(2025, 2, 3)) == [again, ben]  # told twice: once
+    assert upcoming([anna], date(2027, 3, 15)) == [anna]  # years later, still ahead
+
+
+def test_every_plan_holds_one_of_the_words_a_store_filters_by() -> None:
+    """The store reads only events that hold a `PLAN_WORDS` word (`read_profile`): a plan without one
+    would never reach the block. Checked on the plans of the generated chats, both languages."""
+    from bench.chatgen import generate
+    from engram.domain.chat_extraction import sentences
+
+    said = [
+        sentence
+        for sample in generate(21, 10, requests=True)
+        for key, turns in sample["conversation"].items()
+        if key.startswith("session_") and isinstance(turns, list)
+        for turn in turns
+        for sentence in sentences(turn["text"])
+    ]
+    plans = [s for s in said if plan_topic(s) is not None]
+    assert len(plans) > 50
+    assert [s for s in plans if not any(w in s.casefold() for w in PLAN_WORDS)] == []

@@ -110,6 +110,31 @@ def plan_date(text: str, said: date) -> date | None:
     return None
 
 
+def day_and_month(text: str) -> tuple[int, int] | None:
+    """(month, day) of the first full date or day and month `text` names ("14 March", "am 14. März",
+    "14.3.", "2025-03-14"), None if it names none (a month alone or a weekday is no day of the year)."""
+    if full := mentioned_dates(text):
+        return full[0].month, full[0].day
+    found = []
+    for pattern, order in _DAY_MONTH:
+        for match in pattern.finditer(text):
+            parts = dict(zip(order, match.groups(), strict=True))
+            month = int(parts["m"]) if parts["m"].isdigit() else MONTHS[parts["m"].lower()]
+            if 1 <= month <= 12 and 1 <= int(parts["d"]) <= 31:
+                found.append((match.start(), (month, int(parts["d"]))))
+    return min(found)[1] if found else None
+
+
+def next_anniversary(month: int, day: int, today: date) -> date | None:
+    """The next `month`/`day` on or after `today` (29 February: the 28th in a common year); None if
+    there is no such day (31 April)."""
+    for year in (today.year, today.year + 1):
+        at = _on(year, month, day, False) or (date(year, 2, 28) if (month, day) == (2, 29) else None)
+        if at is not None and at >= today:
+            return at
+    return None
+
+
 def _next_occurrence(said: date, month: int, day: int, latest: bool = False) -> date | None:
     """`month`/`day` at its first occurrence on or after `said`, or the one a year before when that
     is `PLAN_HORIZON_DAYS` or more ahead; None if there is no such day (31 April). `latest`: the

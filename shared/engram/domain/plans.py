@@ -1,16 +1,18 @@
-"""The user's upcoming plans, for the stable memory block (R-1.3): pure rules, no I/O.
+"""The user's upcoming plans and dates, for the stable memory block (R-1.3): pure rules, no I/O.
 
 An assistant should know what the user has coming up without being asked: "What do I have coming
-up that I shouldn't forget?", "Which vaccinations do we need for our holiday?", "Was steht bei mir
-demnächst an?" share no word with "my dentist appointment is on 12 February" or "we booked a
-holiday in Lisbon for April". A plan is a statement of the user's about one of the plans
-`life_topics` knows (the next trip, an appointment with a dentist or a doctor) with a day
-(`dates.plan_date`: a full date, a day and month, a month, a weekday), not in the past tense.
+up that I shouldn't forget?", "Which vaccinations do we need for our holiday?", "Can you help me
+plan a surprise party for my wife?" share no word with "my dentist appointment is on 12 February",
+"we booked a holiday in Lisbon for April" or "Anna turns forty on 14 March". A plan is a statement
+of the user's about one of the plans `life_topics` knows (the next trip, an appointment with a
+dentist or a doctor) with a day (`dates.plan_date`: a full date, a day and month, a month, a
+weekday), not in the past tense; or a birthday with its day and month, which comes back every year.
 
 `upcoming` picks the plans still ahead, soonest first: a later statement of the same plan that
 says it changed replaces the earlier ones ("the dentist moved my appointment to 18 April",
 `life_topics.replaces`), one that does not say so is another plan of its kind ("a check-up in May"
-beside "the dentist on 3 March"), and the same plan on the same day told twice is one.
+beside "the dentist on 3 March"), and the same plan on the same day told twice is one. A birthday
+is always ahead (its next anniversary) and replaces nothing: two people's birthdays are two dates.
 """
 
 from __future__ import annotations
@@ -20,12 +22,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from engram.domain.dates import plan_date
+from engram.domain import life_topics
+from engram.domain.dates import day_and_month, next_anniversary, plan_date
 from engram.domain.facts import says_changed
 from engram.domain.life_topics import ONLY_WHEN_CHANGED, replaces, topics
 from engram.domain.observation import Observation
 
 PLANS_LIMIT = 5  # plans in the stable memory block
+BIRTHDAY = "birthday"
+_AGES = "twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|zwanzig|dreißig|vierzig|fünfzig|sechzig|siebzig|achtzig"
+# "Anna's birthday", "Geburtstag", "turns forty", "wird am 14. März vierzig" (an age in words or with "Jahre")
+_BIRTHDAY = re.compile(
+    rf"\b(birthdays?|geburtstag\w*|turns? (\d{{1,3}}|{_AGES})|wird\b[^?!;]{{0,30}}?\b({_AGES}|\d{{1,3}} jahre))\b",
+    re.IGNORECASE,
+)
+# a word every plan is told with: a store may read only the texts that hold one (a superset)
+PLAN_WORDS: tuple[str, ...] = (*life_topics.PLAN_WORDS, "birthday", "geburtstag", "turn", "wird")
 # what was, not what will be: "we went to Crete in May", "last August", "vor zwei Wochen", "letzten Montag"
 _PAST = re.compile(
     r"\b(went|ago|yesterday|last|used to|previously|formerly|back then|gestern|vorige[nmrs]?|letzte[nmrs]?|waren"
@@ -38,21 +50,23 @@ _ANY_DAY = date(2000, 1, 1)  # `plan_topic` asks only whether a day is named
 @dataclass(frozen=True)
 class Plan:
     observation: Observation
-    topic: str  # "trip:next", "appointment:dentist"
-    day: date
+    topic: str  # "trip:next", "appointment:dentist", "birthday"
+    day: date  # a birthday: the day it was told for
     changed: bool  # it says the plan changed (it replaces the earlier statements of its topic)
 
 
 def plan_topic(text: str) -> str | None:
-    """The plan `text` tells ("appointment:dentist", "trip:next"), if it names one and a day for it
-    and does not speak of the past. A second plan of a kind is a plan ("we're also going to Crete in
-    August"): `life_topics.current` is not asked."""
+    """The plan `text` tells ("appointment:dentist", "trip:next", "birthday"), if it names one and a
+    day for it and does not speak of the past. A second plan of a kind is a plan ("we're also going
+    to Crete in August"): `life_topics.current` is not asked."""
     if _PAST.search(text):
         return None
     planned = sorted(topics(text) & ONLY_WHEN_CHANGED)
-    if not planned or plan_date(text, _ANY_DAY) is None:
-        return None
-    return planned[0]
+    if planned and plan_date(text, _ANY_DAY) is not None:
+        return planned[0]
+    if _BIRTHDAY.search(text) and day_and_month(text) is not None:
+        return BIRTHDAY
+    return None
 
 
 def plan_of(obs: Observation) -> Plan | None:
@@ -67,13 +81,19 @@ def plan_of(obs: Observation) -> Plan | None:
 
 def upcoming(observations: Sequence[Observation], today: date, limit: int = PLANS_LIMIT) -> list[Observation]:
     """The plans among `observations` on `today` or later, soonest first, each once: a later
-    statement of a plan that says it changed replaces what was said of it before."""
+    statement of a plan that says it changed replaces what was said of it before; a birthday is
+    at its next anniversary."""
     kept: dict[tuple[str, date], Plan] = {}
     for obs in sorted(observations, key=lambda o: (o.said, str(o.id))):
         plan = plan_of(obs)
         if plan is None:
             continue
-        if replaces(plan.topic, changed=plan.changed, current=True):
+        if plan.topic == BIRTHDAY:
+            day = next_anniversary(plan.day.month, plan.day.day, today)
+            if day is None:
+                continue
+            plan = Plan(obs, BIRTHDAY, day, False)
+        elif replaces(plan.topic, changed=plan.changed, current=True):
             kept = {key: p for key, p in kept.items() if p.topic != plan.topic}
         kept[(plan.topic, plan.day)] = plan  # the same plan told again: the later words
     ahead = sorted((p for p in kept.values() if p.day >= today), key=lambda p: (p.day, p.topic))
