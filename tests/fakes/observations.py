@@ -174,13 +174,7 @@ class InMemoryObservationStore:
         return found[:limit]
 
     async def profile(
-        self,
-        visibility: Visibility,
-        *,
-        types: Sequence[str],
-        now: datetime,
-        limit: int,
-        mentioning: Sequence[str] = (),
+        self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
     ) -> list[Observation]:
         if visibility.user_id is None:
             return []  # `user_id = NULL` matches nothing
@@ -198,7 +192,6 @@ class InMemoryObservationStore:
             and o.id not in rejected
             and o.type in types
             and o.is_live(now)
-            and (not mentioning or any(w.casefold() in f"{o.title} {o.narrative}".casefold() for w in mentioning))
         ]
         found.sort(key=lambda o: (Priority(o.priority).rank, o.said, o.id.int), reverse=True)
         return found[:limit]

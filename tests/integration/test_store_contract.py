@@ -172,29 +172,6 @@ async def test_profile_and_known(uow: Any, tenant: str) -> None:
         assert await tx.feedback.rejected_ids("alice") == frozenset()  # its feedback went with it
 
 
-async def test_the_profile_reads_only_what_mentions_a_word_when_asked(uow: Any, tenant: str) -> None:
-    """`mentioning`: any case, inside a longer word, in the title or the narrative; `%` and `_` are
-    literal characters there, not patterns."""
-    for title, narrative in [
-        ("My Dentist appointment is on 3 March", ""),
-        ("Invoice 42", "due with the Zahnarzttermin"),
-        ("Invoice 43", "50% off"),
-        ("Invoice 44", "5000 off"),
-        ("Invoice 45", "plain"),
-    ]:
-        await write(uow, tenant, draft(tenant, title, type="event", narrative=narrative))
-    async with uow.tenant(tenant) as tx:
-        profile = tx.observations.profile
-
-        async def titles(*words: str) -> set[str]:
-            found = await profile(seeing(tenant), types=["event"], now=datetime.now(UTC), limit=10, mentioning=words)
-            return {o.title for o in found}
-
-        assert await titles("dentist", "zahnarzt") == {"My Dentist appointment is on 3 March", "Invoice 42"}
-        assert await titles("0%") == {"Invoice 43"} and await titles("5_0") == set()
-        assert len(await titles()) == 5  # no words: no filter
-
-
 async def test_counters_verification_and_locks(uow: Any, tenant: str) -> None:
     a, b = (w.observation for w in await write(uow, tenant, draft(tenant, "A"), draft(tenant, "B", verified=True)))
     gone = uuid.uuid4()

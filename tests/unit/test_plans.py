@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from engram.domain.observation import Observation, ObservationDraft
-from engram.domain.plans import PLAN_WORDS, PLANS_LIMIT, plan_topic, upcoming
+from engram.domain.plans import PLANS_LIMIT, plan_topic, upcoming
 from tests.unit.recall_fixtures import stored
 
 SAID = datetime(2025, 2, 2, 9, 30, tzinfo=UTC)
@@ -81,22 +81,3 @@ def test_a_birthday_comes_back_every_year_and_replaces_no_other() -> None:
     assert upcoming([anna, ben, dentist], date(2025, 2, 3)) == [anna, dentist, ben]  # Ben's next is in 2026
     assert upcoming([anna, again, ben], date(2025, 2, 3)) == [again, ben]  # told twice: once
     assert upcoming([anna], date(2027, 3, 15)) == [anna]  # years later, still ahead
-
-
-def test_every_plan_holds_one_of_the_words_a_store_filters_by() -> None:
-    """The store reads only events that hold a `PLAN_WORDS` word (`read_profile`): a plan without one
-    would never reach the block. Checked on the plans of the generated chats, both languages."""
-    from bench.chatgen import generate
-    from engram.domain.chat_extraction import sentences
-
-    said = [
-        sentence
-        for sample in generate(21, 10, requests=True)
-        for key, turns in sample["conversation"].items()
-        if key.startswith("session_") and isinstance(turns, list)
-        for turn in turns
-        for sentence in sentences(turn["text"])
-    ]
-    plans = [s for s in said if plan_topic(s) is not None]
-    assert len(plans) > 50
-    assert [s for s in plans if not any(w in s.casefold() for w in PLAN_WORDS)] == []

@@ -31,11 +31,6 @@ from engram.domain.scopes import Visibility
 _PRIORITY_RANK = "CASE priority WHEN 'critical' THEN 3 WHEN 'high' THEN 2 WHEN 'normal' THEN 1 ELSE 0 END"
 
 
-def _like_escaped(word: str) -> str:
-    """`word` as a literal inside an ILIKE pattern (its `%`, `_` and backslashes escaped)."""
-    return word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 def replayed(created_at: datetime, updated_at: datetime) -> WriteOutcome:
     """The change that left a row at its revision: an insert sets both timestamps to the
     transaction's `now()`, every later write moves `updated_at` past `created_at`."""
@@ -207,13 +202,7 @@ class PgObservationStore:
         return [to_observation(r) for r in rows]
 
     async def profile(
-        self,
-        visibility: Visibility,
-        *,
-        types: Sequence[str],
-        now: datetime,
-        limit: int,
-        mentioning: Sequence[str] = (),
+        self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
     ) -> list[Observation]:
         params: list[Any] = [visibility.tenant_id, visibility.user_id]
         where = [
@@ -228,9 +217,6 @@ class PgObservationStore:
         where.append(f"type = ANY(${len(params)}::text[])")
         params.append(now)
         where.append(live_sql(f"${len(params)}"))
-        if mentioning:
-            params.append([f"%{_like_escaped(w)}%" for w in mentioning])
-            where.append(f"(title || ' ' || narrative) ILIKE ANY(${len(params)}::text[])")
         params.append(limit)
         rows = await self.conn.fetch(
             f"SELECT * FROM observations WHERE {' AND '.join(where)}"

@@ -189,12 +189,6 @@ _APPOINTMENT_ON = (
     rf"{_WHEN}[^.?!;]{{0,40}}?\b{_APPOINTMENT}\b",
 )
 ONLY_WHEN_CHANGED = frozenset({"trip:next", *(f"appointment:{who}" for who in set(_APPOINTMENTS.values()))})
-# a word one of those plans cannot be told without (`_TRIP`, `_APPOINTMENT_ON`): what a store may
-# look for before reading the plans themselves (`plans.PLAN_WORDS`)
-PLAN_WORDS: tuple[str, ...] = (
-    *"trip holiday vacation getaway reise urlaub fly going travel heading flieg fahr geht plan".split(),
-    *_APPOINTMENTS,
-)
 
 _RULES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
     ("home:", tuple(re.compile(p, _I) for p in _RELATIVE_HOME)),

@@ -21,8 +21,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from functools import lru_cache
 
-from engram.domain import life_topics
 from engram.domain.dates import day_and_month, next_anniversary, plan_date
 from engram.domain.facts import says_changed
 from engram.domain.life_topics import ONLY_WHEN_CHANGED, replaces, topics
@@ -36,8 +36,6 @@ _BIRTHDAY = re.compile(
     rf"\b(birthdays?|geburtstag\w*|turns? (\d{{1,3}}|{_AGES})|wird\b[^?!;]{{0,30}}?\b({_AGES}|\d{{1,3}} jahre))\b",
     re.IGNORECASE,
 )
-# a word every plan is told with: a store may read only the texts that hold one (a superset)
-PLAN_WORDS: tuple[str, ...] = (*life_topics.PLAN_WORDS, "birthday", "geburtstag", "turn", "wird")
 # what was, not what will be: "we went to Crete in May", "last August", "vor zwei Wochen", "letzten Montag"
 _PAST = re.compile(
     r"\b(went|ago|yesterday|last|used to|previously|formerly|back then|gestern|vorige[nmrs]?|letzte[nmrs]?|waren"
@@ -55,6 +53,7 @@ class Plan:
     changed: bool  # it says the plan changed (it replaces the earlier statements of its topic)
 
 
+@lru_cache(maxsize=4_096)  # the block reads the same user's texts at every chat turn
 def plan_topic(text: str) -> str | None:
     """The plan `text` tells ("appointment:dentist", "trip:next", "birthday"), if it names one and a
     day for it and does not speak of the past. A second plan of a kind is a plan ("we're also going

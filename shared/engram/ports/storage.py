@@ -79,19 +79,11 @@ class ObservationStore(Protocol):
         ...
 
     async def profile(
-        self,
-        visibility: Visibility,
-        *,
-        types: Sequence[str],
-        now: datetime,
-        limit: int,
-        mentioning: Sequence[str] = (),
+        self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
     ) -> list[Observation]:
         """The caller's own live observations of `types` (never sensitive, never one they
         rejected), the highest priority first, then the newest (`Observation.said`): a profile
-        that stops at `limit` keeps what the user said last, not what they said first. With
-        `mentioning`, only those whose title or narrative holds one of these words (any case,
-        also inside a longer word: a filter before the rows are read, not a search)."""
+        that stops at `limit` keeps what the user said last, not what they said first."""
         ...
 
     async def visible(self, ids: Sequence[str], visibility: Visibility, now: datetime) -> dict[str, Observation]:

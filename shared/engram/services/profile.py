@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import Observation, Scope
-from engram.domain.plans import PLAN_WORDS, plan_of, upcoming
+from engram.domain.plans import plan_of, upcoming
 from engram.domain.recall_text import fitted
 from engram.domain.scopes import Principal, Visibility
 from engram.domain.streams import render_observations
@@ -29,7 +29,9 @@ STABLE_TYPES = PROFILE_TYPES
 STABLE_LIMIT = 20
 STABLE_CHARS = 3_000  # the block's budget in the prompt
 PLAN_TYPE = "event"  # a plan is an event (`chat_extraction.offline_observations`)
-PLANS_READ = 50  # the user's newest events that may tell a plan (`plans.PLAN_WORDS`), read for their plans ahead
+# the user's newest events read for their plans ahead: each costs ~15 us to read (chat-turn's
+# prepare, bench/RESULTS.md part 32), and a plan told before the last 30 dated statements is gone
+PLANS_READ = 30
 
 
 def stable_block(stable: Sequence[Observation]) -> str:
@@ -54,9 +56,7 @@ async def read_profile(
     if PLAN_TYPE not in observation_types or principal.user_id is None:
         return facts
     visibility = Visibility.for_principal(principal)
-    events = await tx.observations.profile(
-        visibility, types=[PLAN_TYPE], now=now, limit=PLANS_READ, mentioning=PLAN_WORDS
-    )
+    events = await tx.observations.profile(visibility, types=[PLAN_TYPE], now=now, limit=PLANS_READ)
     events = [o for o in events if o.scope is not Scope.sensitive and visibility.allows(o)]
     # a plan told as a change of the user's life ("Since we changed our plans and are going to Crete
     # in August instead") is an identity: it is a plan too, shown while ahead, and replaces the last
