@@ -54,9 +54,9 @@ Their own preferences and identity (name, role, family, pets, work, home, routin
 like answers), newest first, each with the date it was said; where two entries disagree, the
 later one holds now. Then their plans still ahead (the next trip, an appointment, a birthday),
 each with the date it was told, so a day without a year is the next one after it. Read it once
-at the start of a conversation and use what matters for a request even when the request does not name it (a
-dog when they plan a week away, an appointment when they ask what is coming up). Never
-sensitive, never what the user rejected, never a colleague's. {TRUST}
+at the start of a conversation and use what matters for a request even when the request does
+not name it (a dog when they plan a week away, an appointment when they ask what is coming up).
+Never sensitive, never what the user rejected, never a colleague's. {TRUST}
 The text ends with the id of every entry (for feedback and forget)."""
 
 SEARCH = """Search memory and get scored hits with their ids and an explanation of each score.

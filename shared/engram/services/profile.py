@@ -2,9 +2,9 @@
 
 The user's own preferences and identity (who they are, what they like, their family, pets,
 work, home and routines), the newest first, and then their plans still ahead (the next trip, an
-appointment, a birthday: `domain/plans.py`), the soonest first; never sensitive, never what the user rejected,
-never a colleague's (a colleague's public preference is not this user's profile; recall can still
-bring it); as many as fit `STABLE_CHARS`.
+appointment, a birthday: `domain/plans.py`), the soonest first; never sensitive, never what the
+user rejected, never a colleague's (a colleague's public preference is not this user's profile;
+recall can still bring it); as many as fit `STABLE_CHARS`.
 
 A chat turn sends it with every message as the stable memory block (`chat.prepare`, cached);
 other assistants read the same block through the memory API (`GET /api/ai/memory/profile`)
@@ -49,7 +49,7 @@ async def read_profile(
 ) -> list[Observation]:
     """The principal's profile, in the block's order: their facts (`profile_facts`) that tell no
     plan, then their plans still ahead (`plans.upcoming` among their events and facts: the next
-    trip, an appointment), soonest first; empty for a principal without a user (a tenant-wide
+    trip, an appointment, a birthday), soonest first; empty for a principal without a user (a tenant-wide
     agent key has no profile) or a deployment without the types."""
     now = now or datetime.now(UTC)
     facts = await profile_facts(tx, principal, observation_types, now)
