@@ -542,3 +542,24 @@ def test_what_extraction_kept_of_a_message_takes_its_turns_place_once() -> None:
     assert [h.observation.id for h in merged] == [mine.id, elsewhere.id]
     assert merged[0].score == pytest.approx(0.05)
     assert unit_refs([elsewhere]) == [None]
+
+
+def test_what_extraction_kept_of_a_message_takes_one_place_with_its_statement_unit_too() -> None:
+    chat_id, session, m1 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    said = "Quick update: we fly to Iceland in June. Can you turn that into a checklist?"
+    drafts = chat_units(
+        tenant_id="t", user_id="u", chat_id=chat_id, session_id=session, started_at=DAY, messages=[(m1, "user", said)]
+    )
+    statement = next(stored(d) for d in drafts if d.key and d.key.startswith("unit:statement:"))
+    event = stored(
+        ObservationDraft(
+            tenant_id="t",
+            user_id="u",
+            type="event",
+            title="Quick update: we fly to Iceland in June.",
+            provenance=Provenance(session_id=session, chat_message_id=m1, source_event_id="evt-1"),
+        )
+    )
+    merged = as_turns([hit(statement, 0.04), hit(event, 0.03)])
+    assert [h.observation.id for h in merged] == [statement.id]  # one place, the better of the two
+    assert merged[0].score == pytest.approx(0.04)

@@ -351,13 +351,15 @@ T = TypeVar("T")
 
 def unit_refs(observations: Sequence[Observation]) -> list[UnitRef | None]:
     """`unit_ref` of each observation; and an observation extracted from a chat message (no unit
-    itself: its `chat_message_id`) whose message a turn unit among them holds maps to that turn
-    like a statement, so a turn found both as said and as extracted takes one place in the list,
-    its turn unit standing for it (`collapse`)."""
+    itself: its `chat_message_id`) whose message a turn or statement unit among them holds maps to
+    that turn like a statement, so a turn found both as said and as extracted takes one place in
+    the list, its turn unit standing for it, else the better of the two (`collapse`). With the
+    statement units too: an extracted plan with the words of its statement unit took two of the
+    ten places (bench/RESULTS.md part 32)."""
     refs = [unit_ref(o) for o in observations]
     holder: dict[str, tuple[str, str]] = {}
     for ref in refs:
-        if ref is not None and ref.kind is UnitKind.turn and ref.turns:
+        if ref is not None and ref.kind in (UnitKind.turn, UnitKind.statement) and ref.turns:
             for turn in ref.turns:
                 holder.setdefault(turn, (ref.conversation_id, ref.turns[0]))
     out: list[UnitRef | None] = []
