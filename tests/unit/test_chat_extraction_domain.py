@@ -24,6 +24,7 @@ from engram.domain.chat_extraction import (
 )
 from engram.domain.language import detect_language
 from engram.domain.observation import DEFAULT_OBSERVATION_TYPES, Scope, Source, TriggerSource
+from engram.domain.personal_facts import told_in_question
 
 ORIGIN = Origin("t1", "alice", uuid.uuid4(), uuid.uuid4(), "evt-1")
 
@@ -248,6 +249,30 @@ def test_a_questions_premise_about_the_users_life_is_identity(question: str, tit
 )
 def test_a_supposition_is_no_premise(question: str) -> None:
     assert offline_observations(question, ORIGIN, DEFAULT_OBSERVATION_TYPES) == []
+
+
+@pytest.mark.parametrize(
+    ("question", "told"),
+    [
+        ("How do I recover after my swimming every Monday morning?", True),
+        ("Is my blue Volkswagen Golf good enough for a long road trip?", True),
+        ("Wie frage ich als Produktdesigner bei Formwerk nach einer Gehaltserhöhung?", True),
+        ("What's a good housewarming gift for my brother Jonah, who just moved to Denver?", True),
+        ("Should I move my swimming to Monday?", False),  # whether to change it
+        ("Soll ich das Schwimmen auf Montag verlegen?", False),
+        ("Where does my sister live?", False),  # asks for it
+        ("On which day do I go swimming every week?", False),
+        ("Is your sister still living in Porto?", False),  # someone else's
+        ("Wie plane ich die Woche, falls Schwimmen jetzt am Donnerstag ist?", False),  # a supposition
+        ("Which vaccinations do we need before we fly to Iceland in June?", False),  # a plan (an event)
+    ],
+)
+def test_a_question_that_takes_a_fact_of_the_users_life_as_given_is_identity(question: str, told: bool) -> None:
+    """A question never retires the fact it asks about: consolidation supersedes an identity by a
+    later value of its fact (`life_topics`), so only a question that gives the value counts."""
+    assert told_in_question(question) is told
+    types = [d.type for d in offline_observations(question, ORIGIN, DEFAULT_OBSERVATION_TYPES)]
+    assert ("identity" in types) is told
 
 
 def test_a_no_to_the_assistants_check_of_a_profile_fact_is_identity_with_the_check() -> None:

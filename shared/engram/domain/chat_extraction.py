@@ -39,6 +39,7 @@ from engram.domain.personal_facts import (
     corrects_profile,
     personal,
     premise,
+    told_in_question,
     updates_profile,
 )
 from engram.domain.plans import plan_topic
@@ -311,7 +312,7 @@ def offline_observations(
             given = premise(sentence)
             if given is not None and (personal(given) or _changes_profile(given, profile)):
                 obs_type, stated = "identity", given
-            elif _changes_profile(sentence, profile):
+            elif _changes_profile(sentence, profile) or told_in_question(sentence):
                 obs_type = "identity"
             elif plan_topic(sentence) is not None:  # a plan, also inside a question (`plans`)
                 obs_type, stated = "event", given if given is not None and plan_topic(given) else sentence

@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from engram.domain import life_topics
 from engram.domain.dates import MONTHS, WEEKDAYS_DE, WEEKDAYS_EN
 from engram.domain.facts import CHECKED_WORDS, content_tokens, corrected_check, is_check, says_changed
 
@@ -215,6 +216,28 @@ def premise(sentence: str) -> str | None:
     if not sentence[: found.start()].strip(" ,"):
         text = text.split(",", 1)[0]
     return text.strip(" ,?")
+
+
+# a question whether to do something, or for a value, takes none as given: "Should I move my swimming
+# to Monday?", "Where does my sister live?", "On which day do I go swimming?"; nor does a supposition
+# ("..., falls Schwimmen jetzt am Donnerstag ist?") or one about someone else's ("Is your sister ...?")
+_NOT_GIVEN = re.compile(
+    r"^\W*(should|shall|could|can|would|may|might|must|soll|sollte|sollten|kann|könnte|könnten|darf|muss|müssen)"
+    r" (i|we|ich|wir)\b|\b(where|which|when|what day|what time|wo|wohin|woher|welche[rsmn]?|wann|an welchem"
+    r"|you|your|du|dein\w*|if|in case|suppose|falls|wenn|angenommen)\b|(?-i:\bIhr\w*\b)",
+    re.IGNORECASE,
+)
+
+
+def told_in_question(sentence: str) -> bool:
+    """A question that takes the current value of a fact of the user's life as given ("How do I
+    recover after my swimming every Monday morning?", "Is my blue Volkswagen Golf good enough for a
+    long road trip?", "Wie frage ich als Produktdesigner bei Formwerk nach mehr Gehalt?"): a fact with
+    one value at a time (`life_topics`, not a plan), in a question that neither asks whether to change
+    it nor asks for it (`_NOT_GIVEN`), so a question never retires the fact it asks about."""
+    if not sentence.rstrip().endswith("?") or _NOT_GIVEN.search(sentence) or not life_topics.current(sentence):
+        return False
+    return any(t not in life_topics.ONLY_WHEN_CHANGED for t in life_topics.topics(sentence))
 
 
 def personal(text: str) -> bool:
