@@ -49,12 +49,13 @@ async def read_profile(
 ) -> list[Observation]:
     """The principal's profile, in the block's order: their facts (`profile_facts`) that tell no
     plan, then their plans still ahead (`plans.upcoming` among their events and facts: the next
-    trip, an appointment, a birthday), soonest first; empty for a principal without a user (a tenant-wide
-    agent key has no profile) or a deployment without the types."""
+    trip, an appointment, a birthday), soonest first; empty for a principal without a user (a
+    tenant-wide agent key has no profile) or a deployment without the types. Fitted to the block
+    once (rendering every entry is most of the Python time of a read)."""
     now = now or datetime.now(UTC)
-    facts = await profile_facts(tx, principal, observation_types, now)
+    facts = await _facts(tx, principal, observation_types, now)
     if PLAN_TYPE not in observation_types or principal.user_id is None:
-        return facts
+        return stable_sent(facts)
     visibility = Visibility.for_principal(principal)
     events = await tx.observations.profile(visibility, types=[PLAN_TYPE], now=now, limit=PLANS_READ)
     events = [o for o in events if o.scope is not Scope.sensitive and visibility.allows(o)]
@@ -68,11 +69,16 @@ async def profile_facts(
 ) -> list[Observation]:
     """The principal's preferences and identity (what the offline extraction compares a new
     statement with), newest first, as many as fit the block."""
+    return stable_sent(await _facts(tx, principal, observation_types, now or datetime.now(UTC)))
+
+
+async def _facts(
+    tx: TenantTx, principal: Principal, observation_types: frozenset[str], now: datetime
+) -> list[Observation]:
+    """The principal's preferences and identity, newest first, at most `STABLE_LIMIT`, never sensitive."""
     types = [t for t in STABLE_TYPES if t in observation_types]
     if not types or principal.user_id is None:
         return []
     visibility = Visibility.for_principal(principal)
-    observations = await tx.observations.profile(
-        visibility, types=types, now=now or datetime.now(UTC), limit=STABLE_LIMIT
-    )
-    return stable_sent([o for o in observations if o.scope is not Scope.sensitive and visibility.allows(o)])
+    observations = await tx.observations.profile(visibility, types=types, now=now, limit=STABLE_LIMIT)
+    return [o for o in observations if o.scope is not Scope.sensitive and visibility.allows(o)]
