@@ -91,16 +91,9 @@ def plan_date(text: str, said: date) -> date | None:
     None when it names none. The first that `text` names counts, in that order of kinds."""
     if full := mentioned_dates(text):
         return full[0]
-    found: list[tuple[int, date]] = []
-    for pattern, order in _DAY_MONTH:
-        for match in pattern.finditer(text):
-            parts = dict(zip(order, match.groups(), strict=True))
-            month = int(parts["m"]) if parts["m"].isdigit() else MONTHS[parts["m"].lower()]
-            day = _next_occurrence(said, month, int(parts["d"]))
-            if day is not None:
-                found.append((match.start(), day))
-    if found:
-        return min(found)[1]
+    for month, day in _days_and_months(text):
+        if (at := _next_occurrence(said, month, day)) is not None:
+            return at
     if month_only := _MONTH_ONLY.search(text):
         return _next_occurrence(said, MONTHS[month_only.group(1).lower()], 1, latest=True)
     if weekday := _WEEKDAY.search(text):
@@ -115,14 +108,19 @@ def day_and_month(text: str) -> tuple[int, int] | None:
     "14.3.", "2025-03-14"), None if it names none (a month alone or a weekday is no day of the year)."""
     if full := mentioned_dates(text):
         return full[0].month, full[0].day
+    return next(((m, d) for m, d in _days_and_months(text) if 1 <= m <= 12 and 1 <= d <= 31), None)
+
+
+def _days_and_months(text: str) -> list[tuple[int, int]]:
+    """(month, day) of each day and month without a year `text` names, in the order it names them
+    (unchecked: "31.13." gives (13, 31))."""
     found = []
     for pattern, order in _DAY_MONTH:
         for match in pattern.finditer(text):
             parts = dict(zip(order, match.groups(), strict=True))
             month = int(parts["m"]) if parts["m"].isdigit() else MONTHS[parts["m"].lower()]
-            if 1 <= month <= 12 and 1 <= int(parts["d"]) <= 31:
-                found.append((match.start(), (month, int(parts["d"]))))
-    return min(found)[1] if found else None
+            found.append((match.start(), month, int(parts["d"])))
+    return [(month, day) for _, month, day in sorted(found)]
 
 
 def next_anniversary(month: int, day: int, today: date) -> date | None:

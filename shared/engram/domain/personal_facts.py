@@ -233,11 +233,11 @@ def told_in_question(sentence: str) -> bool:
     """A question that takes the current value of a fact of the user's life as given ("How do I
     recover after my swimming every Monday morning?", "Is my blue Volkswagen Golf good enough for a
     long road trip?", "Wie frage ich als Produktdesigner bei Formwerk nach mehr Gehalt?"): a fact with
-    one value at a time (`life_topics`, not a plan), in a question that neither asks whether to change
+    one value at a time (`life_topics.gives_value_of`, not a plan), in a question that neither asks whether to change
     it nor asks for it (`_NOT_GIVEN`), so a question never retires the fact it asks about."""
-    if not sentence.rstrip().endswith("?") or _NOT_GIVEN.search(sentence) or not life_topics.current(sentence):
+    if not sentence.rstrip().endswith("?") or _NOT_GIVEN.search(sentence):
         return False
-    return any(t not in life_topics.ONLY_WHEN_CHANGED for t in life_topics.topics(sentence))
+    return life_topics.gives_value_of(sentence, ())
 
 
 def personal(text: str) -> bool:
