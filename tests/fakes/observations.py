@@ -25,6 +25,7 @@ from engram.domain.observation import (
     Written,
     is_unit_key,
 )
+from engram.domain.plans import PLAN_FLAG
 from engram.domain.scopes import Visibility
 from tests.fakes.data import TxState, observations_deleted, real
 from tests.fakes.observation_writes import ObservationWrites
@@ -194,6 +195,15 @@ class InMemoryObservationStore:
             and o.is_live(now)
         ]
         found.sort(key=lambda o: (Priority(o.priority).rank, o.said, o.id.int), reverse=True)
+        return found[:limit]
+
+    async def plans(
+        self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
+    ) -> list[Observation]:
+        found = [
+            o for o in await self.profile(visibility, types=types, now=now, limit=len(self.rows)) if PLAN_FLAG in o.tags
+        ]
+        found.sort(key=lambda o: (o.said, o.id.int), reverse=True)
         return found[:limit]
 
     async def visible(self, ids: Sequence[str], visibility: Visibility, now: datetime) -> dict[str, Observation]:

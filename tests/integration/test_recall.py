@@ -285,9 +285,9 @@ async def test_the_profile_is_the_callers_own_preferences_and_identity(
 
 
 async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: Any, tenant: str) -> None:
-    """An appointment is there until its day has passed; one that moved is there once, at its new day;
-    a trip changed in words of an identity replaces the one booked before (the block's text orders
-    its entries as recall text does: by priority, then the newest first)."""
+    """An appointment is there until its day has passed, however much the user told since; one that
+    moved is there once, at its new day; a trip changed in words of an identity replaces the one
+    booked before. The plans come first, the soonest first, then the user's facts."""
     now = datetime.now(UTC)
     day = lambda days: f"{(now + timedelta(days=days)):%d %B}"  # noqa: E731 - a plan's day as the user says it
     alice = auth(tenant)
@@ -305,11 +305,15 @@ async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: A
     crete = f"Since we changed our plans, we're going to Crete in {now + timedelta(days=80):%B} instead"
     await remember(api, alice, title=crete, type="identity")  # a change of the user's life, and a plan
     await remember(api, alice, title=f"Anna turns forty on {day(-30)}.", type="event")  # back next year
+    for n in range(35):  # more dated statements since than the profile reads plans
+        await remember(api, alice, title=f"Invoice {n} is due on {day(n)}.", type="event")
     r = await api.get("/api/ai/memory/profile", headers=alice)
     assert r.status_code == 200, r.text
     assert "short answers" in r.text and "doctor on" in r.text and "moved my appointment" in r.text
     assert first not in r.text and "was on" not in r.text and "Invoice" not in r.text and "Bob" not in r.text
     assert "Crete" in r.text and "Lisbon" not in r.text and "Anna turns forty" in r.text
+    order = ["doctor on", "moved my appointment", "Crete", "Anna turns forty", "short answers"]
+    assert sorted(order, key=r.text.index) == order
     assert r.headers["x-engram-profile-entries"] == "5"
 
 

@@ -172,6 +172,31 @@ async def test_profile_and_known(uow: Any, tenant: str) -> None:
         assert await tx.feedback.rejected_ids("alice") == frozenset()  # its feedback went with it
 
 
+async def test_plans_are_the_callers_statements_that_tell_one_newest_first(uow: Any, tenant: str) -> None:
+    """However much the user said since: the profile's plans are not picked among their newest events."""
+    now = datetime.now(UTC)
+    said = lambda hours: now - timedelta(hours=hours)  # noqa: E731
+    await write(
+        uow,
+        tenant,
+        draft(tenant, "My dentist appointment is on 12 May.", type="event", said_at=said(50)),
+        draft(tenant, "We're flying to Lisbon in April.", type="event", said_at=said(40)),
+        draft(tenant, "Since we changed our plans, we're going to Crete in August", type="identity", said_at=said(30)),
+        draft(tenant, "My doctor's appointment is on 3 June.", type="event", scope=Scope.sensitive, said_at=said(20)),
+        draft(tenant, "Bob's dentist appointment is on 4 May.", type="event", user_id="bob", scope=Scope.public),
+        *(draft(tenant, f"Invoice {n} is due on 3 March.", type="event", said_at=said(n / 10)) for n in range(40)),
+    )
+    async with uow.tenant(tenant) as tx:
+        plans = await tx.observations.plans(seeing(tenant), types=["event", "identity"], now=now, limit=10)
+        assert [o.title.split(",")[0] for o in plans] == [
+            "Since we changed our plans",
+            "We're flying to Lisbon in April.",
+            "My dentist appointment is on 12 May.",
+        ]
+        events = await tx.observations.plans(seeing(tenant), types=["event"], now=now, limit=1)
+        assert [o.title for o in events] == ["We're flying to Lisbon in April."]
+
+
 async def test_counters_verification_and_locks(uow: Any, tenant: str) -> None:
     a, b = (w.observation for w in await write(uow, tenant, draft(tenant, "A"), draft(tenant, "B", verified=True)))
     gone = uuid.uuid4()

@@ -7,7 +7,9 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from engram.domain.observation import Observation, ObservationDraft
-from engram.domain.plans import PLANS_LIMIT, plan_topic, upcoming
+from engram.domain.plans import PLAN_FLAG, PLANS_LIMIT, plan_topic, upcoming
+from engram.domain.recall_text import render_entry
+from engram.domain.search import headline_text, passage_text
 from tests.unit.recall_fixtures import stored
 
 SAID = datetime(2025, 2, 2, 9, 30, tzinfo=UTC)
@@ -81,3 +83,26 @@ def test_a_birthday_comes_back_every_year_and_replaces_no_other() -> None:
     assert upcoming([anna, ben, dentist], date(2025, 2, 3)) == [anna, dentist, ben]  # Ben's next is in 2026
     assert upcoming([anna, again, ben], date(2025, 2, 3)) == [again, ben]  # told twice: once
     assert upcoming([anna], date(2027, 3, 15)) == [anna]  # years later, still ahead
+
+
+def test_a_statement_that_tells_a_plan_is_flagged_when_written() -> None:
+    """The profile reads the user's plans by this flag however much they said since (migration 0019)."""
+    draft = lambda title, **kw: ObservationDraft(tenant_id="t", **({"user_id": "u", "type": "event"} | kw), title=title)  # noqa: E731
+    assert PLAN_FLAG in draft("My dentist appointment is on 12 February.", tags=["chat"]).tags
+    assert PLAN_FLAG in draft("Since we changed our plans, we're going to Crete in August", type="identity").tags
+    assert PLAN_FLAG in draft("Noted", narrative="Anna turns forty on 14 March.").tags  # the narrative tells it
+    assert PLAN_FLAG not in draft("We went to Crete in May.").tags  # the past
+    assert PLAN_FLAG not in draft("My dentist appointment is on 12 February.", type="note").tags  # not read as one
+    assert PLAN_FLAG not in draft("Dentist on 12 February", user_id=None, scope="public").tags  # nobody's plan
+    forged = draft("Invoices go out quarterly", tags=["flag:plan", "billing"])
+    assert forged.tags == ["billing"]  # the flag is Engram's alone
+    assert draft("My dentist appointment is on 12 February.", tags=["chat"]).tags == ["chat", PLAN_FLAG]
+
+
+def test_engrams_flags_are_neither_searched_nor_shown() -> None:
+    plan = stored(
+        ObservationDraft(tenant_id="t", user_id="u", type="event", title="My dentist is on 12 May", tags=["chat"]), SAID
+    )
+    assert plan.tags == ["chat", PLAN_FLAG]
+    assert "flag" not in headline_text(plan) and "flag" not in passage_text(plan)
+    assert "tags: chat\n" in render_entry(plan) and "flag" not in render_entry(plan)

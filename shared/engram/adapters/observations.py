@@ -25,6 +25,7 @@ from engram.domain.observation import (
     WriteOutcome,
     Written,
 )
+from engram.domain.plans import PLAN_FLAG
 from engram.domain.scopes import Visibility
 
 # priority as a number, highest first (the stable profile's order)
@@ -204,7 +205,35 @@ class PgObservationStore:
     async def profile(
         self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
     ) -> list[Observation]:
-        params: list[Any] = [visibility.tenant_id, visibility.user_id]
+        params: list[Any] = []
+        where = self._owned(visibility, types, now, params)
+        params.append(limit)
+        rows = await self.conn.fetch(
+            f"SELECT * FROM observations WHERE {where}"
+            f" ORDER BY {_PRIORITY_RANK} DESC, coalesce(said_at, created_at) DESC, id DESC LIMIT ${len(params)}",
+            *params,
+        )
+        return [to_observation(r) for r in rows]
+
+    async def plans(
+        self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
+    ) -> list[Observation]:
+        params: list[Any] = []
+        where = self._owned(visibility, types, now, params)
+        params.append(limit)
+        # the flag as a literal: the partial index `observations_plans` (0019) is used only when the
+        # statement's condition is its predicate, which a parameter cannot prove in a generic plan
+        rows = await self.conn.fetch(
+            f"SELECT * FROM observations WHERE {where} AND tags @> '{{{PLAN_FLAG}}}'::text[]"
+            f" ORDER BY coalesce(said_at, created_at) DESC, id DESC LIMIT ${len(params)}",
+            *params,
+        )
+        return [to_observation(r) for r in rows]
+
+    @staticmethod
+    def _owned(visibility: Visibility, types: Sequence[str], now: datetime, params: list[Any]) -> str:
+        """The caller's own live observations of `types`: never sensitive, never one they rejected."""
+        params.extend([visibility.tenant_id, visibility.user_id])
         where = [
             "tenant_id = $1",
             "user_id = $2",
@@ -217,13 +246,7 @@ class PgObservationStore:
         where.append(f"type = ANY(${len(params)}::text[])")
         params.append(now)
         where.append(live_sql(f"${len(params)}"))
-        params.append(limit)
-        rows = await self.conn.fetch(
-            f"SELECT * FROM observations WHERE {' AND '.join(where)}"
-            f" ORDER BY {_PRIORITY_RANK} DESC, coalesce(said_at, created_at) DESC, id DESC LIMIT ${len(params)}",
-            *params,
-        )
-        return [to_observation(r) for r in rows]
+        return " AND ".join(where)
 
     async def visible(self, ids: Sequence[str], visibility: Visibility, now: datetime) -> dict[str, Observation]:
         if not ids:

@@ -158,6 +158,16 @@ class ObservationDraft(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _flag_plan(self) -> ObservationDraft:
+        """A statement that tells a plan of the user's (the next trip, an appointment, a birthday)
+        is flagged, so the profile finds it however much was said since (`domain/plans.py`)."""
+        from engram.domain.plans import PLAN_FLAG, tells_plan
+
+        if self.user_id is not None and len(self.tags) < 50 and tells_plan(self.type, self.title, self.narrative):
+            self.tags = [*self.tags, PLAN_FLAG]
+        return self
+
+    @model_validator(mode="after")
     def _withhold_secrets(self) -> ObservationDraft:
         """What Engram derives by itself from a chat or a business event (`chat`, `hook`) and what
         an agent writes (`remember` with an agent key, MCP) keeps no credential, card number or

@@ -13,6 +13,11 @@ says it changed replaces the earlier ones ("the dentist moved my appointment to 
 `life_topics.replaces`), one that does not say so is another plan of its kind ("a check-up in May"
 beside "the dentist on 3 March"), and the same plan on the same day told twice is one. A birthday
 is always ahead (its next anniversary) and replaces nothing: two people's birthdays are two dates.
+
+A statement that tells a plan is flagged when it is written (`PLAN_FLAG`, set by `ObservationDraft`
+like the instruction flag, never by a writer), so the profile reads the user's plans by a small
+partial index however much they said since (`ObservationRepository.plans`), not among their
+newest dated statements only.
 """
 
 from __future__ import annotations
@@ -25,10 +30,14 @@ from functools import lru_cache
 
 from engram.domain.dates import day_and_month, next_anniversary, plan_date
 from engram.domain.facts import says_changed
-from engram.domain.life_topics import ONLY_WHEN_CHANGED, replaces, topics
+from engram.domain.life_topics import ONLY_WHEN_CHANGED, PROFILE_TYPES, replaces, topics
 from engram.domain.observation import Observation
 
 PLANS_LIMIT = 5  # plans in the stable memory block
+PLAN_FLAG = "flag:plan"  # Engram's own tag (`injection.FLAG_PREFIX`): the statement tells a plan
+# the types a plan is stored as: an event (`chat_extraction.offline_observations`), or a change of
+# the user's life that is one ("we changed our plans and are going to Crete in August instead")
+PLAN_TYPES = frozenset({"event", *PROFILE_TYPES})
 BIRTHDAY = "birthday"
 _AGES = "twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|zwanzig|dreißig|vierzig|fünfzig|sechzig|siebzig|achtzig"
 # "Anna's birthday", "Geburtstag", "turns forty", "wird am 14. März vierzig" (an age in words or with "Jahre")
@@ -53,11 +62,18 @@ class Plan:
     changed: bool  # it says the plan changed (it replaces the earlier statements of its topic)
 
 
-@lru_cache(maxsize=4_096)  # the block reads the same user's texts at every chat turn
 def plan_topic(text: str) -> str | None:
     """The plan `text` tells ("appointment:dentist", "trip:next", "birthday"), if it names one and a
     day for it and does not speak of the past. A second plan of a kind is a plan ("we're also going
     to Crete in August"): `life_topics.current` is not asked."""
+    return _plan_topic(text) if len(text) <= _CACHED_CHARS else _plan_topic.__wrapped__(text)
+
+
+_CACHED_CHARS = 600  # a statement's length; a long narrative is not kept in the cache
+
+
+@lru_cache(maxsize=4_096)  # the block reads the same user's texts at every chat turn
+def _plan_topic(text: str) -> str | None:
     if _PAST.search(text):
         return None
     planned = sorted(topics(text) & ONLY_WHEN_CHANGED)
@@ -66,6 +82,11 @@ def plan_topic(text: str) -> str | None:
     if _BIRTHDAY.search(text) and day_and_month(text) is not None:
         return BIRTHDAY
     return None
+
+
+def tells_plan(obs_type: str, title: str, narrative: str) -> bool:
+    """Whether a statement of this type and text tells a plan (`PLAN_FLAG`)."""
+    return obs_type in PLAN_TYPES and any(text and plan_topic(text) is not None for text in (title, narrative))
 
 
 def plan_of(obs: Observation) -> Plan | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from engram.domain.injection import INSTRUCTION_FLAG
+from engram.domain.injection import FLAG_PREFIX, INSTRUCTION_FLAG
 from engram.domain.observation import Observation, Source
 from engram.domain.recall import SearchHit
 
@@ -80,7 +80,7 @@ def _entry(obs: Observation, narrative_chars: int, conflicting: Sequence[str]) -
         lines.append(f"  {narrative}")
     for fact in obs.facts[:5]:
         lines.append(f"  • {' '.join(fact.split())}")
-    tags = [t for t in obs.tags if t != INSTRUCTION_FLAG]
+    tags = [t for t in obs.tags if not t.startswith(FLAG_PREFIX)]  # Engram's own flags are not the writer's
     if tags:
         lines.append(f"  tags: {', '.join(tags)}")
     lines.append(provenance_line(obs))
@@ -107,9 +107,12 @@ def render_observations(
     *,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     header: str | None = "Relevant memories",
+    in_order: bool = False,
 ) -> str:
-    """Observations as plain text for an LLM's context (the memory API's recall and chat-turn's streams)."""
-    entries = [entry for _obs, entry in fitted(observations, token_budget=token_budget, header=header)]
+    """Observations as plain text for an LLM's context (the memory API's recall and chat-turn's
+    streams): by priority, then the newest first, or in their own order (`in_order`)."""
+    fitting = fitted(observations, token_budget=token_budget, header=header, in_order=in_order)
+    entries = [entry for _obs, entry in fitting]
     if not entries:
         return ""
     body = "\n".join(entries) + "\n"
@@ -117,16 +120,16 @@ def render_observations(
 
 
 def fitted(
-    observations: Sequence[Observation], *, token_budget: int, header: str | None = None
+    observations: Sequence[Observation], *, token_budget: int, header: str | None = None, in_order: bool = False
 ) -> list[tuple[Observation, str]]:
-    """The observations that `render_observations` writes within the budget, in its order, with
-    their entries (shortened where the full one does not fit)."""
+    """The observations that `render_observations` writes within the budget, in its order (or in
+    theirs, `in_order`), with their entries (shortened where the full one does not fit)."""
     if not observations or token_budget <= 0:
         return []
     entries: list[tuple[Observation, str]] = []
     used = estimate_tokens(header) + 1 if header else 0
     titles = {o.id: o.title for o in observations}
-    for obs in order_for_context(observations):
+    for obs in observations if in_order else order_for_context(observations):
         conflicting = [titles[p] for p in obs.conflicts_with if p in titles]
         entry = render_entry(obs, conflicting=conflicting)
         cost = estimate_tokens(entry) + 1

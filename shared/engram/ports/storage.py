@@ -86,6 +86,13 @@ class ObservationStore(Protocol):
         that stops at `limit` keeps what the user said last, not what they said first."""
         ...
 
+    async def plans(
+        self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
+    ) -> list[Observation]:
+        """The caller's own live observations of `types` that tell a plan (`plans.PLAN_FLAG`), as
+        `profile` filters them, the newest first (`Observation.said`): however much was said since."""
+        ...
+
     async def visible(self, ids: Sequence[str], visibility: Visibility, now: datetime) -> dict[str, Observation]:
         """Those of `ids` that exist, are in force and visible, by id (recall's hydration)."""
         ...

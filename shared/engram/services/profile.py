@@ -1,10 +1,12 @@
 """The user's profile: what an assistant should know of the user without being asked (R-1.3, R-8.4).
 
-The user's own preferences and identity (who they are, what they like, their family, pets,
-work, home and routines), the newest first, and then their plans still ahead (the next trip, an
-appointment, a birthday: `domain/plans.py`), the soonest first; never sensitive, never what the
-user rejected, never a colleague's (a colleague's public preference is not this user's profile;
-recall can still bring it); as many as fit `STABLE_CHARS`.
+The user's plans still ahead (the next trip, an appointment, a birthday: `domain/plans.py`), the
+soonest first, and then their own preferences and identity (who they are, what they like, their
+family, pets, work, home and routines), the highest priority and then the newest first; never
+sensitive, never what the user rejected, never a colleague's (a colleague's public preference is
+not this user's profile; recall can still bring it); as many as fit `STABLE_CHARS`, the plans
+first (at most `plans.PLANS_LIMIT`), so twenty facts of the user's do not push out the appointment
+next week.
 
 A chat turn sends it with every message as the stable memory block (`chat.prepare`, cached);
 other assistants read the same block through the memory API (`GET /api/ai/memory/profile`)
@@ -19,49 +21,50 @@ from datetime import UTC, datetime
 
 from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import Observation, Scope
-from engram.domain.plans import plan_of, upcoming
-from engram.domain.recall_text import fitted
+from engram.domain.plans import PLAN_TYPES, plan_of, upcoming
+from engram.domain.recall_text import fitted, render_observations
 from engram.domain.scopes import Principal, Visibility
-from engram.domain.streams import render_observations
 from engram.ports import TenantTx
 
 STABLE_TYPES = PROFILE_TYPES
 STABLE_LIMIT = 20
 STABLE_CHARS = 3_000  # the block's budget in the prompt
-PLAN_TYPE = "event"  # a plan is an event (`chat_extraction.offline_observations`)
-# the user's newest events read for their plans ahead: each costs ~15 us to read (chat-turn's
-# prepare, bench/RESULTS.md part 32), and a plan told before the last 30 dated statements is gone
+# the user's newest plans read (`ObservationRepository.plans`: only statements that tell one, by a
+# partial index), passed or not: ~15 us each (chat-turn's prepare, bench/RESULTS.md part 32)
 PLANS_READ = 30
 
 
 def stable_block(stable: Sequence[Observation]) -> str:
-    """The stable memory block as the prompt holds it."""
-    return render_observations(stable, STABLE_CHARS)
+    """The stable memory block as the prompt holds it, in the profile's order (`read_profile`)."""
+    return render_observations(stable, token_budget=STABLE_CHARS // 4, header=None, in_order=True).rstrip("\n")
 
 
 def stable_sent(stable: Sequence[Observation]) -> list[Observation]:
     """The observations of the stable memory that fit the block's budget (what the model reads)."""
-    return [obs for obs, _entry in fitted(stable, token_budget=STABLE_CHARS // 4)]
+    return [obs for obs, _entry in fitted(stable, token_budget=STABLE_CHARS // 4, in_order=True)]
 
 
 async def read_profile(
     tx: TenantTx, principal: Principal, observation_types: frozenset[str], now: datetime | None = None
 ) -> list[Observation]:
-    """The principal's profile, in the block's order: their facts (`profile_facts`) that tell no
-    plan, then their plans still ahead (`plans.upcoming` among their events and facts: the next
-    trip, an appointment, a birthday), soonest first; empty for a principal without a user (a
-    tenant-wide agent key has no profile) or a deployment without the types. Fitted to the block
-    once (rendering every entry is most of the Python time of a read)."""
+    """The principal's profile, in the block's order: their plans still ahead (`plans.upcoming`
+    among the statements that tell one, `ObservationRepository.plans`, and their facts: the next
+    trip, an appointment, a birthday), soonest first, then their facts (`profile_facts`) that tell
+    no plan; empty for a principal without a user (a tenant-wide agent key has no profile) or a
+    deployment without the types. Fitted to the block once (rendering every entry is most of the
+    Python time of a read)."""
     now = now or datetime.now(UTC)
     facts = await _facts(tx, principal, observation_types, now)
-    if PLAN_TYPE not in observation_types or principal.user_id is None:
+    types = sorted(PLAN_TYPES & observation_types)
+    if not types or principal.user_id is None:
         return stable_sent(facts)
     visibility = Visibility.for_principal(principal)
-    events = await tx.observations.profile(visibility, types=[PLAN_TYPE], now=now, limit=PLANS_READ)
-    events = [o for o in events if o.scope is not Scope.sensitive and visibility.allows(o)]
+    plans = await tx.observations.plans(visibility, types=types, now=now, limit=PLANS_READ)
+    plans = [o for o in plans if o.scope is not Scope.sensitive and visibility.allows(o)]
     # a plan told as a change of the user's life ("Since we changed our plans and are going to Crete
     # in August instead") is an identity: it is a plan too, shown while ahead, and replaces the last
-    return stable_sent([*(o for o in facts if plan_of(o) is None), *upcoming([*facts, *events], now.date())])
+    told = {o.id: o for o in [*facts, *plans]}.values()
+    return stable_sent([*upcoming(list(told), now.date()), *(o for o in facts if plan_of(o) is None)])
 
 
 async def profile_facts(
