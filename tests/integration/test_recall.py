@@ -287,11 +287,12 @@ async def test_the_profile_is_the_callers_own_preferences_and_identity(
 async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: Any, tenant: str) -> None:
     """An appointment is there until its day has passed, however much the user told since; one that
     moved is there once, at its new day; a trip changed in words of an identity replaces the one
-    booked before. The plans come first, the soonest first, then the user's facts."""
+    booked before. Priority first: a critical fact, the plans (the soonest first), the other facts."""
     now = datetime.now(UTC)
     day = lambda days: f"{(now + timedelta(days=days)):%d %B}"  # noqa: E731 - a plan's day as the user says it
     alice = auth(tenant)
     await remember(api, alice, title="Alice prefers short answers", type="preference")
+    await remember(api, alice, title="Alice never takes calls before 9", type="preference", priority="critical")
     first = f"My dentist appointment is on {day(10)}."
     await remember(api, alice, title=first, type="event", said_at=(now - timedelta(hours=2)).isoformat())
     moved = f"The dentist moved my appointment to {day(20)}."
@@ -312,9 +313,9 @@ async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: A
     assert "short answers" in r.text and "doctor on" in r.text and "moved my appointment" in r.text
     assert first not in r.text and "was on" not in r.text and "Invoice" not in r.text and "Bob" not in r.text
     assert "Crete" in r.text and "Lisbon" not in r.text and "Anna turns forty" in r.text
-    order = ["doctor on", "moved my appointment", "Crete", "Anna turns forty", "short answers"]
+    order = ["before 9", "doctor on", "moved my appointment", "Crete", "Anna turns forty", "short answers"]
     assert sorted(order, key=r.text.index) == order
-    assert r.headers["x-engram-profile-entries"] == "5"
+    assert r.headers["x-engram-profile-entries"] == "6"
 
 
 # ---- R-7.2 as a property: never a forbidden hit, every visible exact match found -------------

@@ -51,9 +51,10 @@ query id (for feedback kind 'rated') and the id of every entry (for feedback and
 PROFILE = f"""The user's profile as plain text: what you should know of them without asking.
 
 Their own preferences and identity (name, role, family, pets, work, home, routines, how they
-like answers), newest first, each with the date it was said; where two entries disagree, the
-later one holds now. Then their plans still ahead (the next trip, an appointment, a birthday),
-each with the date it was told, so a day without a year is the next one after it. Read it once
+like answers) and their plans still ahead (the next trip, an appointment, a birthday), each
+with the date it was said: the important facts first, then the plans, the soonest first (a day
+without a year is the next one after the date it was told), then the other facts, newest first;
+where two entries disagree, the later one holds now. Read it once
 at the start of a conversation and use what matters for a request even when the request does
 not name it (a dog when they plan a week away, an appointment when they ask what is coming up).
 Never sensitive, never what the user rejected, never a colleague's. {TRUST}

@@ -1,12 +1,12 @@
 """The user's profile: what an assistant should know of the user without being asked (R-1.3, R-8.4).
 
-The user's plans still ahead (the next trip, an appointment, a birthday: `domain/plans.py`), the
-soonest first, and then their own preferences and identity (who they are, what they like, their
-family, pets, work, home and routines), the highest priority and then the newest first; never
-sensitive, never what the user rejected, never a colleague's (a colleague's public preference is
-not this user's profile; recall can still bring it); as many as fit `STABLE_CHARS`, the plans
-first (at most `plans.PLANS_LIMIT`), so twenty facts of the user's do not push out the appointment
-next week.
+The user's own preferences and identity (who they are, what they like, their family, pets, work,
+home and routines) and their plans still ahead (the next trip, an appointment, a birthday:
+`domain/plans.py`); never sensitive, never what the user rejected, never a colleague's (a
+colleague's public preference is not this user's profile; recall can still bring it). In the
+order of recall text, priority first: the high and critical facts, then the plans (normal, but
+bound to a day), the soonest first, then the other facts, the newest first; as many as fit
+`STABLE_CHARS`, so twenty facts of the user's do not push out the appointment next week.
 
 A chat turn sends it with every message as the stable memory block (`chat.prepare`, cached);
 other assistants read the same block through the memory API (`GET /api/ai/memory/profile`)
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from engram.domain.life_topics import PROFILE_TYPES
-from engram.domain.observation import Observation, Scope
+from engram.domain.observation import Observation, Priority, Scope
 from engram.domain.plans import PLAN_TYPES, plan_of, upcoming
 from engram.domain.recall_text import fitted, render_observations
 from engram.domain.scopes import Principal, Visibility
@@ -47,12 +47,12 @@ def stable_sent(stable: Sequence[Observation]) -> list[Observation]:
 async def read_profile(
     tx: TenantTx, principal: Principal, observation_types: frozenset[str], now: datetime | None = None
 ) -> list[Observation]:
-    """The principal's profile, in the block's order: their plans still ahead (`plans.upcoming`
-    among the statements that tell one, `ObservationRepository.plans`, and their facts: the next
-    trip, an appointment, a birthday), soonest first, then their facts (`profile_facts`) that tell
-    no plan; empty for a principal without a user (a tenant-wide agent key has no profile) or a
-    deployment without the types. Fitted to the block once (rendering every entry is most of the
-    Python time of a read)."""
+    """The principal's profile, in the block's order: their high and critical facts, their plans
+    still ahead (`plans.upcoming` among the statements that tell one, `ObservationRepository.plans`,
+    and their facts: the next trip, an appointment, a birthday), soonest first, then their other
+    facts (`profile_facts`, those that tell no plan); empty for a principal without a user (a
+    tenant-wide agent key has no profile) or a deployment without the types. Fitted to the block
+    once (rendering every entry is most of the Python time of a read)."""
     now = now or datetime.now(UTC)
     facts = await _facts(tx, principal, observation_types, now)
     types = sorted(PLAN_TYPES & observation_types)
@@ -64,7 +64,9 @@ async def read_profile(
     # a plan told as a change of the user's life ("Since we changed our plans and are going to Crete
     # in August instead") is an identity: it is a plan too, shown while ahead, and replaces the last
     told = {o.id: o for o in [*facts, *plans]}.values()
-    return stable_sent([*upcoming(list(told), now.date()), *(o for o in facts if plan_of(o) is None)])
+    rest = [o for o in facts if plan_of(o) is None]
+    first = [o for o in rest if o.priority.rank > Priority.normal.rank]
+    return stable_sent([*first, *upcoming(list(told), now.date()), *(o for o in rest if o not in first)])
 
 
 async def profile_facts(
