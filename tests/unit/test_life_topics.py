@@ -35,6 +35,10 @@ from tests.unit.test_consolidation_domain import obs, r
         ("Also, since I joined St. Mary's Hospital as a nurse, my days have been long.", {"work:me"}),
         ("Jetzt wo ich einen weißen BMW i3 statt des alten Wagens fahre", {"vehicle:car"}),
         ("Ich wohne seit März in Leipzig.", {"home:me"}),
+        ("Nur zur Info: ich habe vor zwei Wochen als Lehrerin an der Lindenschule angefangen.", {"work:me"}),
+        ("Ich arbeite seit Mai als Ärztin am Klinikum Nord.", {"work:me"}),
+        ("Also, my grey Ford Focus is finally paid off.", {"vehicle:car"}),
+        ("Ich war als Letzter am Bahnhof.", set()),  # an order, no job
         # the noun alone gives no value
         ("My car needs new tyres.", set()),
         ("I love swimming.", set()),

@@ -96,6 +96,8 @@ _WORK = (
     r"\bich (arbeite|bin) (jetzt |nun |inzwischen |seit \w+ )?(als|bei|beim)\b",
     r"\barbeite ich (jetzt |nun |inzwischen |seit \w+ )?(als|bei|beim|an der|im)\b",
     r"\bals \w+ (bei|beim|im|in der)\b",
+    # a school, a university, a hospital: "als Lehrerin an der Lindenschule", "Ärztin am Klinikum"
+    r"\b(als|bin) (?!(erst|zweit|dritt|letzt|nächst)e)\w+(in|er|or|ent|ant|ist|eur|e) (an der|am) (?-i:[A-ZÄÖÜ])",
     r"\bich bin (jetzt |nun |inzwischen )?\w+(in|er|or|ent|ant|ist) (bei|beim)\b",
     r"\b(stelle|job) gewechselt\b|\bneue stelle\b",
     r"\b(was machen sie|was machst du) beruflich\b|\bwo arbeite(n sie|st du)\b",
@@ -105,7 +107,8 @@ _WORK = (
 _MAKES = _canonical(
     "audi=car bmw=car volkswagen=car vw=car toyota=car honda=car tesla=car skoda=car škoda=car opel=car"
     " fiat=car mercedes=car renault=car peugeot=car citroën=car citroen=car kia=car hyundai=car mazda=car"
-    " nissan=car volvo=car dacia=car porsche=car subaru=car"
+    " nissan=car volvo=car dacia=car porsche=car subaru=car ford=car chevrolet=car jeep=car lexus=car suzuki=car"
+    " mitsubishi=car jaguar=car cupra=car polestar=car"
 )
 _VEHICLES = (
     _canonical(
