@@ -287,7 +287,8 @@ async def test_the_profile_is_the_callers_own_preferences_and_identity(
 async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: Any, tenant: str) -> None:
     """An appointment is there until its day has passed, however much the user told since; one that
     moved is there once, at its new day; a trip changed in words of an identity replaces the one
-    booked before. Priority first: a critical fact, the plans (the soonest first), the other facts."""
+    booked before; one called off is gone. Priority first: a critical fact, the plans (the soonest
+    first), the other facts."""
     now = datetime.now(UTC)
     day = lambda days: f"{(now + timedelta(days=days)):%d %B}"  # noqa: E731 - a plan's day as the user says it
     alice = auth(tenant)
@@ -298,6 +299,8 @@ async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: A
     moved = f"The dentist moved my appointment to {day(20)}."
     await remember(api, alice, title=moved, type="event", said_at=(now - timedelta(hours=1)).isoformat())
     await remember(api, alice, title=f"I'm seeing my doctor on {day(5)}.", type="event")
+    await remember(api, alice, title=f"My doctor's check-up is on {day(12)}.", type="event")
+    await remember(api, alice, title=f"I cancelled my doctor's check-up on {day(12)}.", type="event")  # gone
     await remember(api, alice, title=f"My doctor's appointment was on {day(-3)}, last week.", type="event")
     await remember(api, alice, title="Invoice 42 is due on 3 March.", type="event")  # a date, no plan
     await remember(api, auth(tenant, "bob"), title=f"Bob's dentist appointment is on {day(4)}.", type="event")
@@ -312,7 +315,7 @@ async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: A
     assert r.status_code == 200, r.text
     assert "short answers" in r.text and "doctor on" in r.text and "moved my appointment" in r.text
     assert first not in r.text and "was on" not in r.text and "Invoice" not in r.text and "Bob" not in r.text
-    assert "Crete" in r.text and "Lisbon" not in r.text and "Anna turns forty" in r.text
+    assert "Crete" in r.text and "Lisbon" not in r.text and "Anna turns forty" in r.text and "check-up" not in r.text
     order = ["before 9", "doctor on", "moved my appointment", "Crete", "Anna turns forty", "short answers"]
     assert sorted(order, key=r.text.index) == order
     assert r.headers["x-engram-profile-entries"] == "6"

@@ -70,6 +70,31 @@ def test_a_plan_that_says_it_moved_replaces_what_was_said_of_it_before() -> None
     assert upcoming([first, other], today) == [first, other]
 
 
+def test_a_plan_called_off_takes_that_plan_away_and_is_none_itself() -> None:
+    dentist = told("My dentist appointment is on 12 February.")
+    doctor = told("I see my doctor on 20 February.")
+    lisbon = told("We booked a holiday in Lisbon for April.")
+    crete = told("We're also going to Crete in August.")
+    today = date(2025, 2, 3)
+    for off in (
+        "I cancelled my dentist appointment on 12 February.",
+        "The dentist appointment on 12 February is cancelled.",
+        "Der Zahnarzttermin am 12. Februar fällt aus.",
+        "Ich habe den Zahnarzttermin am 12. Februar abgesagt.",
+    ):
+        assert upcoming([dentist, doctor, told(off, days_later=1)], today) == [doctor], off
+    assert upcoming([dentist, told("Should I cancel my dentist appointment on 12 February?", 1)], today) != [], "asked"
+    assert upcoming([dentist, told("I cancelled my dentist appointment on 13 February.", 1)], today) == [dentist]
+    off = told("The trip to Lisbon in April is off.", days_later=1)
+    assert upcoming([lisbon, crete, off], today) == [crete]  # another trip stays
+    new = told("Not related, but the old trip is cancelled; Iceland in June is the new plan.", days_later=1)
+    assert upcoming([lisbon, new], today) == [new]  # a change: the day it names is the new plan
+    neu = told("Die alte Reise ist storniert; Rom im Mai ist der neue Plan.", days_later=1)
+    assert upcoming([lisbon, neu], today) == [neu]
+    booked_again = told("We booked a holiday in Lisbon for April after all.", days_later=2)
+    assert upcoming([lisbon, off, booked_again], today) == [booked_again]  # by when they were said
+
+
 def test_at_most_the_limit() -> None:
     plans = [told(f"My doctor's appointment is on {day} March.") for day in range(1, 12)]
     assert len(upcoming(plans, date(2025, 2, 3))) == PLANS_LIMIT

@@ -11,8 +11,11 @@ weekday), not in the past tense; or a birthday with its day and month, which com
 `upcoming` picks the plans still ahead, soonest first: a later statement of the same plan that
 says it changed replaces the earlier ones ("the dentist moved my appointment to 18 April",
 `life_topics.replaces`), one that does not say so is another plan of its kind ("a check-up in May"
-beside "the dentist on 3 March"), and the same plan on the same day told twice is one. A birthday
-is always ahead (its next anniversary) and replaces nothing: two people's birthdays are two dates.
+beside "the dentist on 3 March"), and the same plan on the same day told twice is one. A plan
+called off ("I cancelled my dentist appointment on 12 May", "the trip to Lisbon in April is off",
+"der Zahnarzttermin am 12. Mai fällt aus") takes the plan of its kind on that day away and is no
+plan itself. A birthday is always ahead (its next anniversary) and replaces nothing: two people's
+birthdays are two dates.
 
 A statement that tells a plan is flagged when it is written (`PLAN_FLAG`, set by `ObservationDraft`
 like the instruction flag, never by a writer), so the profile reads the user's plans by a small
@@ -51,6 +54,16 @@ _PAST = re.compile(
     r"|hatte|hatten|damals|früher)\b|\bvor (\w+ )?(tagen|wochen|monaten|jahren)\b",
     re.IGNORECASE,
 )
+# a plan called off, said as done ("Should I cancel ...?" calls nothing off)
+_CALLED_OFF = re.compile(
+    r"\b(cancell?ed|called off|(is|are|'s|'re) off|won't happen|abgesagt|storniert|fällt aus|fallen aus"
+    r"|findet nicht statt|finden nicht statt)\b",
+    re.IGNORECASE,
+)
+# ... unless the day it names is the new plan: "the old trip is cancelled; Iceland in June is the new plan"
+_INSTEAD = re.compile(
+    r"\b(new plan|instead|rebooked|moved (it )?to|now|neue[nr]? plan|stattdessen|verschoben|jetzt|nun)\b", re.IGNORECASE
+)
 _ANY_DAY = date(2000, 1, 1)  # `plan_topic` asks only whether a day is named
 
 
@@ -60,6 +73,7 @@ class Plan:
     topic: str  # "trip:next", "appointment:dentist", "birthday"
     day: date  # a birthday: the day it was told for
     changed: bool  # it says the plan changed (it replaces the earlier statements of its topic)
+    called_off: bool = False  # it says the plan on that day is off (it takes that plan away)
 
 
 def plan_topic(text: str) -> str | None:
@@ -95,18 +109,27 @@ def plan_of(obs: Observation) -> Plan | None:
         if text and (topic := plan_topic(text)) is not None:
             day = plan_date(text, obs.said.date())
             if day is not None:
-                return Plan(obs, topic, day, says_changed(text))
+                called_off = (
+                    topic != BIRTHDAY
+                    and not text.rstrip().endswith("?")
+                    and _CALLED_OFF.search(text) is not None
+                    and _INSTEAD.search(text) is None
+                )
+                return Plan(obs, topic, day, says_changed(text), called_off)
     return None
 
 
 def upcoming(observations: Sequence[Observation], today: date, limit: int = PLANS_LIMIT) -> list[Observation]:
     """The plans among `observations` on `today` or later, soonest first, each once: a later
-    statement of a plan that says it changed replaces what was said of it before; a birthday is
-    at its next anniversary."""
+    statement of a plan that says it changed replaces what was said of it before, one that calls
+    it off takes it away; a birthday is at its next anniversary."""
     kept: dict[tuple[str, date], Plan] = {}
     for obs in sorted(observations, key=lambda o: (o.said, str(o.id))):
         plan = plan_of(obs)
         if plan is None:
+            continue
+        if plan.called_off:
+            kept.pop((plan.topic, plan.day), None)
             continue
         if plan.topic == BIRTHDAY:
             day = next_anniversary(plan.day.month, plan.day.day, today)
