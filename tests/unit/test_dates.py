@@ -79,3 +79,37 @@ def test_a_plans_day_without_a_year_is_its_next_occurrence_unless_that_is_most_o
 def test_a_plan_at_the_turn_of_the_year_is_next_years() -> None:
     assert plan_date("the dentist on 12 January", date(2025, 12, 20)) == date(2026, 1, 12)
     assert plan_date("a trip in January", date(2025, 12, 20)) == date(2026, 1, 31)
+
+
+@pytest.mark.parametrize(
+    ("text", "day"),
+    [
+        ("my dentist appointment is tomorrow", date(2025, 2, 3)),
+        ("Morgen habe ich einen Zahnarzttermin.", date(2025, 2, 3)),
+        ("ich habe morgen einen Termin beim Arzt", date(2025, 2, 3)),
+        ("the dentist the day after tomorrow", date(2025, 2, 4)),
+        ("übermorgen beim Zahnarzt", date(2025, 2, 4)),
+        ("the doctor in two weeks", date(2025, 2, 16)),
+        ("in a week I see my doctor", date(2025, 2, 9)),
+        ("Arzttermin in drei Tagen", date(2025, 2, 5)),
+        ("the doctor in 3 months", date(2025, 5, 2)),
+        ("we fly to Lisbon next month", date(2025, 3, 31)),  # a span: its last day
+        ("wir fliegen nächsten Monat nach Lissabon", date(2025, 3, 31)),
+        ("a doctor's appointment this month", date(2025, 2, 28)),
+        ("the doctor next week", date(2025, 2, 9)),  # said on a Sunday: next week ends on the 9th
+        ("holiday this weekend", date(2025, 2, 2)),
+        ("am Wochenende in den Urlaub", date(2025, 2, 2)),
+        ("nächstes Wochenende in den Urlaub", date(2025, 2, 9)),
+        # a morning is no day: "jeden Morgen", "am Morgen", "guten Morgen"
+        ("ich gehe jeden Morgen zum Arzt", None),
+        ("Guten Morgen, ein Termin beim Arzt", None),
+        ("the dentist on Thursday, not tomorrow", date(2025, 2, 6)),  # a named day first
+    ],
+)
+def test_a_plans_day_relative_to_when_it_was_said(text: str, day: date | None) -> None:
+    assert plan_date(text, SAID) == day
+
+
+def test_a_month_later_keeps_its_day_where_the_month_has_it() -> None:
+    assert plan_date("the doctor in one month", date(2025, 1, 31)) == date(2025, 2, 28)
+    assert plan_date("the doctor in 12 months", date(2024, 2, 29)) == date(2025, 2, 28)

@@ -39,6 +39,11 @@ def told(title: str, days_later: int = 0) -> Observation:
         ("Could you help me plan a surprise for Anna, who turns forty on 14 March?", "birthday"),
         ("Das Paket wird am 3. März geliefert.", None),  # "wird" and a number of the date: no age
         ("Her birthday is in March.", None),  # a birthday needs its day
+        ("My dentist appointment is tomorrow.", "appointment:dentist"),  # a day relative to when it was said
+        ("Ich habe übermorgen einen Termin beim Hausarzt.", "appointment:doctor"),
+        ("We fly to Lisbon next month.", "trip:next"),
+        ("Am Wochenende fahren wir nach Kreta in den Urlaub.", "trip:next"),
+        ("We went on holiday last week.", None),
     ],
 )
 def test_a_plan_is_a_trip_or_an_appointment_with_its_day_not_in_the_past(text: str, topic: str | None) -> None:

@@ -3,7 +3,11 @@
 "What did Maria start on 3 June, 2023?", "Was haben wir am 3. Juni 2023 beschlossen?",
 "June 3rd 2023", "2023-06-03", "03.06.2023": a question that names a day is about what
 happened that day, so recall ranks memories of that day higher (`ranking.date_support`).
-Only full dates count (day, month and year); relative ones ("yesterday") are not parsed.
+Only full dates count there (day, month and year); relative ones ("yesterday") are not parsed.
+
+`plan_date` reads the day of a plan the user tells (`domain/plans.py`): a day and month without
+a year, a month, a weekday, or a day relative to when it was said ("tomorrow", "in two weeks",
+"nächsten Monat").
 """
 
 from __future__ import annotations
@@ -79,6 +83,43 @@ _WEEKDAY = re.compile(
     r"\b(?:on|am|this|next|nächsten|kommenden|diesen)\s+(" + "|".join((*WEEKDAYS_EN, *WEEKDAYS_DE)) + r")\b",
     re.IGNORECASE,
 )
+# a day said relative to when it was said: "tomorrow", "übermorgen", "in two weeks", "in drei Tagen",
+# "next week", "nächsten Monat", "this weekend", "am Wochenende" ("today" is not: "I was at the dentist
+# today" reads as a plan too); "morgen" is "tomorrow" unless it is a morning ("am Morgen", "guten Morgen")
+_COUNTS = {
+    **dict.fromkeys(("a", "an", "one", "ein", "einem", "einer", "eine"), 1),
+    **{w: n for n, w in enumerate("two three four five six seven eight nine ten eleven twelve".split(), start=2)},
+    **{w: n for n, w in enumerate("zwei drei vier fünf sechs sieben acht neun zehn elf zwölf".split(), start=2)},
+}
+_COUNT = "|".join(sorted(_COUNTS, key=len, reverse=True))
+_UNITS = {
+    **dict.fromkeys(("day", "days", "tag", "tagen"), "day"),
+    **dict.fromkeys(("week", "weeks", "woche", "wochen"), "week"),
+    **dict.fromkeys(("month", "months", "monat", "monaten"), "month"),
+}
+_UNIT = "|".join(sorted(_UNITS, key=len, reverse=True))
+_THIS = r"this|am|diese[nrs]?"
+_NEXT = r"next|nächste[nrs]?|kommende[nrs]?"
+_SPANS = {
+    "week": "week",
+    "woche": "week",
+    "weekend": "weekend",
+    "wochenende": "weekend",
+    "month": "month",
+    "monat": "month",
+}
+_SPAN = "|".join(sorted(_SPANS, key=len, reverse=True))
+_TOMORROW = r"tomorrow|(?<!\bam )(?<!\bjeden )(?<!\bguten )(?<!\bheute )(?<!\bgestern )(?<!\bden )morgen"
+# as a fragment of a larger pattern (`life_topics`: an appointment with its day), without groups of its own
+RELATIVE_DAY_PATTERN = (
+    rf"(?:\b(?:day after tomorrow|übermorgen|{_TOMORROW})\b|\bin (?:\d{{1,2}}|{_COUNT}) (?:{_UNIT})\b"
+    rf"|\b(?:{_THIS}|{_NEXT}) (?:{_SPAN})\b)"
+)
+_RELATIVE = re.compile(
+    rf"\b(?P<after>day after tomorrow|übermorgen)\b|\b(?P<tomorrow>{_TOMORROW})\b"
+    rf"|\bin (?P<count>\d{{1,2}}|{_COUNT}) (?P<unit>{_UNIT})\b|\b(?:(?P<this>{_THIS})|{_NEXT}) (?P<span>{_SPAN})\b",
+    re.IGNORECASE,
+)
 # a date this many days ahead or more, given without a year, is the one just past ("on 12 May" said on 20 June)
 PLAN_HORIZON_DAYS = 300
 
@@ -87,8 +128,9 @@ def plan_date(text: str, said: date) -> date | None:
     """The day a plan `text` names, said on `said`: a full date as it stands; a day and month
     without a year at their next occurrence from `said`, unless that is `PLAN_HORIZON_DAYS` or more
     ahead (then the one just past: "the dentist on 12 May" told on 20 June was in May); a month
-    alone ("in August") its last day, by the same rule; a weekday its next occurrence after `said`.
-    None when it names none. The first that `text` names counts, in that order of kinds."""
+    alone ("in August") its last day, by the same rule; a weekday its next occurrence after `said`;
+    a day relative to `said` ("tomorrow", "in two weeks", "next month": its last day). None when it
+    names none. The first that `text` names counts, in that order of kinds."""
     if full := mentioned_dates(text):
         return full[0]
     for month, day in _days_and_months(text):
@@ -100,7 +142,34 @@ def plan_date(text: str, said: date) -> date | None:
         name = weekday.group(1).lower()
         number = WEEKDAYS_EN.index(name) if name in WEEKDAYS_EN else WEEKDAYS_DE.index(name)
         return said + timedelta(days=(number - said.weekday() - 1) % 7 + 1)
+    if relative := _RELATIVE.search(text):
+        return _relative_day(relative, said)
     return None
+
+
+def _relative_day(found: re.Match[str], said: date) -> date:
+    """The day a relative phrase names: a span ("next week", "this weekend", "nächsten Monat") at its
+    last day, so a plan stays ahead until the span is over."""
+    if found.group("after"):
+        return said + timedelta(days=2)
+    if found.group("tomorrow"):
+        return said + timedelta(days=1)
+    if count := found.group("count"):
+        n = int(count) if count.isdigit() else _COUNTS[count.lower()]
+        unit = _UNITS[found.group("unit").lower()]
+        return _months_later(said, n) if unit == "month" else said + timedelta(days=n * (7 if unit == "week" else 1))
+    span = _SPANS[found.group("span").lower()]
+    later = 0 if found.group("this") else 1
+    if span == "month":
+        end = _months_later(said, later)
+        return date(end.year, end.month, calendar.monthrange(end.year, end.month)[1])
+    return said + timedelta(days=6 - said.weekday() + 7 * later)  # the week's (or weekend's) Sunday
+
+
+def _months_later(said: date, months: int) -> date:
+    year, month = divmod(said.month - 1 + months, 12)
+    year, month = said.year + year, month + 1
+    return date(year, month, min(said.day, calendar.monthrange(year, month)[1]))
 
 
 def day_and_month(text: str) -> tuple[int, int] | None:
