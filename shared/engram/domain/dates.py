@@ -70,11 +70,16 @@ def mentioned_dates(text: str) -> tuple[date, ...]:
     return tuple(dict.fromkeys(d for _, d in sorted(found)))
 
 
-# a plan's date without a year ("on 12 February", "am 18. April", "18.4.", "in August", "on Thursday")
-_DAY_MONTH = (
-    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?({MONTH_PATTERN})\b", re.IGNORECASE), ("d", "m")),
-    (re.compile(rf"\b({MONTH_PATTERN})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)", re.IGNORECASE), ("m", "d")),
-    (re.compile(r"\b(\d{1,2})\.(\d{1,2})\.(?!\d)"), ("d", "m")),
+# a plan's date without a year ("on 12 February", "am 18. April", "18.4.", "in August", "on Thursday");
+# the day-and-month forms are also a fragment of larger patterns (`life_topics`: an appointment's day)
+DAY_MONTH_PATTERNS = (
+    rf"\b{_DAY}\s+(?:of\s+)?({MONTH_PATTERN})\b",
+    rf"\b({MONTH_PATTERN})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?!:)",
+    r"\b(\d{1,2})\.(\d{1,2})\.(?!\d)",
+)
+_DAY_MONTH = tuple(
+    (re.compile(p, re.IGNORECASE), order)
+    for p, order in zip(DAY_MONTH_PATTERNS, (("d", "m"), ("m", "d"), ("d", "m")), strict=True)
 )
 _MONTH_ONLY = re.compile(
     rf"\b(?:in|for|für|im|until|bis|during|next|nächsten|kommenden)\s+({MONTH_PATTERN})\b", re.IGNORECASE

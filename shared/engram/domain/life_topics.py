@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from engram.domain.dates import MONTH_PATTERN, RELATIVE_DAY_PATTERN, WEEKDAYS_DE, WEEKDAYS_EN
+from engram.domain.dates import DAY_MONTH_PATTERNS, MONTH_PATTERN, RELATIVE_DAY_PATTERN, WEEKDAYS_DE, WEEKDAYS_EN
 
 # the observation types of the user's profile (the stable memory block); a session's summary or a
 # digest names many facts at once and is never one of them
@@ -183,10 +183,8 @@ _APPOINTMENTS = _canonical(
     " arzttermin=doctor hausarzt=doctor hausärztin=doctor hausarztpraxis=doctor arztpraxis=doctor"
 )
 _APPOINTMENT = _group("appt", _APPOINTMENTS)
-_WHEN = (
-    rf"(\b\d{{1,2}}(st|nd|rd|th|\.)?\s+(of\s+)?({MONTH_PATTERN})\b|\b({MONTH_PATTERN})\s+\d{{1,2}}(st|nd|rd|th)?\b"
-    rf"|\b\d{{1,2}}\.\d{{1,2}}\.|\b({_DAYS_EN}|{_DAYS_DE})\b|{RELATIVE_DAY_PATTERN})"
-)
+# the day of an appointment, in the forms `dates.plan_date` reads
+_WHEN = rf"({'|'.join(DAY_MONTH_PATTERNS)}|\b({_DAYS_EN}|{_DAYS_DE})\b|{RELATIVE_DAY_PATTERN})"
 _APPOINTMENT_ON = (
     rf"\b{_APPOINTMENT}\b[^.?!;]{{0,60}}?{_WHEN}",
     rf"{_WHEN}[^.?!;]{{0,40}}?\b{_APPOINTMENT}\b",
