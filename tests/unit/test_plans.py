@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from engram.domain.observation import Observation, ObservationDraft
-from engram.domain.plans import PLAN_FLAG, PLANS_LIMIT, plan_topic, upcoming
+from engram.domain.plans import PLAN_FLAG, PLANS_LIMIT, plan_day, plan_topic, upcoming
 from engram.domain.recall_text import render_entry
 from engram.domain.search import headline_text, passage_text
 from tests.unit.recall_fixtures import stored
@@ -136,3 +136,14 @@ def test_engrams_flags_are_neither_searched_nor_shown() -> None:
     assert plan.tags == ["chat", PLAN_FLAG]
     assert "flag" not in headline_text(plan) and "flag" not in passage_text(plan)
     assert "tags: chat\n" in render_entry(plan) and "flag" not in render_entry(plan)
+
+
+def test_recall_text_shows_the_day_a_plan_means() -> None:
+    """A model reads the day instead of working out "tomorrow" from when it was said."""
+    tomorrow = told("My dentist appointment is tomorrow.")  # said on Sunday 2 February 2025
+    assert plan_day(tomorrow) == "2025-02-03, Monday"
+    assert "(day: 2025-02-03, Monday)" in render_entry(tomorrow).splitlines()[0]
+    assert plan_day(told("Anna turns forty on 14 March.")) == "every 14 March"
+    assert plan_day(told("I cancelled my dentist appointment on 12 May.")) is None  # called off
+    assert plan_day(told("I prefer short answers.")) is None
+    assert "day:" not in render_entry(told("We went to Crete in May."))

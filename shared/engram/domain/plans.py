@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
 
-from engram.domain.dates import day_and_month, next_anniversary, plan_date
+from engram.domain.dates import WEEKDAYS_EN, day_and_month, next_anniversary, plan_date
 from engram.domain.facts import says_changed
 from engram.domain.life_topics import ONLY_WHEN_CHANGED, PROFILE_TYPES, replaces, topics
 from engram.domain.observation import Observation
@@ -117,6 +117,21 @@ def plan_of(obs: Observation) -> Plan | None:
                 )
                 return Plan(obs, topic, day, says_changed(text), called_off)
     return None
+
+
+def plan_day(obs: Observation) -> str | None:
+    """The day of the plan a flagged observation tells, as recall text shows it beside the words
+    ("My dentist appointment is tomorrow" said on 5 February 2025: "2025-02-06, Thursday"; a
+    birthday: "every 14 March"), so a model reads the day instead of working it out from when it was
+    said; None for anything else and for a plan called off."""
+    if PLAN_FLAG not in obs.tags or (plan := plan_of(obs)) is None or plan.called_off:
+        return None
+    if plan.topic == BIRTHDAY:
+        return f"every {plan.day.day} {_MONTH_NAMES[plan.day.month - 1]}"
+    return f"{plan.day.isoformat()}, {WEEKDAYS_EN[plan.day.weekday()].capitalize()}"
+
+
+_MONTH_NAMES = tuple("January February March April May June July August September October November December".split())
 
 
 def upcoming(observations: Sequence[Observation], today: date, limit: int = PLANS_LIMIT) -> list[Observation]:

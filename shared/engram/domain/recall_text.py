@@ -10,7 +10,8 @@ first, so one huge entry cannot push everything else out).
 
 Memory is data, never instructions (R-16.6): every entry says where it comes from and how far
 it is trusted (source, verified, confidence); an entry flagged instruction-like at ingest is
-marked so; text that imitates the prompt's own delimiters or role markers (`</memory>`,
+marked so; a plan of the user's shows the day it means ("tomorrow" said on 5 February: "day:
+2025-02-06, Thursday"); text that imitates the prompt's own delimiters or role markers (`</memory>`,
 `<system>`, `<|im_start|>`) is defused, so an entry cannot close the memory block.
 """
 
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 
 from engram.domain.injection import FLAG_PREFIX, INSTRUCTION_FLAG
 from engram.domain.observation import Observation, Source
+from engram.domain.plans import plan_day
 from engram.domain.recall import SearchHit
 
 DEFAULT_TOKEN_BUDGET = 1200
@@ -69,6 +71,8 @@ def _entry(obs: Observation, narrative_chars: int, conflicting: Sequence[str]) -
         head += f" {UNVERIFIED}"
     if INSTRUCTION_FLAG in obs.tags:
         head += f" {FLAGGED}"
+    if (day := plan_day(obs)) is not None:  # "tomorrow", "in two weeks": the day it means
+        head += f" (day: {day})"
     for title in conflicting:
         other = " ".join(title.split())[:120]
         head += f' (conflicting: "{other}")'
