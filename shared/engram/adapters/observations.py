@@ -205,35 +205,23 @@ class PgObservationStore:
     async def profile(
         self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
     ) -> list[Observation]:
-        params: list[Any] = []
-        where = self._owned(visibility, types, now, params)
-        params.append(limit)
-        rows = await self.conn.fetch(
-            f"SELECT * FROM observations WHERE {where}"
-            f" ORDER BY {_PRIORITY_RANK} DESC, coalesce(said_at, created_at) DESC, id DESC LIMIT ${len(params)}",
-            *params,
-        )
-        return [to_observation(r) for r in rows]
+        order = f"{_PRIORITY_RANK} DESC, coalesce(said_at, created_at) DESC, id DESC"
+        return await self._owned(visibility, types, now, limit, order)
 
     async def plans(
         self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
     ) -> list[Observation]:
-        params: list[Any] = []
-        where = self._owned(visibility, types, now, params)
-        params.append(limit)
         # the flag as a literal: the partial index `observations_plans` (0019) is used only when the
         # statement's condition is its predicate, which a parameter cannot prove in a generic plan
-        rows = await self.conn.fetch(
-            f"SELECT * FROM observations WHERE {where} AND tags @> '{{{PLAN_FLAG}}}'::text[]"
-            f" ORDER BY coalesce(said_at, created_at) DESC, id DESC LIMIT ${len(params)}",
-            *params,
-        )
-        return [to_observation(r) for r in rows]
+        flagged = f"tags @> '{{{PLAN_FLAG}}}'::text[]"
+        return await self._owned(visibility, types, now, limit, "coalesce(said_at, created_at) DESC, id DESC", flagged)
 
-    @staticmethod
-    def _owned(visibility: Visibility, types: Sequence[str], now: datetime, params: list[Any]) -> str:
-        """The caller's own live observations of `types`: never sensitive, never one they rejected."""
-        params.extend([visibility.tenant_id, visibility.user_id])
+    async def _owned(
+        self, visibility: Visibility, types: Sequence[str], now: datetime, limit: int, order: str, *also: str
+    ) -> list[Observation]:
+        """The caller's own live observations of `types` (and `also`): never sensitive, never one
+        they rejected, in `order`, at most `limit`."""
+        params: list[Any] = [visibility.tenant_id, visibility.user_id]
         where = [
             "tenant_id = $1",
             "user_id = $2",
@@ -241,12 +229,17 @@ class PgObservationStore:
             "scope <> 'sensitive'",
             # the rejected ids, read once by the statement (no round trip of their own)
             f"id <> ALL(ARRAY({REJECTED_IDS_SQL.format(user='$2')}))",
+            *also,
         ]
         params.append(list(types))
         where.append(f"type = ANY(${len(params)}::text[])")
         params.append(now)
         where.append(live_sql(f"${len(params)}"))
-        return " AND ".join(where)
+        params.append(limit)
+        rows = await self.conn.fetch(
+            f"SELECT * FROM observations WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ${len(params)}", *params
+        )
+        return [to_observation(r) for r in rows]
 
     async def visible(self, ids: Sequence[str], visibility: Visibility, now: datetime) -> dict[str, Observation]:
         if not ids:
