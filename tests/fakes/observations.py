@@ -25,7 +25,7 @@ from engram.domain.observation import (
     Written,
     is_unit_key,
 )
-from engram.domain.plans import PLAN_FLAG
+from engram.domain.plan_topics import PLAN_FLAG
 from engram.domain.scopes import Visibility
 from tests.fakes.data import TxState, observations_deleted, real
 from tests.fakes.observation_writes import ObservationWrites

@@ -7,7 +7,8 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from engram.domain.observation import Observation, ObservationDraft
-from engram.domain.plans import PLAN_FLAG, PLANS_LIMIT, plan_day, plan_topic, upcoming
+from engram.domain.plan_topics import PLAN_FLAG, plan_topic
+from engram.domain.plans import PLANS_LIMIT, plan_day, upcoming
 from engram.domain.recall_text import render_entry
 from engram.domain.search import headline_text, passage_text
 from tests.unit.recall_fixtures import stored

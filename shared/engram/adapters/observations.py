@@ -25,7 +25,7 @@ from engram.domain.observation import (
     WriteOutcome,
     Written,
 )
-from engram.domain.plans import PLAN_FLAG
+from engram.domain.plan_topics import PLAN_FLAG
 from engram.domain.scopes import Visibility
 
 # priority as a number, highest first (the stable profile's order)

@@ -42,7 +42,7 @@ from engram.domain.personal_facts import (
     told_in_question,
     updates_profile,
 )
-from engram.domain.plans import plan_topic
+from engram.domain.plan_topics import plan_topic
 from engram.domain.secrets import without_secrets
 
 # ---- LLM output schema --------------------------------------------------------------------------

@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 
 from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import Observation, Priority, Scope
-from engram.domain.plans import PLAN_TYPES, plan_of, upcoming
+from engram.domain.plan_topics import PLAN_TYPES
+from engram.domain.plans import plan_of, upcoming
 from engram.domain.recall_text import fitted, render_observations
 from engram.domain.scopes import Principal, Visibility
 from engram.ports import TenantTx
