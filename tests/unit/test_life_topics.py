@@ -62,6 +62,12 @@ from tests.unit.test_consolidation_domain import obs, r
         ("Anna sagt, ihre Schwester wohnt in Köln.", set()),
         # an appointment is the dentist or the doctor with a date
         ("Can I eat normally before the dentist on 3 March?", {"appointment:dentist"}),
+        ("The vet appointment for our dog is on 3 March.", {"appointment:vet"}),
+        ("Ich habe am Freitag ein Vorstellungsgespräch bei Siemens.", {"appointment:interview"}),
+        ("My exam is in two weeks.", {"appointment:exam"}),
+        ("I have an appointment at the bank on Monday.", {"appointment:other"}),  # no kind: any other
+        ("Ich habe endlich einen Termin beim Zahnarzt, am 3. März.", {"appointment:dentist"}),  # the kind wins
+        ("Ab jetzt ist Klettern am Montag, der alte Termin hat nicht gepasst.", {"routine:climbing"}),
         ("The dentist moved my appointment to April 18.", {"appointment:dentist"}),
         ("Darf ich vor dem Zahnarzt am 3. März normal essen?", {"appointment:dentist"}),
         ("Die Zahnarztpraxis hat meinen Termin auf den 18.4. verschoben.", {"appointment:dentist"}),

@@ -101,6 +101,17 @@ def test_a_plan_called_off_takes_that_plan_away_and_is_none_itself() -> None:
     assert upcoming([lisbon, off, booked_again], today) == [booked_again]  # by when they were said
 
 
+def test_an_appointment_moved_without_saying_whose_is_the_one_told_last() -> None:
+    dentist = told("Ich habe endlich einen Termin beim Zahnarzt, am 3. März.")
+    vet = told("The vet appointment for our dog is on 20 March.", days_later=1)
+    moved = told("Die Praxis hat meinen Termin auf den 7. Mai verschoben.", days_later=2)
+    today = date(2025, 2, 3)
+    assert upcoming([dentist, moved], today) == [moved]
+    assert upcoming([dentist, vet, moved], today) == [dentist, moved]  # the vet's was told last
+    bank = told("I have an appointment at the bank on 12 February.")
+    assert upcoming([bank, dentist], today) == [bank, dentist]  # another kind: another plan
+
+
 def test_at_most_the_limit() -> None:
     plans = [told(f"My doctor's appointment is on {day} March.") for day in range(1, 12)]
     assert len(upcoming(plans, date(2025, 2, 3))) == PLANS_LIMIT

@@ -174,13 +174,18 @@ _TRIP = (
     rf"\b(?-i:[A-ZÄÖÜ])\w+ (in|im) ({MONTH_PATTERN}) (is |ist )?(the|our|der|unser) (new|next|neue|nächste) plan\b",
 )
 
-# the next appointment with a dentist or a doctor, and its date: a plan too ("I have a dentist
+# the next appointment (a dentist, a doctor, the vet, physio, the hairdresser, an interview, an exam)
+# and its date: a plan too ("I have a dentist
 # appointment on 3 March and a check-up in May" may both hold), replaced only when the later one
 # says it moved ("the dentist moved my appointment to 18 April", "Termin auf den 18. April verschoben")
 _APPOINTMENTS = _canonical(
     "dentist dental=dentist orthodontist=dentist zahnarzt=dentist zahnärztin=dentist zahnarzttermin=dentist"
     " zahnarztpraxis=dentist kieferorthopäde=dentist doctor gp=doctor physician=doctor arzt=doctor ärztin=doctor"
-    " arzttermin=doctor hausarzt=doctor hausärztin=doctor hausarztpraxis=doctor arztpraxis=doctor"
+    " arzttermin=doctor hausarzt=doctor hausärztin=doctor hausarztpraxis=doctor arztpraxis=doctor augenarzt=doctor"
+    " vet tierarzt=vet tierärztin=vet tierarzttermin=vet physio physiotherapist=physio physiotherapy=physio"
+    " physiotherapie=physio hairdresser haircut=hairdresser barber=hairdresser friseur=hairdresser"
+    " friseurin=hairdresser friseurtermin=hairdresser interview vorstellungsgespräch=interview"
+    " bewerbungsgespräch=interview exam prüfung=exam klausur=exam"
 )
 _APPOINTMENT = _group("appt", _APPOINTMENTS)
 # the day of an appointment, in the forms `dates.plan_date` reads
@@ -189,7 +194,16 @@ _APPOINTMENT_ON = (
     rf"\b{_APPOINTMENT}\b[^.?!;]{{0,60}}?{_WHEN}",
     rf"{_WHEN}[^.?!;]{{0,40}}?\b{_APPOINTMENT}\b",
 )
-ONLY_WHEN_CHANGED = frozenset({"trip:next", *(f"appointment:{who}" for who in set(_APPOINTMENTS.values()))})
+# any other appointment, its day after it ("an appointment at the bank on Monday", "einen Termin beim
+# Amt am 3. März"), when the sentence names no kind above (`topics`; not "der alte Termin")
+APPOINTMENT = "appointment:"
+OTHER_APPOINTMENT = f"{APPOINTMENT}other"
+_OTHER_APPOINTMENT_ON = re.compile(
+    rf"\b(an|my|the|our|ein|einen|meinen|mein|den)\s+(appointment|termin)\b[^.?!;]{{0,60}}?{_WHEN}", _I
+)
+ONLY_WHEN_CHANGED = frozenset(
+    {"trip:next", OTHER_APPOINTMENT, *(f"appointment:{who}" for who in set(_APPOINTMENTS.values()))}
+)
 
 _RULES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
     ("home:", tuple(re.compile(p, _I) for p in _RELATIVE_HOME)),
@@ -243,7 +257,7 @@ _TRIGGER = re.compile(
     )
     + r"|liv|moved|reloc|wohn|leb|gezogen|zieht|work|job|position|joined|started|arbeit|beruf|stelle|als|bei"
     + r"|i'm|i am|driv|fahr|fährst|trip|holiday|vacation|getaway|reise|urlaub|fly|flying|going|travel|heading"
-    + r"|flieg|geht es|plan)",
+    + r"|flieg|geht es|plan|appointment|termin)",
     _I,
 )
 
@@ -271,6 +285,8 @@ def topics(text: str) -> frozenset[str]:
     for topic, patterns in _MINE:
         if any(p.search(text) for p in patterns):
             found.add(topic)
+    if not any(t.startswith(APPOINTMENT) for t in found) and _OTHER_APPOINTMENT_ON.search(text):
+        found.add(OTHER_APPOINTMENT)  # "my dentist appointment" is the dentist's
     return frozenset(found)
 
 

@@ -1,10 +1,11 @@
 """Which plan of the user's a text tells (`plans`): pure text rules, no I/O, no observation.
 
 A plan is a statement about one of the plans `life_topics` knows (the next trip, an appointment
-with a dentist or a doctor) with a day `dates.plan_date` reads (a full date, a day and month, a
-month, a weekday, a day relative to when it was said), not in the past tense; or a birthday with
-its day and month. `ObservationDraft` flags such a statement when it is written (`PLAN_FLAG`, like
-the instruction flag, never by a writer), so this module imports no model.
+with a dentist, a doctor, the vet, an interview, an exam, any other appointment) with a day
+`dates.plan_date` reads (a full date, a day and month, a month, a weekday, a day relative to when
+it was said), not in the past tense; or a birthday with its day and month. `ObservationDraft`
+flags such a statement when it is written (`PLAN_FLAG`, like the instruction flag, never by a
+writer), so this module imports no model.
 """
 
 from __future__ import annotations

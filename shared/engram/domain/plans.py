@@ -5,8 +5,9 @@ up that I shouldn't forget?", "Which vaccinations do we need for our holiday?", 
 plan a surprise party for my wife?" share no word with "my dentist appointment is on 12 February",
 "we booked a holiday in Lisbon for April" or "Anna turns forty on 14 March". A plan is a statement
 of the user's about one of the plans `life_topics` knows (the next trip, an appointment with a
-dentist or a doctor) with a day (`dates.plan_date`: a full date, a day and month, a month, a
-weekday), not in the past tense; or a birthday with its day and month, which comes back every year.
+dentist, a doctor, the vet, an interview, an exam, any other) with a day (`dates.plan_date`), not
+in the past tense; or a birthday with its day and month, which comes back every year
+(`plan_topics`).
 
 `upcoming` picks the plans still ahead, soonest first: a later statement of the same plan that
 says it changed replaces the earlier ones ("the dentist moved my appointment to 18 April",
@@ -25,12 +26,12 @@ a small partial index however much they said since (`ObservationRepository.plans
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 from engram.domain.dates import WEEKDAYS_EN, next_anniversary, plan_date
 from engram.domain.facts import says_changed
-from engram.domain.life_topics import replaces
+from engram.domain.life_topics import APPOINTMENT, OTHER_APPOINTMENT, replaces
 from engram.domain.observation import Observation
 from engram.domain.plan_topics import BIRTHDAY, PLAN_FLAG, calls_off, plan_topic
 
@@ -74,7 +75,8 @@ _MONTH_NAMES = tuple("January February March April May June July August Septembe
 def upcoming(observations: Sequence[Observation], today: date, limit: int = PLANS_LIMIT) -> list[Observation]:
     """The plans among `observations` on `today` or later, soonest first, each once: a later
     statement of a plan that says it changed replaces what was said of it before, one that calls
-    it off takes it away; a birthday is at its next anniversary."""
+    it off takes it away (an appointment moved without saying whose, "die Praxis hat meinen Termin
+    verschoben", is the appointment told last); a birthday is at its next anniversary."""
     kept: dict[tuple[str, date], Plan] = {}
     for obs in sorted(observations, key=lambda o: (o.said, str(o.id))):
         plan = plan_of(obs)
@@ -89,6 +91,12 @@ def upcoming(observations: Sequence[Observation], today: date, limit: int = PLAN
                 continue
             plan = Plan(obs, BIRTHDAY, day, False)
         elif replaces(plan.topic, changed=plan.changed, current=True):
+            if plan.topic == OTHER_APPOINTMENT:  # "the practice moved my appointment": the one told last
+                told = [p for p in kept.values() if p.topic.startswith(APPOINTMENT)]
+                if told:
+                    plan = replace(
+                        plan, topic=max(told, key=lambda p: (p.observation.said, str(p.observation.id))).topic
+                    )
             kept = {key: p for key, p in kept.items() if p.topic != plan.topic}
         kept[(plan.topic, plan.day)] = plan  # the same plan told again: the later words
     ahead = sorted((p for p in kept.values() if p.day >= today), key=lambda p: (p.day, p.topic))
