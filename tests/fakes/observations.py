@@ -83,6 +83,12 @@ class InMemoryObservationStore:
         self.rows[observation_id] = verified
         return verified
 
+    async def flag(self, ids: Sequence[uuid.UUID], flag: str) -> int:
+        flagged = [i for i in dict.fromkeys(ids) if i in self.rows and flag not in self.rows[i].tags]
+        for i in flagged:
+            self.rows[i] = self.rows[i].model_copy(update={"tags": [*self.rows[i].tags, flag]})
+        return len(flagged)
+
     async def lock(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, FeedbackTarget]:
         # the transaction holds its tenant's rows alone (see InMemoryUnitOfWork): nothing to wait for
         return {i: FeedbackTarget(self.rows[i].user_id, self.rows[i].verified) for i in sorted(ids) if i in self.rows}

@@ -12,6 +12,7 @@ import pytest
 
 from engram.domain.models import FeedbackCounts, FeedbackKind, FeedbackRow
 from engram.domain.observation import ObservationDraft, Priority, Provenance, Scope, WriteOutcome
+from engram.domain.plan_topics import PLAN_FLAG
 from engram.domain.scopes import Visibility
 from tests.fakes import FakeBus, InMemoryUnitOfWork
 
@@ -195,6 +196,17 @@ async def test_plans_are_the_callers_statements_that_tell_one_newest_first(uow: 
         ]
         events = await tx.observations.plans(seeing(tenant), types=["event"], now=now, limit=1)
         assert [o.title for o in events] == ["We're flying to Lisbon in April."]
+        # a row written before the flag existed (0019) is read once it has it (`Indexer.reindex`)
+        (old,) = await tx.observations.write_many(
+            [draft(tenant, "My vet appointment is on 2 May.", type="event").model_copy(update={"tags": ["chat"]})]
+        )
+        assert old.observation.tags == ["chat"]
+        assert await tx.observations.flag([old.observation.id, uuid.uuid4()], PLAN_FLAG) == 1
+        assert await tx.observations.flag([old.observation.id], PLAN_FLAG) == 0  # once
+        (flagged,) = await tx.observations.get_many([old.observation.id])
+        assert flagged.tags == ["chat", PLAN_FLAG] and flagged.updated_at == old.observation.updated_at
+        found = await tx.observations.plans(seeing(tenant), types=["event"], now=now, limit=10)
+        assert "My vet appointment is on 2 May." in [o.title for o in found]
 
 
 async def test_counters_verification_and_locks(uow: Any, tenant: str) -> None:

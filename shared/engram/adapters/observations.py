@@ -241,6 +241,17 @@ class PgObservationStore:
         )
         return [to_observation(r) for r in rows]
 
+    async def flag(self, ids: Sequence[uuid.UUID], flag: str) -> int:
+        if not ids:
+            return 0
+        status = await self.conn.execute(
+            "UPDATE observations SET tags = array_append(tags, $2)"
+            " WHERE id = ANY($1::uuid[]) AND NOT tags @> ARRAY[$2]",
+            list(ids),
+            flag,
+        )
+        return int(status.split()[-1])
+
     async def visible(self, ids: Sequence[str], visibility: Visibility, now: datetime) -> dict[str, Observation]:
         if not ids:
             return {}

@@ -161,9 +161,9 @@ class ObservationDraft(BaseModel):
     def _flag_plan(self) -> ObservationDraft:
         """A statement that tells a plan of the user's (the next trip, an appointment, a birthday)
         is flagged, so the profile finds it however much was said since (`domain/plans.py`)."""
-        from engram.domain.plan_topics import PLAN_FLAG, tells_plan
+        from engram.domain.plan_topics import PLAN_FLAG, flags_plan
 
-        if self.user_id is not None and len(self.tags) < 50 and tells_plan(self.type, self.title, self.narrative):
+        if flags_plan(self.user_id, self.type, self.title, self.narrative, self.tags):
             self.tags = [*self.tags, PLAN_FLAG]
         return self
 

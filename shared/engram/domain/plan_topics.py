@@ -11,6 +11,7 @@ writer), so this module imports no model.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import date
 from functools import lru_cache
 
@@ -72,6 +73,20 @@ def _plan_topic(text: str) -> str | None:
 def tells_plan(obs_type: str, title: str, narrative: str) -> bool:
     """Whether a statement of this type and text tells a plan (`PLAN_FLAG`)."""
     return obs_type in PLAN_TYPES and any(text and plan_topic(text) is not None for text in (title, narrative))
+
+
+def flags_plan(user_id: str | None, obs_type: str, title: str, narrative: str, tags: Sequence[str]) -> bool:
+    """Whether a write flags this observation as a plan now (`ObservationDraft`), and it is not yet:
+    someone's statement that tells one, with room for one more tag."""
+    return (
+        user_id is not None
+        and PLAN_FLAG not in tags
+        and len(tags) < _MAX_TAGS
+        and tells_plan(obs_type, title, narrative)
+    )
+
+
+_MAX_TAGS = 50  # `ObservationDraft.tags`
 
 
 def calls_off(text: str) -> bool:

@@ -97,6 +97,11 @@ class ObservationStore(Protocol):
         """Those of `ids` that exist, are in force and visible, by id (recall's hydration)."""
         ...
 
+    async def flag(self, ids: Sequence[uuid.UUID], flag: str) -> int:
+        """Engram's own `flag` added to those of `ids` that lack it (rows written before the flag
+        existed, `Indexer.reindex`); a derived mark, not a revision: nothing else changes. How many."""
+        ...
+
     async def known(self, user_id: str, limit: int) -> list[KnownObservation]:
         """The user's latest non-sensitive observations not superseded (what chat extraction reuses)."""
         ...

@@ -31,6 +31,7 @@ from engram.domain.events import (
     parse_data,
 )
 from engram.domain.observation import Observation
+from engram.domain.plan_topics import PLAN_FLAG, flags_plan
 from engram.domain.search import Vector, index_document, passage_text, text_hash
 from engram.instrumentation import tracing
 from engram.ports import Embedder, SearchIndex, UnitOfWork
@@ -178,11 +179,22 @@ class Indexer:
             w = _TenantWork(events=[(None, i) for i in ids[start : start + batch_size]])
             work = {tenant_id: w}
             await self._load(work)
+            await _flag_plans_of(self.uow, tenant_id, w)
             await self._embed(work)
             await self._apply(tenant_id, w)
             if progress:
                 progress(min(total, start + batch_size), total)
         return total
+
+
+async def _flag_plans_of(uow: UnitOfWork, tenant_id: str, w: _TenantWork) -> None:
+    """Rows written before plans were flagged (migration 0019) get the flag a write gives them now,
+    so the stable block reads them (`ObservationRepository.plans`)."""
+    ids = [o.id for o in w.live.values() if flags_plan(o.user_id, o.type, o.title, o.narrative, o.tags)]
+    if ids:
+        async with uow.tenant(tenant_id) as tx:
+            flagged = await tx.observations.flag(ids, PLAN_FLAG)
+        log.info("reindex.plans_flagged", tenant=tenant_id, flagged=flagged)
 
 
 def decode_change(event: CloudEvent) -> ObservationChanged:

@@ -12,6 +12,7 @@ from cloudevents.http import CloudEvent
 from engram.domain.errors import InvalidEvent, Transient
 from engram.domain.events import OBSERVATION_CREATED, OBSERVATION_DELETED, OBSERVATION_UPDATED, observation_changed
 from engram.domain.observation import Observation, ObservationDraft, Scope
+from engram.domain.plan_topics import PLAN_FLAG
 from engram.domain.scopes import Visibility
 from engram.domain.search import SearchFilter
 from engram.services.indexing import Indexer
@@ -169,3 +170,18 @@ async def test_reindex_removes_entries_of_vanished_observations(
     stranger = uuid.uuid4()
     assert await deliver(indexer, changed(kept.model_copy(update={"id": stranger}))) == [None]  # never stored
     assert str(stranger) not in await index.indexed_ids(tenant)
+
+
+async def test_reindex_flags_the_plans_written_before_the_flag_existed(
+    indexer: Indexer, uow: InMemoryUnitOfWork, tenant: str
+) -> None:
+    """An upgrade's `engram reindex` gives old rows the flag the stable block reads plans by (0019)."""
+    plan, note = await write(uow, tenant, "My dentist appointment is on 12 May.", "I like tea.", type="event")
+    rows = uow.data(tenant).observations
+    rows[plan.id] = rows[plan.id].model_copy(update={"tags": []})  # as written before migration 0019
+    revision = rows[plan.id].updated_at
+    assert await indexer.reindex(tenant) == 2
+    rows = uow.data(tenant).observations  # the committed rows
+    assert rows[plan.id].tags == [PLAN_FLAG] and rows[plan.id].updated_at == revision  # no new revision
+    assert rows[note.id].tags == []
+    assert await indexer.reindex(tenant) == 2 and uow.data(tenant).observations[plan.id].tags == [PLAN_FLAG]  # once
