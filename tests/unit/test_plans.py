@@ -110,6 +110,8 @@ def test_an_appointment_moved_without_saying_whose_is_the_one_told_last() -> Non
     assert upcoming([dentist, vet, moved], today) == [dentist, moved]  # the vet's was told last
     bank = told("I have an appointment at the bank on 12 February.")
     assert upcoming([bank, dentist], today) == [bank, dentist]  # another kind: another plan
+    off = told("I cancelled my appointment on 3 March.", days_later=3)  # whose: the one on that day
+    assert upcoming([bank, dentist, off], today) == [bank]
 
 
 def test_at_most_the_limit() -> None:

@@ -82,8 +82,9 @@ def upcoming(observations: Sequence[Observation], today: date, limit: int = PLAN
         plan = plan_of(obs)
         if plan is None:
             continue
-        if plan.called_off:
-            kept.pop((plan.topic, plan.day), None)
+        if plan.called_off:  # that plan on that day; "my appointment on Monday": of any kind
+            kind = APPOINTMENT if plan.topic == OTHER_APPOINTMENT else plan.topic
+            kept = {key: p for key, p in kept.items() if not (p.day == plan.day and p.topic.startswith(kind))}
             continue
         if plan.topic == BIRTHDAY:
             day = next_anniversary(plan.day.month, plan.day.day, today)
