@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from engram.domain.dates import mentioned_dates, plan_date
+from engram.domain.dates import mentioned_dates, plan_date, plan_when
 from engram.domain.ranking import DATE_WEIGHT, date_support
 
 JUNE_3 = date(2023, 6, 3)
@@ -113,3 +113,12 @@ def test_a_plans_day_relative_to_when_it_was_said(text: str, day: date | None) -
 def test_a_month_later_keeps_its_day_where_the_month_has_it() -> None:
     assert plan_date("the doctor in one month", date(2025, 1, 31)) == date(2025, 2, 28)
     assert plan_date("the doctor in 12 months", date(2024, 2, 29)) == date(2025, 2, 28)
+
+
+def test_how_exact_a_plans_day_is() -> None:
+    """Recall text shows a month as the month and a span by its end (`plans.plan_day`)."""
+    assert plan_when("the dentist on 12 February", SAID) == (date(2025, 2, 12), "day")
+    assert plan_when("a holiday in August", SAID) == (date(2025, 8, 31), "month")
+    assert plan_when("the doctor next week", SAID) == (date(2025, 2, 9), "span")
+    assert plan_when("the doctor tomorrow", SAID) == (date(2025, 2, 3), "day")
+    assert plan_when("nothing planned", SAID) is None

@@ -158,6 +158,9 @@ def test_recall_text_shows_the_day_a_plan_means() -> None:
     assert plan_day(tomorrow) == "2025-02-03, Monday"
     assert "(day: 2025-02-03, Monday)" in render_entry(tomorrow).splitlines()[0]
     assert plan_day(told("Anna turns forty on 14 March.")) == "every 14 March"
+    assert plan_day(told("We booked a holiday in Lisbon for April.")) == "April 2025"  # the month, not its last day
+    assert plan_day(told("I have a doctor's appointment next week.")) == "by 2025-02-09, Sunday"  # a span's end
+    assert plan_day(told("My dentist appointment is in two weeks.")) == "2025-02-16, Sunday"
     assert plan_day(told("I cancelled my dentist appointment on 12 May.")) is None  # called off
     assert plan_day(told("I prefer short answers.")) is None
     assert "day:" not in render_entry(told("We went to Crete in May."))

@@ -136,39 +136,51 @@ def plan_date(text: str, said: date) -> date | None:
     alone ("in August") its last day, by the same rule; a weekday its next occurrence after `said`;
     a day relative to `said` ("tomorrow", "in two weeks", "next month": its last day). None when it
     names none. The first that `text` names counts, in that order of kinds."""
+    found = plan_when(text, said)
+    return found[0] if found is not None else None
+
+
+def plan_when(text: str, said: date) -> tuple[date, str] | None:
+    """`plan_date` and how exact it is: "day" (a day is named or meant), "month" (a month alone:
+    the day is its last) or "span" (a week, a weekend or a month from `said`: the day is its last)."""
     if full := mentioned_dates(text):
-        return full[0]
+        return full[0], DAY
     for month, day in _days_and_months(text):
         if (at := _next_occurrence(said, month, day)) is not None:
-            return at
+            return at, DAY
     if month_only := _MONTH_ONLY.search(text):
-        return _next_occurrence(said, MONTHS[month_only.group(1).lower()], 1, latest=True)
+        at = _next_occurrence(said, MONTHS[month_only.group(1).lower()], 1, latest=True)
+        return (at, MONTH) if at is not None else None
     if weekday := _WEEKDAY.search(text):
         name = weekday.group(1).lower()
         number = WEEKDAYS_EN.index(name) if name in WEEKDAYS_EN else WEEKDAYS_DE.index(name)
-        return said + timedelta(days=(number - said.weekday() - 1) % 7 + 1)
+        return said + timedelta(days=(number - said.weekday() - 1) % 7 + 1), DAY
     if relative := _RELATIVE.search(text):
         return _relative_day(relative, said)
     return None
 
 
-def _relative_day(found: re.Match[str], said: date) -> date:
+DAY, MONTH, SPAN = "day", "month", "span"  # `plan_when`: how exact a plan's day is
+
+
+def _relative_day(found: re.Match[str], said: date) -> tuple[date, str]:
     """The day a relative phrase names: a span ("next week", "this weekend", "nächsten Monat") at its
     last day, so a plan stays ahead until the span is over."""
     if found.group("after"):
-        return said + timedelta(days=2)
+        return said + timedelta(days=2), DAY
     if found.group("tomorrow"):
-        return said + timedelta(days=1)
+        return said + timedelta(days=1), DAY
     if count := found.group("count"):
         n = int(count) if count.isdigit() else _COUNTS[count.lower()]
         unit = _UNITS[found.group("unit").lower()]
-        return _months_later(said, n) if unit == "month" else said + timedelta(days=n * (7 if unit == "week" else 1))
+        at = _months_later(said, n) if unit == "month" else said + timedelta(days=n * (7 if unit == "week" else 1))
+        return at, DAY
     span = _SPANS[found.group("span").lower()]
     later = 0 if found.group("this") else 1
     if span == "month":
         end = _months_later(said, later)
-        return date(end.year, end.month, calendar.monthrange(end.year, end.month)[1])
-    return said + timedelta(days=6 - said.weekday() + 7 * later)  # the week's (or weekend's) Sunday
+        return date(end.year, end.month, calendar.monthrange(end.year, end.month)[1]), SPAN
+    return said + timedelta(days=6 - said.weekday() + 7 * later), SPAN  # the week's (or weekend's) Sunday
 
 
 def _months_later(said: date, months: int) -> date:

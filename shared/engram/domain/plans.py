@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 
-from engram.domain.dates import WEEKDAYS_EN, next_anniversary, plan_date
+from engram.domain.dates import DAY, MONTH, WEEKDAYS_EN, next_anniversary, plan_when
 from engram.domain.facts import says_changed
 from engram.domain.life_topics import APPOINTMENT, OTHER_APPOINTMENT, replaces
 from engram.domain.observation import Observation
@@ -45,15 +45,16 @@ class Plan:
     day: date  # a birthday: the day it was told for
     changed: bool  # it says the plan changed (it replaces the earlier statements of its topic)
     called_off: bool = False  # it says the plan on that day is off (it takes that plan away)
+    exact: str = DAY  # `dates.plan_when`: a day, a month (its last day) or a span (its last day)
 
 
 def plan_of(obs: Observation) -> Plan | None:
     """The plan an observation tells (its title, else its narrative) and its day, from when it was said."""
     for text in (obs.title, obs.narrative):
         if text and (topic := plan_topic(text)) is not None:
-            day = plan_date(text, obs.said.date())
-            if day is not None:
-                return Plan(obs, topic, day, says_changed(text), topic != BIRTHDAY and calls_off(text))
+            if (when := plan_when(text, obs.said.date())) is not None:
+                day, exact = when
+                return Plan(obs, topic, day, says_changed(text), topic != BIRTHDAY and calls_off(text), exact)
     return None
 
 
@@ -66,7 +67,10 @@ def plan_day(obs: Observation) -> str | None:
         return None
     if plan.topic == BIRTHDAY:
         return f"every {plan.day.day} {_MONTH_NAMES[plan.day.month - 1]}"
-    return f"{plan.day.isoformat()}, {WEEKDAYS_EN[plan.day.weekday()].capitalize()}"
+    if plan.exact == MONTH:  # "in August": the month, not its last day
+        return f"{_MONTH_NAMES[plan.day.month - 1]} {plan.day.year}"
+    day = f"{plan.day.isoformat()}, {WEEKDAYS_EN[plan.day.weekday()].capitalize()}"
+    return day if plan.exact == DAY else f"by {day}"  # "next week": over by its last day
 
 
 _MONTH_NAMES = tuple("January February March April May June July August September October November December".split())
