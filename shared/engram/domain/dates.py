@@ -115,16 +115,13 @@ _SPANS = {
 }
 _SPAN = "|".join(sorted(_SPANS, key=len, reverse=True))
 _TOMORROW = r"tomorrow|(?<!\bam )(?<!\bjeden )(?<!\bguten )(?<!\bheute )(?<!\bgestern )(?<!\bden )morgen"
-# as a fragment of a larger pattern (`life_topics`: an appointment with its day), without groups of its own
-RELATIVE_DAY_PATTERN = (
-    rf"(?:\b(?:day after tomorrow|übermorgen|{_TOMORROW})\b|\bin (?:\d{{1,2}}|{_COUNT}) (?:{_UNIT})\b"
-    rf"|\b(?:{_THIS}|{_NEXT}) (?:{_SPAN})\b)"
-)
 _RELATIVE = re.compile(
     rf"\b(?P<after>day after tomorrow|übermorgen)\b|\b(?P<tomorrow>{_TOMORROW})\b"
     rf"|\bin (?P<count>\d{{1,2}}|{_COUNT}) (?P<unit>{_UNIT})\b|\b(?:(?P<this>{_THIS})|{_NEXT}) (?P<span>{_SPAN})\b",
     re.IGNORECASE,
 )
+# the same as a fragment of larger patterns (`life_topics`: an appointment with its day), without its group names
+RELATIVE_DAY_PATTERN = "(?:" + re.sub(r"\(\?P<\w+>", "(?:", _RELATIVE.pattern) + ")"
 # a date this many days ahead or more, given without a year, is the one just past ("on 12 May" said on 20 June)
 PLAN_HORIZON_DAYS = 300
 
