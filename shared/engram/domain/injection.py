@@ -22,10 +22,18 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 INSTRUCTION_FLAG = "flag:instruction-like"
 FLAG_PREFIX = "flag:"
 FLAGGED_CONFIDENCE = 0.3  # kept, but below anything a person or system stated (1.0) or an agent inferred (0.7)
+
+
+def writers_tags(tags: Sequence[str]) -> list[str]:
+    """The tags a writer gave (a speaker, a customer, "chat"), not Engram's own flags (`FLAG_PREFIX`:
+    instruction-like, a plan): what is searched and shown as tags."""
+    return [t for t in tags if not t.startswith(FLAG_PREFIX)]
+
 
 _ZERO_WIDTH = re.compile("[\u200b-\u200f\u2060\ufeff\u00ad]")
 _SPACE = re.compile(r"\s+")

@@ -148,9 +148,9 @@ class ObservationDraft(BaseModel):
     def _flag_instruction_like(self) -> ObservationDraft:
         """Instruction-like content (R-16.6) is kept, flagged and trusted less; the flag is
         Engram's alone (a writer's own `flag:` tags are dropped)."""
-        from engram.domain.injection import FLAG_PREFIX, FLAGGED_CONFIDENCE, INSTRUCTION_FLAG, is_instruction_like
+        from engram.domain.injection import FLAGGED_CONFIDENCE, INSTRUCTION_FLAG, is_instruction_like, writers_tags
 
-        tags = [t for t in self.tags if not t.startswith(FLAG_PREFIX)]
+        tags = writers_tags(self.tags)
         if is_instruction_like(self.title, self.narrative, *self.facts):
             tags = [*tags[:49], INSTRUCTION_FLAG]
             self.confidence = min(self.confidence, FLAGGED_CONFIDENCE)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from engram.domain.injection import FLAG_PREFIX, INSTRUCTION_FLAG
+from engram.domain.injection import INSTRUCTION_FLAG, writers_tags
 from engram.domain.observation import Observation, Source
 from engram.domain.plans import plan_day
 from engram.domain.recall import SearchHit
@@ -84,7 +84,7 @@ def _entry(obs: Observation, narrative_chars: int, conflicting: Sequence[str]) -
         lines.append(f"  {narrative}")
     for fact in obs.facts[:5]:
         lines.append(f"  • {' '.join(fact.split())}")
-    tags = [t for t in obs.tags if not t.startswith(FLAG_PREFIX)]  # Engram's own flags are not the writer's
+    tags = writers_tags(obs.tags)  # Engram's own flags are not the writer's
     if tags:
         lines.append(f"  tags: {', '.join(tags)}")
     lines.append(provenance_line(obs))

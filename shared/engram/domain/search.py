@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engram.domain import session_summary
-from engram.domain.injection import FLAG_PREFIX
+from engram.domain.injection import writers_tags
 from engram.domain.language import detect_language, search_config
 from engram.domain.memory_units import embedded_by_title, embedded_narrative
 from engram.domain.observation import Observation
@@ -50,13 +50,7 @@ class IndexDocument:
 
 def headline_text(obs: Observation) -> str:
     """Weighted fully by BM25: the title, concepts and tags."""
-    return "\n".join(p for p in [obs.title, *obs.concepts, *named_tags(obs)] if p)
-
-
-def named_tags(obs: Observation) -> list[str]:
-    """The tags a writer gave (a speaker, a customer, "chat"), not Engram's own flags
-    (`injection.FLAG_PREFIX`: instruction-like, a plan), which say nothing to search for."""
-    return [t for t in obs.tags if not t.startswith(FLAG_PREFIX)]
+    return "\n".join(p for p in [obs.title, *obs.concepts, *writers_tags(obs.tags)] if p)
 
 
 def body_text(obs: Observation) -> str:
@@ -85,8 +79,8 @@ def passage_text(obs: Observation) -> str:
     higher among a question's candidates, where it seldom says the answer (bench/RESULTS.md, part 31).
     """
     if embedded_by_title(obs):  # an assistant's answer: its opening (`memory_units.embedded_by_title`)
-        return "\n".join(p for p in (obs.title, *named_tags(obs)) if p)
-    parts = [obs.title, embedded_narrative(obs), *obs.facts, *obs.concepts, *named_tags(obs)]
+        return "\n".join(p for p in (obs.title, *writers_tags(obs.tags)) if p)
+    parts = [obs.title, embedded_narrative(obs), *obs.facts, *obs.concepts, *writers_tags(obs.tags)]
     return "\n".join(p for p in parts if p)
 
 
