@@ -208,9 +208,12 @@ def dedupe_across_streams(results: Sequence[StreamResult]) -> None:
         result.hits = [h for h in result.hits if best[str(h.observation.id)][1] == result.name]
 
 
-def render_observations(observations: Sequence[Observation], budget_chars: int) -> str:
-    """A stream's memories as plain text within a character budget: the same format as the memory API's recall."""
-    return recall_text.render_observations(observations, token_budget=budget_chars // 4, header=None).rstrip("\n")
+def render_observations(observations: Sequence[Observation], budget_chars: int, *, in_order: bool = False) -> str:
+    """A stream's memories as plain text within a character budget: the same format as the memory
+    API's recall (in their own order with `in_order`: the stable block, `profile.read_profile`)."""
+    return recall_text.render_observations(
+        observations, token_budget=budget_chars // 4, header=None, in_order=in_order
+    ).rstrip("\n")
 
 
 def render_stream(result: StreamResult, budget_chars: int) -> str:

@@ -23,8 +23,9 @@ from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import Observation, Priority, Scope
 from engram.domain.plan_topics import PLAN_TYPES
 from engram.domain.plans import plan_of, upcoming
-from engram.domain.recall_text import fitted, render_observations
+from engram.domain.recall_text import fitted
 from engram.domain.scopes import Principal, Visibility
+from engram.domain.streams import render_observations
 from engram.ports import TenantTx
 
 STABLE_TYPES = PROFILE_TYPES
@@ -37,7 +38,7 @@ PLANS_READ = 30
 
 def stable_block(stable: Sequence[Observation]) -> str:
     """The stable memory block as the prompt holds it, in the profile's order (`read_profile`)."""
-    return render_observations(stable, token_budget=STABLE_CHARS // 4, header=None, in_order=True).rstrip("\n")
+    return render_observations(stable, STABLE_CHARS, in_order=True)
 
 
 def stable_sent(stable: Sequence[Observation]) -> list[Observation]:
