@@ -68,7 +68,8 @@ async def read_profile(
     told = {o.id: o for o in [*facts, *plans]}.values()
     rest = [o for o in facts if plan_of(o) is None]
     first = [o for o in rest if o.priority.rank > Priority.normal.rank]
-    return stable_sent([*first, *upcoming(list(told), now.date()), *(o for o in rest if o not in first)])
+    later = [o for o in rest if o.priority.rank <= Priority.normal.rank]
+    return stable_sent([*first, *upcoming(list(told), now.date()), *later])
 
 
 async def profile_facts(
