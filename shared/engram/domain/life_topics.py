@@ -85,6 +85,11 @@ _HOME = (
     r"\b(wohne|lebe) ich (jetzt |nun |inzwischen |seit \w+ )?(in|bei|am|im|nahe)\b",
     r"\b(wo) (wohnen|leben) (sie|du)\b|\b(wohnst|lebst) du\b",
 )
+# work at a school, a university, a hospital: "als Lehrerin an der Lindenschule", "Ärztin am Klinikum"
+# (a job noun's ending and a capitalised place; not "als Letzter am Bahnhof"); `personal_facts` too
+WORK_AT_PLACE_DE = (
+    r"\b(als|bin) (?!(erst|zweit|dritt|letzt|nächst)e)\w+(in|er|or|ent|ant|ist|eur|e) (an der|am) (?-i:[A-ZÄÖÜ])"
+)
 _WORK = (
     r"\bi (now |currently |still )?work (as|at|for|in)\b",
     r"\b(working|to work) as\b",
@@ -96,8 +101,7 @@ _WORK = (
     r"\bich (arbeite|bin) (jetzt |nun |inzwischen |seit \w+ )?(als|bei|beim)\b",
     r"\barbeite ich (jetzt |nun |inzwischen |seit \w+ )?(als|bei|beim|an der|im)\b",
     r"\bals \w+ (bei|beim|im|in der)\b",
-    # a school, a university, a hospital: "als Lehrerin an der Lindenschule", "Ärztin am Klinikum"
-    r"\b(als|bin) (?!(erst|zweit|dritt|letzt|nächst)e)\w+(in|er|or|ent|ant|ist|eur|e) (an der|am) (?-i:[A-ZÄÖÜ])",
+    WORK_AT_PLACE_DE,
     r"\bich bin (jetzt |nun |inzwischen )?\w+(in|er|or|ent|ant|ist) (bei|beim)\b",
     r"\b(stelle|job) gewechselt\b|\bneue stelle\b",
     r"\b(was machen sie|was machst du) beruflich\b|\bwo arbeite(n sie|st du)\b",

@@ -129,8 +129,7 @@ PERSONAL_PATTERNS: tuple[str, ...] = (
     r"\b(ich bin|wir sind) (\w+ )?nach \w+ gezogen\b",
     r"\bich (bin|arbeite) (jetzt |nun |inzwischen |seit \w+ )?(als|bei|beim|im|in der)\b",
     r"\bals \w+ (bei|beim|im|in der)\b",
-    # a school, a university, a hospital: "als Lehrerin an der Lindenschule" (not "als Letzter am Bahnhof")
-    r"\b(als|bin) (?!(erst|zweit|dritt|letzt|nächst)e)\w+(in|er|or|ent|ant|ist|eur|e) (an der|am) (?-i:[A-ZÄÖÜ])",
+    life_topics.WORK_AT_PLACE_DE,  # "als Lehrerin an der Lindenschule"
     # a subordinate clause puts the verb last ("seit ich Geige lerne", "wo ich in Leipzig wohne")
     r"\b(dass|seit|seitdem|wo|weil|da|nachdem|obwohl|wenn) (ich|wir) (\w+ ){1,4}?"
     r"(wohne|wohnen|lebe|leben|arbeite|lerne|übe|spiele|trainiere|fahre)\b",
