@@ -52,10 +52,10 @@ def plan_topic(text: str) -> str | None:
     """The plan `text` tells ("appointment:dentist", "trip:next", "birthday"), if it names one and a
     day for it and does not speak of the past. A second plan of a kind is a plan ("we're also going
     to Crete in August"): `life_topics.current` is not asked."""
-    return _plan_topic(text) if len(text) <= _CACHED_CHARS else _plan_topic.__wrapped__(text)
+    return _plan_topic(text) if len(text) <= CACHED_CHARS else _plan_topic.__wrapped__(text)
 
 
-_CACHED_CHARS = 600  # a statement's length; a long narrative is not kept in the cache
+CACHED_CHARS = 600  # a statement's length; a long narrative is not kept in a cache (`plans` too)
 
 
 @lru_cache(maxsize=4_096)  # the block reads the same user's texts at every chat turn

@@ -28,12 +28,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date
+from functools import lru_cache
 
 from engram.domain.dates import DAY, MONTH, WEEKDAYS_EN, next_anniversary, plan_when
 from engram.domain.facts import says_changed
 from engram.domain.life_topics import APPOINTMENT, OTHER_APPOINTMENT, replaces
 from engram.domain.observation import Observation
-from engram.domain.plan_topics import BIRTHDAY, PLAN_FLAG, calls_off, plan_topic
+from engram.domain.plan_topics import BIRTHDAY, CACHED_CHARS, PLAN_FLAG, calls_off, plan_topic
 
 PLANS_LIMIT = 5  # plans in the stable memory block
 
@@ -50,12 +51,24 @@ class Plan:
 
 def plan_of(obs: Observation) -> Plan | None:
     """The plan an observation tells (its title, else its narrative) and its day, from when it was said."""
+    said = obs.said.date()
     for text in (obs.title, obs.narrative):
-        if text and (topic := plan_topic(text)) is not None:
-            if (when := plan_when(text, obs.said.date())) is not None:
-                day, exact = when
-                return Plan(obs, topic, day, says_changed(text), topic != BIRTHDAY and calls_off(text), exact)
+        if not text:
+            continue
+        found = _plan_in(text, said) if len(text) <= CACHED_CHARS else _plan_in.__wrapped__(text, said)
+        if found is not None:
+            return Plan(obs, *found)
     return None
+
+
+# a chat turn reads it for the block's plans (`upcoming`) and again for each entry's day (`plan_day`)
+@lru_cache(maxsize=4_096)
+def _plan_in(text: str, said: date) -> tuple[str, date, bool, bool, str] | None:
+    """`Plan`'s fields but the observation, for a text said on `said`."""
+    if (topic := plan_topic(text)) is None or (when := plan_when(text, said)) is None:
+        return None
+    day, exact = when
+    return topic, day, says_changed(text), topic != BIRTHDAY and calls_off(text), exact
 
 
 def plan_day(obs: Observation) -> str | None:
