@@ -206,7 +206,7 @@ _OTHER_APPOINTMENT_ON = re.compile(
     rf"\b(an|my|the|our|ein|einen|meinen|mein|den)\s+(appointment|termin)\b[^.?!;]{{0,60}}?{_WHEN}", _I
 )
 ONLY_WHEN_CHANGED = frozenset(
-    {"trip:next", OTHER_APPOINTMENT, *(f"appointment:{who}" for who in set(_APPOINTMENTS.values()))}
+    {"trip:next", OTHER_APPOINTMENT, *(f"{APPOINTMENT}{who}" for who in set(_APPOINTMENTS.values()))}
 )
 
 _RULES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
@@ -214,7 +214,7 @@ _RULES: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
     ("work:", tuple(re.compile(p, _I) for p in _RELATIVE_WORK)),
     ("vehicle:", tuple(re.compile(p, _I) for p in _VEHICLE_OWNED)),
     ("routine:", tuple(re.compile(p, _I) for p in _ROUTINE)),
-    ("appointment:", tuple(re.compile(p, _I) for p in _APPOINTMENT_ON)),
+    (APPOINTMENT, tuple(re.compile(p, _I) for p in _APPOINTMENT_ON)),
 )
 _MINE: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...] = (
     ("home:me", tuple(re.compile(p, _I) for p in _HOME)),
