@@ -53,6 +53,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import locomo
+from bench._common import repeatable_ids
 from bench.chatgen import ANSWERED, ASKED, CATEGORIES, CORRECTED, ON_TOPIC, REQUEST_CATEGORIES, SESSIONS, generate
 from bench.pasted import CATEGORIES as PASTED_CATEGORIES
 from bench.pasted import with_pastes
@@ -169,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     locomo.add_embedding_cpu_argument(parser)
     args = parser.parse_args(argv)
     args.units = locomo.parse_units(args.units)
+    repeatable_ids(args.seed)  # equal scores are ordered by id: the same run, the same ranking
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")

@@ -54,6 +54,7 @@ from cloudevents.http import CloudEvent
 from rich.console import Console
 from rich.table import Table
 
+from bench._common import repeatable_ids
 from bench.chat_messages import MODES as MESSAGE_MODES
 from bench.chat_messages import as_messages, evidence_refs
 from bench.chat_path import (
@@ -696,6 +697,7 @@ def main(argv: list[str] | None = None) -> int:
     add_asked_after_argument(parser)
     add_assistant_argument(parser, "auto")
     args = parser.parse_args(argv)
+    repeatable_ids(0)  # equal scores are ordered by id: the same run, the same ranking
     args.categories = CATEGORIES
     args.units = parse_units(args.units)
     from engram.runtime.logs import configure_logging

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
+from bench._common import repeatable_ids
 from bench.locomo import CollectingBus, index_events
 from engram.adapters.embedders import build_embedder
 from engram.adapters.pgvector_index import PgVectorIndex
@@ -213,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         help="one JSON line per question and direction: id, gold, ranked per mode",
     )
     args = parser.parse_args(argv)
+    repeatable_ids(0)  # equal scores are ordered by id: the same run, the same ranking
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")
