@@ -18,6 +18,7 @@ from cloudevents.http import CloudEvent
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engram.domain.errors import InvalidEvent
+from engram.domain.injection import MAX_TAGS
 from engram.domain.models import FeedbackKind
 from engram.domain.observation import Change, Key, Priority, Scope, Tag, TeamId, TypeName, WriteOutcome
 from engram.domain.subjects import ENGRAM_SUBJECTS, subject_of
@@ -52,7 +53,7 @@ class ObservationMarked(_Data):
     text: str = Field(min_length=1, max_length=20_000)
     title: str | None = Field(default=None, max_length=500)
     type: TypeName = "note"
-    tags: list[Tag] = Field(default_factory=list, max_length=50)
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     scope: Scope = Scope.private
     team_ids: list[TeamId] = Field(default_factory=list, max_length=64)
     priority: Priority = Priority.normal

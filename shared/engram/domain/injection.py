@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 INSTRUCTION_FLAG = "flag:instruction-like"
 FLAG_PREFIX = "flag:"
+MAX_TAGS = 50  # an observation's tags, Engram's flags among them (`ObservationDraft.tags`)
 FLAGGED_CONFIDENCE = 0.3  # kept, but below anything a person or system stated (1.0) or an agent inferred (0.7)
 
 

@@ -239,8 +239,9 @@ def _who(match: re.Match[str]) -> str:
 
 # a statement about the past or a second one of a kind gives no current value: "my sister lived
 # in Porto back then", "I also have an old Fiat"
+BYGONE = r"used to|previously|formerly|back then|früher|damals"  # words of the past (`plan_topics` too)
 _NOT_CURRENT = re.compile(
-    r"\b(used to|lived|worked|drove|previously|formerly|back then|before that|früher|damals|wohnte|arbeitete|fuhr|"
+    rf"\b({BYGONE}|lived|worked|drove|before that|wohnte|arbeitete|fuhr|"
     r"ehemals|too|as well|another|a second|zweites|zweiten|außerdem|zusätzlich|auch)\b|\balso\b(?!,)",
     _I,
 )

@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from engram.domain.hashing import content_hash
+from engram.domain.injection import MAX_TAGS
 from engram.domain.secrets import may_hold_secrets, without_secrets
 
 DEFAULT_OBSERVATION_TYPES: frozenset[str] = frozenset(
@@ -104,7 +105,7 @@ class ObservationDraft(BaseModel):
     narrative: str = Field(default="", max_length=20_000)
     facts: list[Annotated[str, StringConstraints(max_length=2_000)]] = Field(default_factory=list, max_length=100)
     concepts: list[Annotated[str, StringConstraints(max_length=200)]] = Field(default_factory=list, max_length=100)
-    tags: list[Tag] = Field(default_factory=list, max_length=50)
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     key: Key | None = None
     discovery_tokens: list[Annotated[str, StringConstraints(max_length=200)]] = Field(
         default_factory=list, max_length=100
@@ -152,7 +153,7 @@ class ObservationDraft(BaseModel):
 
         tags = writers_tags(self.tags)
         if is_instruction_like(self.title, self.narrative, *self.facts):
-            tags = [*tags[:49], INSTRUCTION_FLAG]
+            tags = [*tags[: MAX_TAGS - 1], INSTRUCTION_FLAG]
             self.confidence = min(self.confidence, FLAGGED_CONFIDENCE)
         self.tags = tags
         return self

@@ -16,7 +16,8 @@ from datetime import date
 from functools import lru_cache
 
 from engram.domain.dates import day_and_month, plan_date
-from engram.domain.life_topics import ONLY_WHEN_CHANGED, PROFILE_TYPES, topics
+from engram.domain.injection import MAX_TAGS
+from engram.domain.life_topics import BYGONE, ONLY_WHEN_CHANGED, PROFILE_TYPES, topics
 
 PLAN_FLAG = "flag:plan"  # Engram's own tag (`injection.FLAG_PREFIX`): the statement tells a plan
 # the types a plan is stored as: an event (`chat_extraction.offline_observations`), or a change of
@@ -31,8 +32,8 @@ _BIRTHDAY = re.compile(
 )
 # what was, not what will be: "we went to Crete in May", "last August", "vor zwei Wochen", "letzten Montag"
 _PAST = re.compile(
-    r"\b(went|ago|yesterday|last|used to|previously|formerly|back then|gestern|vorige[nmrs]?|letzte[nmrs]?|waren"
-    r"|hatte|hatten|damals|früher)\b|\bvor (\w+ )?(tagen|wochen|monaten|jahren)\b",
+    rf"\b({BYGONE}|went|ago|yesterday|last|gestern|vorige[nmrs]?|letzte[nmrs]?|waren"
+    r"|hatte|hatten)\b|\bvor (\w+ )?(tagen|wochen|monaten|jahren)\b",
     re.IGNORECASE,
 )
 # a plan called off, said as done ("Should I cancel ...?" calls nothing off)
@@ -81,12 +82,9 @@ def flags_plan(user_id: str | None, obs_type: str, title: str, narrative: str, t
     return (
         user_id is not None
         and PLAN_FLAG not in tags
-        and len(tags) < _MAX_TAGS
+        and len(tags) < MAX_TAGS
         and tells_plan(obs_type, title, narrative)
     )
-
-
-_MAX_TAGS = 50  # `ObservationDraft.tags`
 
 
 def calls_off(text: str) -> bool:

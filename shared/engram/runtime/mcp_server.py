@@ -28,6 +28,7 @@ from engram.adapters.failures import failure_kind
 from engram.bootstrap import Services, get_services, recall_service
 from engram.domain.deliveries import reason
 from engram.domain.errors import Conflict, Forbidden, NotFound, RecallUnavailable, Unauthorized, Unprocessable
+from engram.domain.injection import MAX_TAGS
 from engram.domain.models import FeedbackKind
 from engram.domain.observation import Key, Observation, Priority, Scope, Tag, TeamId, TypeName
 from engram.domain.periods import parse_within
@@ -181,7 +182,7 @@ Sensitive = Annotated[bool, Field(description="include sensitive memories (needs
 AsOf = Annotated[datetime | None, Field(description="what was valid at that moment (ISO 8601); null: now")]
 ScopeArg = Annotated[Scope, Field(description="private (default), team, public or sensitive")]
 Teams = Annotated[list[TeamId], Field(max_length=64, description="the teams of a 'team' observation")]
-Tags = Annotated[list[Tag], Field(max_length=50)]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
 ObservationId = Annotated[uuid.UUID, Field(description="the observation's id (from recall, search or remember)")]
 
 

@@ -13,6 +13,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from engram.domain.authorization import WriteRequest, authorize_write
 from engram.domain.errors import Forbidden, NotFound, Unprocessable
 from engram.domain.events import OBSERVATION_MARKED, ObservationMarked, change_events, new_event
+from engram.domain.injection import MAX_TAGS
 from engram.domain.observation import (
     Key,
     Observation,
@@ -43,7 +44,7 @@ class RememberRequest(BaseModel):
     narrative: str = Field(default="", max_length=20_000)
     facts: list[str] = Field(default_factory=list, max_length=100)
     concepts: list[str] = Field(default_factory=list, max_length=100)
-    tags: list[Tag] = Field(default_factory=list, max_length=50)
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     key: Key | None = None
     priority: Priority = Priority.normal
     scope: Scope = Scope.private
@@ -68,7 +69,7 @@ class MarkRequest(BaseModel):
     text: str = Field(min_length=1, max_length=20_000)
     title: str | None = Field(default=None, max_length=500)
     type: TypeName = "note"
-    tags: list[Tag] = Field(default_factory=list, max_length=50)
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     scope: Scope = Scope.private
     team_ids: list[TeamId] = Field(default_factory=list, max_length=64)
     priority: Priority = Priority.normal
