@@ -6,14 +6,15 @@ Included before `GET /api/ai/memory/{observation_id}` so the fixed paths are not
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from engram.bootstrap import recall_service
+from engram.bootstrap import Services, recall_service
+from engram.domain import zones
 from engram.domain.observation import Observation
 from engram.domain.periods import WITHIN_PATTERN, parse_within
 from engram.domain.recall import RecallQuery
@@ -34,6 +35,24 @@ async def _recall(services: ServicesDep) -> Recall:
 
 
 RecallDep = Annotated[Recall, Depends(_recall)]
+
+
+def _zone_name(value: str | None) -> str | None:
+    if value is not None:
+        zones.time_zone(value)  # a ValueError is a 422 naming `query.time_zone`
+    return value
+
+
+TimeZone = Annotated[
+    str | None,
+    AfterValidator(_zone_name),
+    Query(
+        min_length=1,
+        max_length=64,
+        description="the user's IANA time zone, e.g. Europe/Berlin (the days shown, the plans ahead); "
+        "the deployment's ENGRAM_TIME_ZONE when absent",
+    ),
+]
 
 
 class SearchRequest(BaseModel):
@@ -78,6 +97,7 @@ class ExpiringResponse(BaseModel):
 async def recall(
     principal: CurrentPrincipal,
     recall: RecallDep,
+    services: ServicesDep,
     q: Annotated[
         str,
         Query(
@@ -95,6 +115,7 @@ async def recall(
         datetime | None,
         Query(description="what was valid then, e.g. 2026-03-01T00:00:00Z; a later time than now answers as now"),
     ] = None,
+    time_zone: TimeZone = None,
 ) -> PlainTextResponse:
     """Plain text for an LLM's context: priority then recency, "(unverified)" marks, tags, a token budget."""
     text = validate_query_text(q, "query.q")
@@ -103,17 +124,23 @@ async def recall(
         principal,
         RecallQuery(text=text, limit=limit, types=tuple(type or ()), want_sensitive=sensitive, as_of=as_of),
     )
-    body = render_recall_text(result.hits, token_budget=budget)
+    body = render_recall_text(result.hits, token_budget=budget, zone=_zone(services, time_zone))
     return PlainTextResponse(body, headers={"X-Engram-Query-Id": str(result.query_id)})
 
 
 @router.get("/profile", response_class=PlainTextResponse, responses={200: {"content": {"text/plain": {}}}})
-async def profile(principal: CurrentPrincipal, services: ServicesDep) -> PlainTextResponse:
+async def profile(principal: CurrentPrincipal, services: ServicesDep, time_zone: TimeZone = None) -> PlainTextResponse:
     """The caller's profile as plain text for an LLM's system prompt: their own preferences and
-    identity (family, work, home, routines), newest first with dates, never sensitive; the chat's
-    stable memory block. Empty for a caller without a user or without a profile."""
-    found = await services.memory.profile(principal)
-    return PlainTextResponse(stable_block(found), headers={"X-Engram-Profile-Entries": str(len(found))})
+    identity (family, work, home, routines), newest first with dates, and their plans ahead,
+    never sensitive; the chat's stable memory block. Empty for a caller without a user or
+    without a profile."""
+    zone = _zone(services, time_zone)
+    found = await services.memory.profile(principal, zone)
+    return PlainTextResponse(stable_block(found, zone), headers={"X-Engram-Profile-Entries": str(len(found))})
+
+
+def _zone(services: Services, name: str | None) -> tzinfo:
+    return zones.time_zone(name) if name else services.memory.zone
 
 
 @router.post("/search", response_model=SearchResponse)

@@ -283,6 +283,7 @@ def build_chat(
         observation_types=settings.engram_observation_types,
         history_messages=settings.engram_chat_history_messages,
         session_idle=timedelta(minutes=settings.engram_session_idle_minutes),
+        zone=settings.zone,
     )
 
 
@@ -348,7 +349,7 @@ async def build(settings: Settings | None = None, overrides: Overrides | None = 
         uow=uow,
         auth=Authenticator(settings, keys),
         agent_keys=AgentKeys(uow),
-        memory=MemoryService(uow, bus, types),
+        memory=MemoryService(uow, bus, types, settings.zone),
         ingest=EventIngest(bus),
         extraction=build_extraction(settings, uow, gateway),
         feedback=FeedbackService(uow, bus),

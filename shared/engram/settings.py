@@ -5,11 +5,13 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
+from zoneinfo import ZoneInfo
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from engram.domain.observation import DEFAULT_OBSERVATION_TYPES
+from engram.domain.zones import time_zone
 
 CONFIG_DIR = Path(__file__).parent / "config"
 # The Anthropic models that take server-side compaction (the `compact-2026-01-12` beta); the
@@ -156,6 +158,10 @@ class Settings(BaseSettings):
     engram_session_idle_minutes: int = Field(default=30, ge=1, le=10_080)
     engram_session_sweep_limit: int = Field(default=200, ge=1, le=100_000)  # sessions ended per sweep run
     engram_chat_history_messages: int = Field(default=20, ge=0, le=200)
+    engram_time_zone: str = Field(
+        default="UTC",
+        description="the users' IANA time zone when a chat turn names none (their today, a plan's day)",
+    )
 
     # consolidation (R-15): the nightly sweep and digests of old low-priority observations
     engram_consolidation_lookback_hours: int = Field(default=48, ge=1, le=24 * 90)
@@ -168,6 +174,16 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return frozenset(v.strip() for v in value.split(",") if v.strip())
         return value
+
+    @field_validator("engram_time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        time_zone(value)  # ValueError names the setting's bad value
+        return value
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return time_zone(self.engram_time_zone)
 
     @field_validator("compaction_supported_models", mode="before")
     @classmethod

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -190,6 +192,28 @@ async def test_a_model_override_and_bad_input_get_clear_answers(
     assert not_a_uuid.status_code == 422 and not_a_uuid.json()["field"] == "path.chat_id"
     anonymous = await chat_api.post(turns_path(uuid.uuid4()), json={"message": "x"})
     assert anonymous.status_code == 401
+
+
+async def test_the_users_time_zone_is_their_today(
+    services: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    auth: Any,
+    tenant: str,
+) -> None:
+    """The model is told the user's today: Kiritimati (UTC+14) and Pago Pago (UTC-11) are 25 hours
+    apart, so their days differ at any moment; a zone that is no IANA name is refused by field."""
+    for zone in ("Pacific/Kiritimati", "Pacific/Pago_Pago"):
+        anthropic.script(text("Noted."), model=SONNET)
+        r = await say(chat_api, auth(tenant), uuid.uuid4(), "Hallo", time_zone=zone)
+        assert r.status_code == 200, r.text
+        system = " ".join(block["text"] for block in chat_requests(anthropic)[-1].body["system"])
+        assert f"Today is {datetime.now(ZoneInfo(zone)).date().isoformat()}." in system, zone
+    wrong = await say(chat_api, auth(tenant), uuid.uuid4(), "Hallo", time_zone="Berlin")
+    assert wrong.status_code == 422 and wrong.json()["field"] == "body.time_zone"
+    assert "IANA name" in wrong.json()["detail"]
 
 
 async def test_chats_belong_to_their_user_and_must_be_ai_chats(

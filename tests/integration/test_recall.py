@@ -7,6 +7,7 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -319,6 +320,30 @@ async def test_the_profile_holds_the_callers_plans_still_ahead(api: Any, auth: A
     order = ["before 9", "doctor on", "moved my appointment", "Crete", "Anna turns forty", "short answers"]
     assert sorted(order, key=r.text.index) == order
     assert r.headers["x-engram-profile-entries"] == "6"
+
+
+async def test_the_days_shown_are_the_users_in_the_time_zone_they_name(
+    api: Any, auth: Any, tenant: str, services: Any, workers: Any
+) -> None:
+    """ "Tomorrow" is the day after the user's today: Kiritimati (UTC+14) and Pago Pago (UTC-11)
+    are 25 hours apart, so one statement means two different days to them, and its date ("as
+    of") differs too. A zone that is no IANA name is refused by field."""
+    alice = auth(tenant)
+    told = await remember(api, alice, title="My dentist appointment is tomorrow.", type="event")
+    await eventually(lambda: indexed(services, tenant, told["id"]))
+    now = datetime.now(UTC)
+    for zone in ("Pacific/Kiritimati", "Pacific/Pago_Pago"):
+        today = now.astimezone(ZoneInfo(zone)).date()
+        day = today + timedelta(days=1)
+        r = await api.get("/api/ai/memory/profile", params={"time_zone": zone}, headers=alice)
+        assert r.status_code == 200, r.text
+        assert f"(day: {day.isoformat()}, {day:%A})" in r.text and f"as of {today.isoformat()}" in r.text, zone
+        found = await api.get("/api/ai/memory/recall", params={"q": "dentist", "time_zone": zone}, headers=alice)
+        assert found.status_code == 200 and f"(day: {day.isoformat()}," in found.text, zone
+    for path, query in (("/api/ai/memory/profile", {}), ("/api/ai/memory/recall", {"q": "dentist"})):
+        wrong = await api.get(path, params={**query, "time_zone": "+01:00"}, headers=alice)
+        assert_problem(wrong, 422)
+        assert wrong.json()["field"] == "query.time_zone" and "IANA name" in wrong.text
 
 
 # ---- R-7.2 as a property: never a forbidden hit, every visible exact match found -------------

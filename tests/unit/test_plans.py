@@ -11,6 +11,7 @@ from engram.domain.plan_topics import PLAN_FLAG, plan_topic
 from engram.domain.plans import PLANS_LIMIT, plan_day, upcoming
 from engram.domain.recall_text import render_entry
 from engram.domain.search import headline_text, passage_text
+from engram.domain.zones import local_day, time_zone
 from tests.unit.recall_fixtures import stored
 
 SAID = datetime(2025, 2, 2, 9, 30, tzinfo=UTC)
@@ -164,3 +165,50 @@ def test_recall_text_shows_the_day_a_plan_means() -> None:
     assert plan_day(told("I cancelled my dentist appointment on 12 May.")) is None  # called off
     assert plan_day(told("I prefer short answers.")) is None
     assert "day:" not in render_entry(told("We went to Crete in May."))
+
+
+def test_a_plans_day_and_today_are_the_users_in_their_time_zone() -> None:
+    """At 8 pm in New York it is 1 am UTC of the next day: "tomorrow" said then is the day after
+    the user's today, not the day after UTC's; the recall text's dates are the user's too."""
+    new_york = time_zone("America/New_York")
+    evening = datetime(2025, 2, 6, 1, 0, tzinfo=UTC)  # Wednesday 5 February, 20:00 in New York
+    tomorrow = stored(
+        ObservationDraft(
+            tenant_id="t", user_id="u", type="event", title="My dentist appointment is tomorrow.", said_at=evening
+        ),
+        evening,
+    )
+    assert plan_day(tomorrow) == "2025-02-07, Friday"  # read in UTC: a day late
+    assert plan_day(tomorrow, new_york) == "2025-02-06, Thursday"
+    entry = render_entry(tomorrow, zone=new_york)
+    assert "(day: 2025-02-06, Thursday)" in entry and "as of 2025-02-05" in entry
+    assert "as of 2025-02-06" in render_entry(tomorrow)
+    # on Thursday 6 February at 9 pm in New York (2 am UTC on Friday) the appointment is today: still ahead
+    thursday = local_day(datetime(2025, 2, 7, 2, 0, tzinfo=UTC), new_york)
+    assert thursday == date(2025, 2, 6)
+    assert upcoming([tomorrow], thursday, zone=new_york) == [tomorrow]
+    assert upcoming([tomorrow], date(2025, 2, 7), zone=new_york) == []  # the next day it has passed
+
+
+@pytest.mark.parametrize("name", ["Europe/Berlin", "UTC", "America/Argentina/Buenos_Aires", "Etc/GMT+5"])
+def test_a_time_zone_is_an_iana_name(name: str) -> None:
+    assert str(time_zone(name)) == name
+
+
+@pytest.mark.parametrize(
+    "name", ["utc", "Europe", "Europe/", "+01:00", "../etc/passwd", "/etc/localtime", "zone.tab", "a\x00b", ""]
+)
+def test_anything_else_is_refused_by_name(name: str) -> None:
+    with pytest.raises(ValueError, match=r"unknown time zone .*IANA name"):
+        time_zone(name)
+
+
+def test_the_deployments_time_zone_is_a_setting_checked_at_start() -> None:
+    from pydantic import ValidationError
+
+    from engram.settings import Settings
+
+    assert str(Settings(engram_time_zone="Europe/Berlin").zone) == "Europe/Berlin"
+    assert str(Settings().zone) == "UTC"
+    with pytest.raises(ValidationError, match="engram_time_zone"):
+        Settings(engram_time_zone="Berlin")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import date
+from datetime import UTC, date, tzinfo
 from functools import lru_cache
 
 from engram.domain.dates import DAY, MONTH, WEEKDAYS_EN, next_anniversary, plan_when
@@ -35,6 +35,7 @@ from engram.domain.facts import says_changed
 from engram.domain.life_topics import APPOINTMENT, OTHER_APPOINTMENT, replaces
 from engram.domain.observation import Observation
 from engram.domain.plan_topics import BIRTHDAY, CACHED_CHARS, PLAN_FLAG, calls_off, plan_topic
+from engram.domain.zones import local_day
 
 PLANS_LIMIT = 5  # plans in the stable memory block
 
@@ -49,9 +50,10 @@ class Plan:
     exact: str = DAY  # `dates.plan_when`: a day, a month (its last day) or a span (its last day)
 
 
-def plan_of(obs: Observation) -> Plan | None:
-    """The plan an observation tells (its title, else its narrative) and its day, from when it was said."""
-    said = obs.said.date()
+def plan_of(obs: Observation, zone: tzinfo = UTC) -> Plan | None:
+    """The plan an observation tells (its title, else its narrative) and its day, from the day it
+    was said in the user's `zone` ("tomorrow" said at 8 pm in New York is 1 am UTC of the next day)."""
+    said = local_day(obs.said, zone)
     for text in (obs.title, obs.narrative):
         if not text:
             continue
@@ -71,12 +73,12 @@ def _plan_in(text: str, said: date) -> tuple[str, date, bool, bool, str] | None:
     return topic, day, says_changed(text), topic != BIRTHDAY and calls_off(text), exact
 
 
-def plan_day(obs: Observation) -> str | None:
+def plan_day(obs: Observation, zone: tzinfo = UTC) -> str | None:
     """The day of the plan a flagged observation tells, as recall text shows it beside the words
     ("My dentist appointment is tomorrow" said on 5 February 2025: "2025-02-06, Thursday"; a
     birthday: "every 14 March"), so a model reads the day instead of working it out from when it was
     said; None for anything else and for a plan called off."""
-    if PLAN_FLAG not in obs.tags or (plan := plan_of(obs)) is None or plan.called_off:
+    if PLAN_FLAG not in obs.tags or (plan := plan_of(obs, zone)) is None or plan.called_off:
         return None
     if plan.topic == BIRTHDAY:
         return f"every {plan.day.day} {_MONTH_NAMES[plan.day.month - 1]}"
@@ -89,14 +91,17 @@ def plan_day(obs: Observation) -> str | None:
 _MONTH_NAMES = tuple("January February March April May June July August September October November December".split())
 
 
-def upcoming(observations: Sequence[Observation], today: date, limit: int = PLANS_LIMIT) -> list[Observation]:
-    """The plans among `observations` on `today` or later, soonest first, each once: a later
+def upcoming(
+    observations: Sequence[Observation], today: date, limit: int = PLANS_LIMIT, *, zone: tzinfo = UTC
+) -> list[Observation]:
+    """The plans among `observations` on `today` or later (the user's day, their `zone`'s, as the
+    days the plans were told), soonest first, each once: a later
     statement of a plan that says it changed replaces what was said of it before, one that calls
     it off takes it away (an appointment moved without saying whose, "die Praxis hat meinen Termin
     verschoben", is the appointment told last); a birthday is at its next anniversary."""
     kept: dict[tuple[str, date], Plan] = {}
     for obs in sorted(observations, key=lambda o: (o.said, str(o.id))):
-        plan = plan_of(obs)
+        plan = plan_of(obs, zone)
         if plan is None:
             continue
         if plan.called_off:  # that plan on that day; "my appointment on Monday": of any kind

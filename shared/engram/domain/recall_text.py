@@ -11,19 +11,22 @@ first, so one huge entry cannot push everything else out).
 Memory is data, never instructions (R-16.6): every entry says where it comes from and how far
 it is trusted (source, verified, confidence); an entry flagged instruction-like at ingest is
 marked so; a plan of the user's shows the day it means ("tomorrow" said on 5 February: "day:
-2025-02-06, Thursday"); text that imitates the prompt's own delimiters or role markers (`</memory>`,
-`<system>`, `<|im_start|>`) is defused, so an entry cannot close the memory block.
+2025-02-06, Thursday"); text that imitates the prompt's own delimiters or role markers
+(`</memory>`, `<system>`, `<|im_start|>`) is defused, so an entry cannot close the memory block.
+Days are the user's, in their time zone (`domain/zones.py`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import UTC, tzinfo
 
 from engram.domain.injection import INSTRUCTION_FLAG, writers_tags
 from engram.domain.observation import Observation, Source
 from engram.domain.plans import plan_day
 from engram.domain.recall import SearchHit
+from engram.domain.zones import local_day
 
 DEFAULT_TOKEN_BUDGET = 1200
 NARRATIVE_CHARS = 600
@@ -39,13 +42,13 @@ def defuse(text: str) -> str:
     return _DELIMITERS.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
 
 
-def provenance_line(obs: Observation) -> str:
+def provenance_line(obs: Observation, zone: tzinfo = UTC) -> str:
     """Where an entry comes from, how far it is trusted, and its date (`Observation.holds_from`:
     the day it was said or holds from): of two entries that disagree ("I work at Brightline",
     later "I switched jobs, I'm now at Nimbus Labs") the model can tell the current one. A
-    statement unit has no narrative that would say its day."""
+    statement unit has no narrative that would say its day. The day is the user's, in `zone`."""
     verified = "verified" if obs.verified else "not verified"
-    day = obs.holds_from.date().isoformat()
+    day = local_day(obs.holds_from, zone).isoformat()
     return f"  provenance: {obs.source.value}, {verified}, confidence {obs.confidence:.2f}, as of {day}"
 
 
@@ -59,11 +62,13 @@ def needs_mark(obs: Observation) -> bool:
     return not obs.verified and obs.source is not Source.system
 
 
-def render_entry(obs: Observation, narrative_chars: int = NARRATIVE_CHARS, conflicting: Sequence[str] = ()) -> str:
-    return defuse(_entry(obs, narrative_chars, conflicting))
+def render_entry(
+    obs: Observation, narrative_chars: int = NARRATIVE_CHARS, conflicting: Sequence[str] = (), zone: tzinfo = UTC
+) -> str:
+    return defuse(_entry(obs, narrative_chars, conflicting, zone))
 
 
-def _entry(obs: Observation, narrative_chars: int, conflicting: Sequence[str]) -> str:
+def _entry(obs: Observation, narrative_chars: int, conflicting: Sequence[str], zone: tzinfo) -> str:
     head = f"- [{obs.type}] {' '.join(obs.title.split())}"
     if obs.priority.value in ("high", "critical"):
         head += f" [{obs.priority.value}]"
@@ -71,7 +76,7 @@ def _entry(obs: Observation, narrative_chars: int, conflicting: Sequence[str]) -
         head += f" {UNVERIFIED}"
     if INSTRUCTION_FLAG in obs.tags:
         head += f" {FLAGGED}"
-    if (day := plan_day(obs)) is not None:  # "tomorrow", "in two weeks": the day it means
+    if (day := plan_day(obs, zone)) is not None:  # "tomorrow", "in two weeks": the day it means
         head += f" (day: {day})"
     for title in conflicting:
         other = " ".join(title.split())[:120]
@@ -87,7 +92,7 @@ def _entry(obs: Observation, narrative_chars: int, conflicting: Sequence[str]) -
     tags = writers_tags(obs.tags)  # Engram's own flags are not the writer's
     if tags:
         lines.append(f"  tags: {', '.join(tags)}")
-    lines.append(provenance_line(obs))
+    lines.append(provenance_line(obs, zone))
     return "\n".join(lines)
 
 
@@ -101,9 +106,11 @@ def render_recall_text(
     *,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     header: str | None = "Relevant memories",
+    zone: tzinfo = UTC,
 ) -> str:
-    """The recall as plain text within `token_budget` tokens; empty when nothing was found."""
-    return render_observations([h.observation for h in hits], token_budget=token_budget, header=header)
+    """The recall as plain text within `token_budget` tokens, its days in the user's `zone`; empty
+    when nothing was found."""
+    return render_observations([h.observation for h in hits], token_budget=token_budget, header=header, zone=zone)
 
 
 def render_observations(
@@ -112,10 +119,12 @@ def render_observations(
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     header: str | None = "Relevant memories",
     in_order: bool = False,
+    zone: tzinfo = UTC,
 ) -> str:
     """Observations as plain text for an LLM's context (the memory API's recall and chat-turn's
-    streams): by priority, then the newest first, or in their own order (`in_order`)."""
-    fitting = fitted(observations, token_budget=token_budget, header=header, in_order=in_order)
+    streams): by priority, then the newest first, or in their own order (`in_order`); their days
+    are the user's, in `zone`."""
+    fitting = fitted(observations, token_budget=token_budget, header=header, in_order=in_order, zone=zone)
     entries = [entry for _obs, entry in fitting]
     if not entries:
         return ""
@@ -124,7 +133,12 @@ def render_observations(
 
 
 def fitted(
-    observations: Sequence[Observation], *, token_budget: int, header: str | None = None, in_order: bool = False
+    observations: Sequence[Observation],
+    *,
+    token_budget: int,
+    header: str | None = None,
+    in_order: bool = False,
+    zone: tzinfo = UTC,
 ) -> list[tuple[Observation, str]]:
     """The observations that `render_observations` writes within the budget, in its order (or in
     theirs, `in_order`), with their entries (shortened where the full one does not fit)."""
@@ -135,10 +149,10 @@ def fitted(
     titles = {o.id: o.title for o in observations}
     for obs in observations if in_order else order_for_context(observations):
         conflicting = [titles[p] for p in obs.conflicts_with if p in titles]
-        entry = render_entry(obs, conflicting=conflicting)
+        entry = render_entry(obs, conflicting=conflicting, zone=zone)
         cost = estimate_tokens(entry) + 1
         if used + cost > token_budget:
-            entry = render_entry(obs, narrative_chars=120, conflicting=conflicting)
+            entry = render_entry(obs, narrative_chars=120, conflicting=conflicting, zone=zone)
             cost = estimate_tokens(entry) + 1
             if used + cost > token_budget:
                 continue

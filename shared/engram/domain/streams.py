@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 import yaml
@@ -208,16 +208,19 @@ def dedupe_across_streams(results: Sequence[StreamResult]) -> None:
         result.hits = [h for h in result.hits if best[str(h.observation.id)][1] == result.name]
 
 
-def render_observations(observations: Sequence[Observation], budget_chars: int, *, in_order: bool = False) -> str:
+def render_observations(
+    observations: Sequence[Observation], budget_chars: int, *, in_order: bool = False, zone: tzinfo = UTC
+) -> str:
     """A stream's memories as plain text within a character budget: the same format as the memory
-    API's recall (in their own order with `in_order`: the stable block, `profile.read_profile`)."""
+    API's recall (in their own order with `in_order`: the stable block, `profile.read_profile`),
+    days in the user's `zone`."""
     return recall_text.render_observations(
-        observations, token_budget=budget_chars // 4, header=None, in_order=in_order
+        observations, token_budget=budget_chars // 4, header=None, in_order=in_order, zone=zone
     ).rstrip("\n")
 
 
-def render_stream(result: StreamResult, budget_chars: int) -> str:
-    return render_observations([h.observation for h in result.hits], budget_chars)
+def render_stream(result: StreamResult, budget_chars: int, zone: tzinfo = UTC) -> str:
+    return render_observations([h.observation for h in result.hits], budget_chars, zone=zone)
 
 
 STREAM_TITLES = {

@@ -312,11 +312,16 @@ class Tools:
             principal = await self.credentials(ctx)
             text = validate_query_text(query, "query")
             require_sensitive(principal, sensitive, "sensitive recall")
-            result = await recall_service(await self.services()).search(
+            services = await self.services()
+            result = await recall_service(services).search(
                 principal,
                 RecallQuery(text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, as_of=as_of),
             )
-        body = render_recall_text(result.hits, token_budget=budget) or "Nothing found in memory for this query.\n"
+        zone = services.memory.zone  # the deployment's users' time zone (`ENGRAM_TIME_ZONE`)
+        body = (
+            render_recall_text(result.hits, token_budget=budget, zone=zone)
+            or "Nothing found in memory for this query.\n"
+        )
         ids = _id_lines([h.observation for h in result.hits])
         footer = f"\nquery_id: {result.query_id}\n" + (f"ids of the memories found:\n{ids}" if ids else "")
         return body + footer
@@ -324,11 +329,12 @@ class Tools:
     async def profile(self, ctx: Context) -> str:
         with _answering():
             principal = await self.credentials(ctx)
-            found = await (await self.services()).memory.profile(principal)
+            services = await self.services()
+            found = await services.memory.profile(principal)
         if not found:
             return "Nothing is known yet about this user's preferences or identity.\n"
         ids = _id_lines(found)
-        return f"{stable_block(found)}\n\nids of the entries:\n{ids}"
+        return f"{stable_block(found, services.memory.zone)}\n\nids of the entries:\n{ids}"
 
     async def search(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -87,10 +87,11 @@ class Page:
 
 
 class MemoryService:
-    def __init__(self, uow: UnitOfWork, bus: EventBus, observation_types: frozenset[str]) -> None:
+    def __init__(self, uow: UnitOfWork, bus: EventBus, observation_types: frozenset[str], zone: tzinfo = UTC) -> None:
         self.uow = uow
         self.bus = bus
         self.observation_types = observation_types
+        self.zone = zone  # the users' time zone where a caller names none (`ENGRAM_TIME_ZONE`)
 
     def _check_type(self, obs_type: str) -> None:
         if obs_type not in self.observation_types:
@@ -184,11 +185,12 @@ class MemoryService:
             raise NotFound(f"observation {observation_id} not found")
         return obs
 
-    async def profile(self, principal: Principal) -> Sequence[Observation]:
-        """The caller's profile (`services.profile`): what an assistant should know of them unasked."""
+    async def profile(self, principal: Principal, zone: tzinfo | None = None) -> Sequence[Observation]:
+        """The caller's profile (`services.profile`): what an assistant should know of them unasked,
+        its plans ahead of their today in their time zone (`zone`, else the deployment's)."""
         require(principal, Permission.read_observation)
         async with self.uow.tenant(principal.tenant_id) as tx:
-            return await read_profile(tx, principal, self.observation_types)
+            return await read_profile(tx, principal, self.observation_types, zone=zone or self.zone)
 
     async def mark(self, principal: Principal, body: MarkRequest) -> str:
         """Publish `observation.marked`; extract-observation turns it into a verified observation."""

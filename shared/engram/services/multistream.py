@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, tzinfo
 
 import structlog
 
@@ -227,10 +228,11 @@ class MultiStreamRecall:
         *,
         ahead: Awaitable[Mapping[str, Vector]] | None = None,
         intent: Intent | None = None,
+        zone: tzinfo = UTC,
     ) -> MultiStreamResult:
         """The streams of the message's intent (`intent` when the caller has it from
         `keyword_intent`, else classified here); `ahead` holds query vectors already being made
-        (`EmbedAhead.embed_ahead`), used when `recall` takes them."""
+        (`EmbedAhead.embed_ahead`), used when `recall` takes them; days shown in the user's `zone`."""
         started = time.perf_counter()
         if intent is None:
             intent = await self.classify(text, telemetry)
@@ -249,11 +251,11 @@ class MultiStreamRecall:
         per_stream = max(400, self.engine.memory_budget_chars // max(1, len(results)))
         for r in results:
             spec = self.engine.streams[r.name]
-            r.text = render_stream(r, max(per_stream, spec.compression_threshold * 4))
+            r.text = render_stream(r, max(per_stream, spec.compression_threshold * 4), zone)
         await asyncio.gather(*(self._compress(r, text, telemetry) for r in results))
         for r in results:
             if len(r.text) > per_stream:
-                r.text = render_stream(r, per_stream) if not r.compressed else r.text[:per_stream]
+                r.text = render_stream(r, per_stream, zone) if not r.compressed else r.text[:per_stream]
         return MultiStreamResult(
             intent=intent,
             streams=results,

@@ -17,7 +17,7 @@ organise before our week away?" for a dog) gets it there too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 from engram.domain.life_topics import PROFILE_TYPES
 from engram.domain.observation import Observation, Priority, Scope
@@ -26,6 +26,7 @@ from engram.domain.plans import plan_of, upcoming
 from engram.domain.recall_text import fitted
 from engram.domain.scopes import Principal, Visibility
 from engram.domain.streams import render_observations
+from engram.domain.zones import local_day
 from engram.ports import TenantTx
 
 STABLE_TYPES = PROFILE_TYPES
@@ -36,40 +37,47 @@ STABLE_CHARS = 3_000  # the block's budget in the prompt
 PLANS_READ = 30
 
 
-def stable_block(stable: Sequence[Observation]) -> str:
-    """The stable memory block as the prompt holds it, in the profile's order (`read_profile`)."""
-    return render_observations(stable, STABLE_CHARS, in_order=True)
+def stable_block(stable: Sequence[Observation], zone: tzinfo = UTC) -> str:
+    """The stable memory block as the prompt holds it, in the profile's order (`read_profile`),
+    its days the user's (`zone`)."""
+    return render_observations(stable, STABLE_CHARS, in_order=True, zone=zone)
 
 
-def stable_sent(stable: Sequence[Observation]) -> list[Observation]:
+def stable_sent(stable: Sequence[Observation], zone: tzinfo = UTC) -> list[Observation]:
     """The observations of the stable memory that fit the block's budget (what the model reads)."""
-    return [obs for obs, _entry in fitted(stable, token_budget=STABLE_CHARS // 4, in_order=True)]
+    return [obs for obs, _entry in fitted(stable, token_budget=STABLE_CHARS // 4, in_order=True, zone=zone)]
 
 
 async def read_profile(
-    tx: TenantTx, principal: Principal, observation_types: frozenset[str], now: datetime | None = None
+    tx: TenantTx,
+    principal: Principal,
+    observation_types: frozenset[str],
+    now: datetime | None = None,
+    zone: tzinfo = UTC,
 ) -> list[Observation]:
     """The principal's profile, in the block's order: their high and critical facts, their plans
     still ahead (`plans.upcoming` among the statements that tell one, `ObservationRepository.plans`,
     and their facts: the next trip, an appointment, a birthday), soonest first, then their other
     facts (`profile_facts`, those that tell no plan); empty for a principal without a user (a
     tenant-wide agent key has no profile) or a deployment without the types. Fitted to the block
-    once (rendering every entry is most of the Python time of a read)."""
+    once (rendering every entry is most of the Python time of a read). Days, today's and those
+    the plans were told on, are the user's, in their time zone `zone` (`domain/zones.py`)."""
     now = now or datetime.now(UTC)
     facts = await _facts(tx, principal, observation_types, now)
     types = sorted(PLAN_TYPES & observation_types)
     if not types or principal.user_id is None:
-        return stable_sent(facts)
+        return stable_sent(facts, zone)
     visibility = Visibility.for_principal(principal)
     plans = await tx.observations.plans(visibility, types=types, now=now, limit=PLANS_READ)
     plans = [o for o in plans if o.scope is not Scope.sensitive and visibility.allows(o)]
     # a plan told as a change of the user's life ("Since we changed our plans and are going to Crete
     # in August instead") is an identity: it is a plan too, shown while ahead, and replaces the last
     told = {o.id: o for o in [*facts, *plans]}.values()
-    rest = [o for o in facts if plan_of(o) is None]
+    rest = [o for o in facts if plan_of(o, zone) is None]
     first = [o for o in rest if o.priority.rank > Priority.normal.rank]
     later = [o for o in rest if o.priority.rank <= Priority.normal.rank]
-    return stable_sent([*first, *upcoming(list(told), now.date()), *later])
+    ahead = upcoming(list(told), local_day(now, zone), zone=zone)
+    return stable_sent([*first, *ahead, *later], zone)
 
 
 async def profile_facts(

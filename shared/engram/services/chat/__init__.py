@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 import structlog
 
@@ -61,6 +61,7 @@ class ChatTurns:
         observation_types: frozenset[str],
         history_messages: int = 20,
         session_idle: timedelta = timedelta(minutes=30),
+        zone: tzinfo = UTC,
     ) -> None:
         self.uow = uow
         self.gateway = gateway
@@ -75,6 +76,7 @@ class ChatTurns:
             observation_types=observation_types,
             history_messages=history_messages,
             session_idle=session_idle,
+            zone=zone,
         )
         engine.check_profiles(gateway.config.profiles)
         self.answering = TurnAnswer(gateway, engine.synthesis_profile, Interviewer(gateway, engine.interview))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from engram.domain.language import detect_language
@@ -60,7 +60,7 @@ class Answered:
         return self.outcome.content_blocks if self.outcome is not None else None
 
 
-def offline_answer(message: str, memory: list[Observation], reason: str) -> str:
+def offline_answer(message: str, memory: list[Observation], reason: str, zone: tzinfo = UTC) -> str:
     german = detect_language(message) == "de"
     if reason == "no_api_key":
         head = (
@@ -84,7 +84,7 @@ def offline_answer(message: str, memory: list[Observation], reason: str) -> str:
         )
         return f"{head}\n{body}"
     intro = "Das habe ich zu deiner Nachricht im Gedächtnis:" if german else "Here is what I remember about this:"
-    return f"{head}\n{intro}\n{render_observations(memory, 4_000)}"
+    return f"{head}\n{intro}\n{render_observations(memory, 4_000, zone=zone)}"
 
 
 class TurnAnswer:
@@ -135,7 +135,7 @@ class TurnAnswer:
             answer, model = outcome.text, outcome.model
         else:
             memory = [h.observation for s in (recalled.streams if recalled else []) for h in s.hits]
-            answer = offline_answer(prepared.body.message, memory, offline_reason or "no_api_key")
+            answer = offline_answer(prepared.body.message, memory, offline_reason or "no_api_key", prepared.zone)
             model = "offline"
             if on_text is not None:
                 await on_text(answer)
@@ -192,7 +192,7 @@ class TurnAnswer:
                 found.extend(hits)
                 if not hits:
                     return "No matching memories."
-                return render_observations([h.observation for h in hits], 3_000)
+                return render_observations([h.observation for h in hits], 3_000, zone=prepared.zone)
 
             tools["search_memory"] = Tool(SEARCH_MEMORY, search_memory)
         if executor_model != self.gateway.profile("advisor").model:
@@ -200,8 +200,8 @@ class TurnAnswer:
         return tools
 
     def _request(self, prepared: PreparedTurn, memory: str | None) -> Callable[[Profile], LlmRequest]:
-        profile_block = stable_block(prepared.stable) if prepared.stable else ""
-        today = date.today().isoformat()
+        profile_block = stable_block(prepared.stable, prepared.zone) if prepared.stable else ""
+        today = datetime.now(prepared.zone).date().isoformat()  # the user's today, in their time zone
         history = tuple(prepared.history)
         message = prepared.body.message
         prompts = self.gateway.prompts

@@ -14,7 +14,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from engram.domain.errors import Forbidden, NotFound, RecallUnavailable, Unprocessable
 from engram.domain.llm import Message, from_last_compaction
@@ -23,6 +23,7 @@ from engram.domain.observation import Observation
 from engram.domain.routing import RoutingDecision, RoutingRules, override, route
 from engram.domain.scopes import Permission, Principal
 from engram.domain.telemetry import ChatModelAutoRouted
+from engram.domain.zones import time_zone
 from engram.ports import ChatStore, EmbedAhead, Recall, StoredMessage, TenantTx, UnitOfWork
 from engram.services.chat.turn import PreparedTurn, TurnRequest
 from engram.services.gateway import LlmGateway, TelemetryBuffer
@@ -80,6 +81,7 @@ class TurnPreparation:
         observation_types: frozenset[str],
         history_messages: int,
         session_idle: timedelta,
+        zone: tzinfo = UTC,
     ) -> None:
         self.uow = uow
         self.gateway = gateway
@@ -89,6 +91,7 @@ class TurnPreparation:
         self.observation_types = observation_types
         self.history_messages = history_messages
         self.session_idle = session_idle
+        self.zone = zone  # the users' time zone when a turn names none
 
     def decide(self, body: TurnRequest) -> RoutingDecision:
         if body.model is None:
@@ -119,6 +122,7 @@ class TurnPreparation:
             raise Forbidden("a chat turn needs a user (this agent key acts for no user)")
         recall = self._recall(principal)
         decision = self.decide(body)
+        zone = time_zone(body.time_zone) if body.time_zone else self.zone
         # the streams' query vectors are made while the turn is prepared (they are most of recall)
         intent = self.multistream.keyword_intent(body.message) if recall is not None else None
         ahead = (
@@ -136,12 +140,14 @@ class TurnPreparation:
                     # the chat is the caller's: recall (on a connection of its own) runs beside
                     # the rest of the preparation; a turn refused above never recalled anything
                     recalling = asyncio.create_task(
-                        self.multistream.recall(principal, recall, body.message, buffer, ahead=ahead, intent=intent)
+                        self.multistream.recall(
+                            principal, recall, body.message, buffer, ahead=ahead, intent=intent, zone=zone
+                        )
                     )
                 active, stored = await tx.chats.session_and_history(chat.id, self.history_messages)
                 session, previous = await self._session(tx.chats, principal, chat, body, active)
                 # the user's rejections hide memories: here in SQL, in recall by the recall service
-                stable = await self._stable_memory(tx, principal) if recall is not None else []
+                stable = await self._stable_memory(tx, principal, zone) if recall is not None else []
         except BaseException:
             if recalling is not None:  # the turn ends here: its recall is not waited for
                 recalling.cancel()
@@ -156,6 +162,7 @@ class TurnPreparation:
             history=history_messages(stored),
             stable=stable,
             stable_hash=stable_hash(stable),
+            zone=zone,
             decision=decision,
             recall=recall,
             started=started,
@@ -209,6 +216,6 @@ class TurnPreparation:
         session = await store.create_session(principal.user_id, chat.id, body.message[:2_000], {"turns": 0})
         return session, previous
 
-    async def _stable_memory(self, tx: TenantTx, principal: Principal) -> list[Observation]:
+    async def _stable_memory(self, tx: TenantTx, principal: Principal, zone: tzinfo) -> list[Observation]:
         """The user's profile (`services.profile`): the cached part of the memory."""
-        return await read_profile(tx, principal, self.observation_types)
+        return await read_profile(tx, principal, self.observation_types, zone=zone)

@@ -133,7 +133,7 @@ def turn_telemetry(
             MemoryCacheBreak(
                 reason="stable memory changed between turns",
                 model=answered.model,
-                expected_cached_tokens=approx_tokens(stable_block(prepared.stable)),
+                expected_cached_tokens=approx_tokens(stable_block(prepared.stable, prepared.zone)),
             )
         )
     metas.append(

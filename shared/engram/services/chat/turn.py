@@ -6,15 +6,17 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from engram.domain.llm import Message
 from engram.domain.models import Chat, Session
 from engram.domain.observation import Observation
 from engram.domain.routing import RoutingDecision
 from engram.domain.scopes import Principal
+from engram.domain.zones import time_zone
 from engram.ports import Recall
 from engram.services.gateway import TelemetryBuffer
 from engram.services.multistream import MultiStreamResult
@@ -41,6 +43,21 @@ class TurnRequest(BaseModel):
     )
     end_session: bool = Field(default=False, description="close the session after this turn (it gets a summary)")
     title: str | None = Field(default=None, max_length=200, description="title of a new chat")
+    time_zone: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="the user's IANA time zone (their today, the day a plan told as 'tomorrow' means); "
+        "the deployment's ENGRAM_TIME_ZONE when absent",
+        examples=["Europe/Berlin"],
+    )
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            time_zone(value)
+        return value
 
 
 class TurnUsage(BaseModel):
@@ -83,6 +100,7 @@ class PreparedTurn:
     history: list[Message]
     stable: list[Observation]
     stable_hash: str
+    zone: tzinfo  # the user's time zone: the request's, else the deployment's
     decision: RoutingDecision
     recall: Recall | None
     started: float
