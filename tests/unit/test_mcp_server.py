@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from mcp import Client
@@ -25,7 +27,7 @@ from engram.settings import Settings
 from tests.fakes import FakeBus, FakeRecall, InMemoryUnitOfWork, observation
 
 TENANT = "t-mcp"
-TYPES = frozenset({"note", "fact", "preference"})
+TYPES = frozenset({"note", "fact", "preference", "event"})
 EVERYTHING = frozenset(
     {"read:AiObservation", "create:AiObservation", "delete:AiObservation", "create:AiObservationFeedback"}
 )
@@ -84,6 +86,21 @@ async def test_an_agent_stores_unverified_gives_agent_feedback_and_cannot_mark()
     (event,) = bus.of_type(FEEDBACK_RECORDED.type)
     assert event.get_data()["actor"] == "agent"
     assert bus.of_type(OBSERVATION_MARKED.type) == []
+
+
+async def test_the_profile_shows_the_users_days_in_the_zone_named() -> None:
+    """Kiritimati (UTC+14) and Pago Pago (UTC-11) are 25 hours apart: "tomorrow" is another day
+    to each; a zone that is no IANA name is an error naming the argument."""
+    server, _, _ = world(HUMAN)
+    async with Client(server) as client:
+        await client.call_tool("remember", {"title": "My dentist appointment is tomorrow.", "type": "event"})
+        now = datetime.now(UTC)
+        for zone in ("Pacific/Kiritimati", "Pacific/Pago_Pago"):
+            day = now.astimezone(ZoneInfo(zone)).date() + timedelta(days=1)
+            shown = text(await client.call_tool("profile", {"time_zone": zone}))
+            assert f"(day: {day.isoformat()}, {day:%A})" in shown, zone
+        wrong = await client.call_tool("profile", {"time_zone": "Berlin"})
+    assert wrong.is_error and "invalid argument 'time_zone'" in text(wrong) and "IANA name" in text(wrong)
 
 
 async def test_the_profile_is_what_the_user_said_of_themselves_with_ids() -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -36,6 +36,7 @@ from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, needs_mark, render_recall_text
 from engram.domain.scopes import Principal, require_sensitive
 from engram.domain.text import find_unstorable
+from engram.domain.zones import time_zone
 from engram.runtime import mcp_guide as guide
 from engram.runtime.guards import RETRY_AFTER_SECONDS
 from engram.services.feedback import FeedbackRequest
@@ -163,6 +164,17 @@ def _storable(**arguments: Any) -> None:
         raise ToolError(f"invalid argument '{found[0]}': {found[1]}")
 
 
+def _zone(services: Any, name: str | None) -> tzinfo:
+    """The user's time zone: `name`, else the deployment's (`ENGRAM_TIME_ZONE`)."""
+    if name is None:
+        zone: tzinfo = services.memory.zone
+        return zone
+    try:
+        return time_zone(name)
+    except ValueError as exc:
+        raise ToolError(f"invalid argument 'time_zone': {exc}") from exc
+
+
 def _id_lines(observations: Sequence[Observation]) -> str:
     """One line per observation, its id and title, for a model's feedback and forget calls."""
     return "".join(f"- {o.id}: {' '.join(o.title.split())[:80]}\n" for o in observations)
@@ -180,6 +192,14 @@ Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description="at most this many 
 Types = Annotated[list[TypeName], Field(max_length=20, description="only these observation types; empty: all")]
 Sensitive = Annotated[bool, Field(description="include sensitive memories (needs view:SensitiveAiMemory)")]
 AsOf = Annotated[datetime | None, Field(description="what was valid at that moment (ISO 8601); null: now")]
+TimeZone = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=64,
+        description="the user's IANA time zone, e.g. Europe/Berlin (their today, the dates shown); null: the server's",
+    ),
+]
 ScopeArg = Annotated[Scope, Field(description="private (default), team, public or sensitive")]
 Teams = Annotated[list[TeamId], Field(max_length=64, description="the teams of a 'team' observation")]
 Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
@@ -306,6 +326,7 @@ class Tools:
         sensitive: Sensitive = False,
         budget: Annotated[int, Field(ge=50, le=32_000, description="token budget of the text")] = DEFAULT_TOKEN_BUDGET,
         as_of: AsOf = None,
+        time_zone: TimeZone = None,
     ) -> str:
         _storable(query=query)
         with _answering():
@@ -313,11 +334,11 @@ class Tools:
             text = validate_query_text(query, "query")
             require_sensitive(principal, sensitive, "sensitive recall")
             services = await self.services()
+            zone = _zone(services, time_zone)
             result = await recall_service(services).search(
                 principal,
                 RecallQuery(text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, as_of=as_of),
             )
-        zone = services.memory.zone  # the deployment's users' time zone (`ENGRAM_TIME_ZONE`)
         body = (
             render_recall_text(result.hits, token_budget=budget, zone=zone)
             or "Nothing found in memory for this query.\n"
@@ -326,15 +347,16 @@ class Tools:
         footer = f"\nquery_id: {result.query_id}\n" + (f"ids of the memories found:\n{ids}" if ids else "")
         return body + footer
 
-    async def profile(self, ctx: Context) -> str:
+    async def profile(self, ctx: Context, time_zone: TimeZone = None) -> str:
         with _answering():
             principal = await self.credentials(ctx)
             services = await self.services()
-            found = await services.memory.profile(principal)
+            zone = _zone(services, time_zone)
+            found = await services.memory.profile(principal, zone)
         if not found:
             return "Nothing is known yet about this user's preferences or identity.\n"
         ids = _id_lines(found)
-        return f"{stable_block(found, services.memory.zone)}\n\nids of the entries:\n{ids}"
+        return f"{stable_block(found, zone)}\n\nids of the entries:\n{ids}"
 
     async def search(
         self,
