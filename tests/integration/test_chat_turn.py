@@ -210,7 +210,8 @@ async def test_the_users_time_zone_is_their_today(
         r = await say(chat_api, auth(tenant), uuid.uuid4(), "Hallo", time_zone=zone)
         assert r.status_code == 200, r.text
         system = " ".join(block["text"] for block in chat_requests(anthropic)[-1].body["system"])
-        assert f"Today is {datetime.now(ZoneInfo(zone)).date().isoformat()}." in system, zone
+        today = datetime.now(ZoneInfo(zone)).date()
+        assert f"Today is {today:%A}, {today.isoformat()}." in system, zone
     wrong = await say(chat_api, auth(tenant), uuid.uuid4(), "Hallo", time_zone="Berlin")
     assert wrong.status_code == 422 and wrong.json()["field"] == "body.time_zone"
     assert "IANA name" in wrong.json()["detail"]
