@@ -11,15 +11,15 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import PlainTextResponse
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from engram.bootstrap import Services, recall_service
-from engram.domain import zones
 from engram.domain.observation import Observation
 from engram.domain.periods import WITHIN_PATTERN, parse_within
 from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
 from engram.domain.scopes import require_sensitive
+from engram.domain.zones import TimeZoneName, user_zone
 from engram.ports import Recall
 from engram.runtime.http import CurrentPrincipal, ServicesDep
 from engram.services.profile import stable_block
@@ -37,15 +37,8 @@ async def _recall(services: ServicesDep) -> Recall:
 RecallDep = Annotated[Recall, Depends(_recall)]
 
 
-def _zone_name(value: str | None) -> str | None:
-    if value is not None:
-        zones.time_zone(value)  # a ValueError is a 422 naming `query.time_zone`
-    return value
-
-
 TimeZone = Annotated[
-    str | None,
-    AfterValidator(_zone_name),
+    TimeZoneName | None,  # an unknown one is a 422 naming `query.time_zone`
     Query(
         min_length=1,
         max_length=64,
@@ -140,7 +133,7 @@ async def profile(principal: CurrentPrincipal, services: ServicesDep, time_zone:
 
 
 def _zone(services: Services, name: str | None) -> tzinfo:
-    return zones.time_zone(name) if name else services.memory.zone
+    return user_zone(name, services.memory.zone)
 
 
 @router.post("/search", response_model=SearchResponse)

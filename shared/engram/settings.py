@@ -11,7 +11,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from engram.domain.observation import DEFAULT_OBSERVATION_TYPES
-from engram.domain.zones import time_zone
+from engram.domain.zones import TimeZoneName, time_zone
 
 CONFIG_DIR = Path(__file__).parent / "config"
 # The Anthropic models that take server-side compaction (the `compact-2026-01-12` beta); the
@@ -158,7 +158,7 @@ class Settings(BaseSettings):
     engram_session_idle_minutes: int = Field(default=30, ge=1, le=10_080)
     engram_session_sweep_limit: int = Field(default=200, ge=1, le=100_000)  # sessions ended per sweep run
     engram_chat_history_messages: int = Field(default=20, ge=0, le=200)
-    engram_time_zone: str = Field(
+    engram_time_zone: TimeZoneName = Field(
         default="UTC",
         description="the users' IANA time zone when a chat turn names none (their today, a plan's day)",
     )
@@ -173,12 +173,6 @@ class Settings(BaseSettings):
     def _split_types(cls, value: object) -> object:
         if isinstance(value, str):
             return frozenset(v.strip() for v in value.split(",") if v.strip())
-        return value
-
-    @field_validator("engram_time_zone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        time_zone(value)  # ValueError names the setting's bad value
         return value
 
     @property

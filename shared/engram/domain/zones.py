@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, tzinfo
+from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import AfterValidator
 
 # "UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Etc/GMT+5"; not a path nor a file name
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9][A-Za-z0-9_+\-]*){0,2}")
@@ -27,6 +30,20 @@ def time_zone(name: str) -> ZoneInfo:
         except (ZoneInfoNotFoundError, ValueError, OSError):  # no such zone, or a file that is none
             pass
     raise ValueError(f"unknown time zone {name[:64]!r}: use an IANA name such as 'Europe/Berlin' or 'UTC'")
+
+
+def _checked(name: str) -> str:
+    time_zone(name)
+    return name
+
+
+# a zone's name as a request or a setting gives it, checked where it is read (a ValueError names the field)
+TimeZoneName = Annotated[str, AfterValidator(_checked)]
+
+
+def user_zone(name: str | None, default: tzinfo) -> tzinfo:
+    """The zone a caller named, else the deployment's `default` (`ENGRAM_TIME_ZONE`)."""
+    return time_zone(name) if name else default
 
 
 def local_day(at: datetime, zone: tzinfo) -> date:

@@ -36,7 +36,7 @@ from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, needs_mark, render_recall_text
 from engram.domain.scopes import Principal, require_sensitive
 from engram.domain.text import find_unstorable
-from engram.domain.zones import time_zone
+from engram.domain.zones import user_zone
 from engram.runtime import mcp_guide as guide
 from engram.runtime.guards import RETRY_AFTER_SECONDS
 from engram.services.feedback import FeedbackRequest
@@ -166,11 +166,9 @@ def _storable(**arguments: Any) -> None:
 
 def _zone(services: Any, name: str | None) -> tzinfo:
     """The user's time zone: `name`, else the deployment's (`ENGRAM_TIME_ZONE`)."""
-    if name is None:
-        zone: tzinfo = services.memory.zone
-        return zone
     try:
-        return time_zone(name)
+        zone: tzinfo = user_zone(name, services.memory.zone)
+        return zone
     except ValueError as exc:
         raise ToolError(f"invalid argument 'time_zone': {exc}") from exc
 

@@ -23,7 +23,7 @@ from engram.domain.observation import Observation
 from engram.domain.routing import RoutingDecision, RoutingRules, override, route
 from engram.domain.scopes import Permission, Principal
 from engram.domain.telemetry import ChatModelAutoRouted
-from engram.domain.zones import time_zone
+from engram.domain.zones import user_zone
 from engram.ports import ChatStore, EmbedAhead, Recall, StoredMessage, TenantTx, UnitOfWork
 from engram.services.chat.turn import PreparedTurn, TurnRequest
 from engram.services.gateway import LlmGateway, TelemetryBuffer
@@ -122,7 +122,7 @@ class TurnPreparation:
             raise Forbidden("a chat turn needs a user (this agent key acts for no user)")
         recall = self._recall(principal)
         decision = self.decide(body)
-        zone = time_zone(body.time_zone) if body.time_zone else self.zone
+        zone = user_zone(body.time_zone, self.zone)
         # the streams' query vectors are made while the turn is prepared (they are most of recall)
         intent = self.multistream.keyword_intent(body.message) if recall is not None else None
         ahead = (

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from engram.domain.llm import Message
 from engram.domain.models import Chat, Session
 from engram.domain.observation import Observation
 from engram.domain.routing import RoutingDecision
 from engram.domain.scopes import Principal
-from engram.domain.zones import time_zone
+from engram.domain.zones import TimeZoneName
 from engram.ports import Recall
 from engram.services.gateway import TelemetryBuffer
 from engram.services.multistream import MultiStreamResult
@@ -43,7 +43,7 @@ class TurnRequest(BaseModel):
     )
     end_session: bool = Field(default=False, description="close the session after this turn (it gets a summary)")
     title: str | None = Field(default=None, max_length=200, description="title of a new chat")
-    time_zone: str | None = Field(
+    time_zone: TimeZoneName | None = Field(
         default=None,
         min_length=1,
         max_length=64,
@@ -51,13 +51,6 @@ class TurnRequest(BaseModel):
         "the deployment's ENGRAM_TIME_ZONE when absent",
         examples=["Europe/Berlin"],
     )
-
-    @field_validator("time_zone")
-    @classmethod
-    def _known_zone(cls, value: str | None) -> str | None:
-        if value is not None:
-            time_zone(value)
-        return value
 
 
 class TurnUsage(BaseModel):
