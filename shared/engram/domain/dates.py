@@ -40,6 +40,12 @@ for number, names in enumerate(
 WEEKDAYS_EN = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 WEEKDAYS_DE = ("montag", "dienstag", "mittwoch", "donnerstag", "freitag", "samstag", "sonntag")
 
+
+def weekday_name(day: date) -> str:
+    """`day`'s weekday in English, as a model reads it beside a date ("Thursday")."""
+    return WEEKDAYS_EN[day.weekday()].capitalize()
+
+
 # every month name, the longest first (a regex alternation; the caller groups it)
 MONTH_PATTERN = "|".join(sorted(MONTHS, key=len, reverse=True))
 _DAY = r"(\d{1,2})(?:st|nd|rd|th|\.)?"

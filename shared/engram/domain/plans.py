@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, tzinfo
 from functools import lru_cache
 
-from engram.domain.dates import DAY, MONTH, WEEKDAYS_EN, next_anniversary, plan_when
+from engram.domain.dates import DAY, MONTH, next_anniversary, plan_when, weekday_name
 from engram.domain.facts import says_changed
 from engram.domain.life_topics import APPOINTMENT, OTHER_APPOINTMENT, replaces
 from engram.domain.observation import Observation
@@ -84,7 +84,7 @@ def plan_day(obs: Observation, zone: tzinfo = UTC) -> str | None:
         return f"every {plan.day.day} {_MONTH_NAMES[plan.day.month - 1]}"
     if plan.exact == MONTH:  # "in August": the month, not its last day
         return f"{_MONTH_NAMES[plan.day.month - 1]} {plan.day.year}"
-    day = f"{plan.day.isoformat()}, {WEEKDAYS_EN[plan.day.weekday()].capitalize()}"
+    day = f"{plan.day.isoformat()}, {weekday_name(plan.day)}"
     return day if plan.exact == DAY else f"by {day}"  # "next week": over by its last day
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from engram.domain.dates import WEEKDAYS_EN
+from engram.domain.dates import weekday_name
 from engram.domain.language import detect_language
 from engram.domain.llm import LlmRequest, LlmUnavailable, Profile, SystemBlock, ToolSpec
 from engram.domain.observation import Observation
@@ -205,7 +205,7 @@ class TurnAnswer:
         # the user's today, in their time zone, with its weekday as recall text shows a plan's day
         # ("(day: 2025-02-06, Thursday)"): "next Friday" needs it, and a model counts weekdays badly
         day = datetime.now(prepared.zone).date()
-        today = f"{WEEKDAYS_EN[day.weekday()].capitalize()}, {day.isoformat()}"
+        today = f"{weekday_name(day)}, {day.isoformat()}"
         history = tuple(prepared.history)
         message = prepared.body.message
         prompts = self.gateway.prompts
