@@ -1,7 +1,8 @@
 """Ports: what the services need from the outside world (typing.Protocol), in two parts:
-`storage` (the tenant unit of work and its stores) and `external` (bus, recall, search index,
-embedder, model provider, archive). Everything is importable from here."""
+`storage` (the tenant unit of work and its stores, the chat store in `chats`) and `external`
+(bus, recall, search index, embedder, model provider, archive). Everything is importable from here."""
 
+from engram.ports.chats import ChatStore, NewMessage, StoredMessage
 from engram.ports.consolidation import ConsolidationScan, ConsolidationStore
 from engram.ports.external import (
     LLM,
@@ -24,7 +25,6 @@ from engram.ports.storage import (
     AgentKeyRecord,
     AgentKeyStore,
     Announce,
-    ChatStore,
     EmbeddingCache,
     Erased,
     ErasureStore,
@@ -32,11 +32,9 @@ from engram.ports.storage import (
     FeedbackStore,
     Inbox,
     Maintenance,
-    NewMessage,
     ObservationStore,
     PersonalDataStore,
     RetentionStore,
-    StoredMessage,
     TelemetryStore,
     TenantTx,
     UnitOfWork,
