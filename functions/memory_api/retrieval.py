@@ -6,20 +6,20 @@ Included before `GET /api/ai/memory/{observation_id}` so the fixed paths are not
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, tzinfo
+from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.bootstrap import Services, recall_service
+from engram.bootstrap import recall_service
 from engram.domain.observation import Observation
 from engram.domain.periods import WITHIN_PATTERN, parse_within
 from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
 from engram.domain.scopes import require_sensitive
-from engram.domain.zones import TimeZoneName, user_zone
+from engram.domain.zones import TimeZoneName
 from engram.ports import Recall
 from engram.runtime.http import CurrentPrincipal, ServicesDep
 from engram.services.profile import stable_block
@@ -43,7 +43,7 @@ TimeZone = Annotated[
         min_length=1,
         max_length=64,
         description="the user's IANA time zone, e.g. Europe/Berlin (the days shown, the plans ahead); "
-        "the deployment's ENGRAM_TIME_ZONE when absent",
+        "when absent, the one the user named last in a chat turn, else the deployment's ENGRAM_TIME_ZONE",
     ),
 ]
 
@@ -117,7 +117,8 @@ async def recall(
         principal,
         RecallQuery(text=text, limit=limit, types=tuple(type or ()), want_sensitive=sensitive, as_of=as_of),
     )
-    body = render_recall_text(result.hits, token_budget=budget, zone=_zone(services, time_zone))
+    zone = await services.memory.zone_of(principal, time_zone)
+    body = render_recall_text(result.hits, token_budget=budget, zone=zone)
     return PlainTextResponse(body, headers={"X-Engram-Query-Id": str(result.query_id)})
 
 
@@ -127,13 +128,9 @@ async def profile(principal: CurrentPrincipal, services: ServicesDep, time_zone:
     identity (family, work, home, routines), newest first with dates, and their plans ahead,
     never sensitive; the chat's stable memory block. Empty for a caller without a user or
     without a profile."""
-    zone = _zone(services, time_zone)
+    zone = await services.memory.zone_of(principal, time_zone)
     found = await services.memory.profile(principal, zone)
     return PlainTextResponse(stable_block(found, zone), headers={"X-Engram-Profile-Entries": str(len(found))})
-
-
-def _zone(services: Services, name: str | None) -> tzinfo:
-    return user_zone(name, services.memory.zone)
 
 
 @router.post("/search", response_model=SearchResponse)

@@ -46,6 +46,15 @@ class InMemoryChatStore:
         self.data.chats[chat_id] = chat
         return chat
 
+    async def set_time_zone(self, chat_id: uuid.UUID, name: str) -> None:
+        if (chat := self.data.chats.get(chat_id)) is not None:
+            self.data.chats[chat_id] = chat.model_copy(update={"time_zone": name, "time_zone_at": self.tx.now})
+
+    async def user_time_zone(self, user_id: str) -> str | None:
+        named = [c for c in self.data.chats.values() if c.user_id == user_id and c.time_zone_at is not None]
+        latest = max(named, key=lambda c: c.time_zone_at or self.tx.now, default=None)
+        return latest.time_zone if latest is not None else None
+
     async def active_session(self, chat_id: uuid.UUID) -> Session | None:
         active = [s for s in self.data.sessions.values() if s.chat_id == chat_id and s.status is SessionStatus.active]
         return max(active, key=lambda s: s.updated_at, default=None)

@@ -204,14 +204,36 @@ async def test_the_users_time_zone_is_their_today(
     tenant: str,
 ) -> None:
     """The model is told the user's today: Kiritimati (UTC+14) and Pago Pago (UTC-11) are 25 hours
-    apart, so their days differ at any moment; a zone that is no IANA name is refused by field."""
-    for zone in ("Pacific/Kiritimati", "Pacific/Pago_Pago"):
+    apart, so their days differ at any moment. A turn that names no zone is in the zone the user
+    named last, in any chat, and another user's zone is theirs. A zone that is no IANA name is
+    refused by field."""
+
+    async def today_told(user: str, chat_id: uuid.UUID, zone: str | None = None) -> str:
         anthropic.script(text("Noted."), model=SONNET)
-        r = await say(chat_api, auth(tenant), uuid.uuid4(), "Hallo", time_zone=zone)
+        r = await say(chat_api, auth(tenant, user), chat_id, "Hallo", **({"time_zone": zone} if zone else {}))
         assert r.status_code == 200, r.text
-        system = " ".join(block["text"] for block in chat_requests(anthropic)[-1].body["system"])
-        today = datetime.now(ZoneInfo(zone)).date()
-        assert f"Today is {today:%A}, {today.isoformat()}." in system, zone
+        return " ".join(block["text"] for block in chat_requests(anthropic)[-1].body["system"])
+
+    def today(zone: str) -> str:
+        day = datetime.now(ZoneInfo(zone)).date()
+        return f"Today is {day:%A}, {day.isoformat()}."
+
+    pago_pago, kiritimati = uuid.uuid4(), uuid.uuid4()
+    assert today("Pacific/Pago_Pago") in await today_told("alice", pago_pago, "Pacific/Pago_Pago")
+    assert today("Pacific/Pago_Pago") in await today_told("alice", uuid.uuid4())  # a new chat: the zone named
+    assert today("Pacific/Kiritimati") in await today_told("alice", kiritimati, "Pacific/Kiritimati")
+    # named last: Kiritimati, in the chat that named Pago Pago before it and in a new one
+    assert today("Pacific/Kiritimati") in await today_told("alice", pago_pago)
+    assert today("Pacific/Kiritimati") in await today_told("alice", uuid.uuid4())
+    assert today("Pacific/Pago_Pago") in await today_told("bob", uuid.uuid4(), "Pacific/Pago_Pago")
+    assert today("Pacific/Pago_Pago") in await today_told("bob", uuid.uuid4())
+    assert today("Pacific/Kiritimati") in await today_told("alice", uuid.uuid4())
+    zones = await rows(services, tenant, "SELECT id, time_zone FROM chats WHERE time_zone IS NOT NULL")
+    assert {(r["id"], r["time_zone"]) for r in zones} >= {
+        (pago_pago, "Pacific/Pago_Pago"),
+        (kiritimati, "Pacific/Kiritimati"),
+    }
+    assert len(zones) == 3  # kept once where it changed: alice's two, bob's one
     wrong = await say(chat_api, auth(tenant), uuid.uuid4(), "Hallo", time_zone="Berlin")
     assert wrong.status_code == 422 and wrong.json()["field"] == "body.time_zone"
     assert "IANA name" in wrong.json()["detail"]

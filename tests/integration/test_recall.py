@@ -327,7 +327,8 @@ async def test_the_days_shown_are_the_users_in_the_time_zone_they_name(
 ) -> None:
     """ "Tomorrow" is the day after the user's today: Kiritimati (UTC+14) and Pago Pago (UTC-11)
     are 25 hours apart, so one statement means two different days to them, and its date ("as
-    of") differs too. A zone that is no IANA name is refused by field."""
+    of") differs too. Without a zone named, the one the user named last in a chat turn counts. A
+    zone that is no IANA name is refused by field."""
     alice = auth(tenant)
     told = await remember(api, alice, title="My dentist appointment is tomorrow.", type="event")
     await eventually(lambda: indexed(services, tenant, told["id"]))
@@ -340,6 +341,18 @@ async def test_the_days_shown_are_the_users_in_the_time_zone_they_name(
         assert f"(day: {day.isoformat()}, {day:%A})" in r.text and f"as of {today.isoformat()}" in r.text, zone
         found = await api.get("/api/ai/memory/recall", params={"q": "dentist", "time_zone": zone}, headers=alice)
         assert found.status_code == 200 and f"(day: {day.isoformat()}," in found.text, zone
+    # named in a chat turn (`TurnRequest.time_zone`): the zone of every call that names none after it
+    async with services.uow.tenant(tenant) as tx:
+        chat_id = uuid.uuid4()
+        await tx.chats.create_chat(chat_id, "alice", "on the atoll")
+        await tx.chats.set_time_zone(chat_id, "Pacific/Kiritimati")
+    there = now.astimezone(ZoneInfo("Pacific/Kiritimati")).date() + timedelta(days=1)
+    r = await api.get("/api/ai/memory/profile", headers=alice)
+    assert f"(day: {there.isoformat()}, {there:%A})" in r.text
+    found = await api.get("/api/ai/memory/recall", params={"q": "dentist"}, headers=alice)
+    assert f"(day: {there.isoformat()}," in found.text
+    named = await api.get("/api/ai/memory/profile", params={"time_zone": "Pacific/Pago_Pago"}, headers=alice)
+    assert f"(day: {there.isoformat()}," not in named.text  # a zone named beats the one kept
     for path, query in (("/api/ai/memory/profile", {}), ("/api/ai/memory/recall", {"q": "dentist"})):
         wrong = await api.get(path, params={**query, "time_zone": "+01:00"}, headers=alice)
         assert_problem(wrong, 422)

@@ -279,6 +279,38 @@ async def test_chats_sessions_messages_and_summaries(uow: Any, tenant: str) -> N
 _FIELDS = ("request", "investigated", "learned", "completed", "next_steps", "notes")
 
 
+async def test_the_users_time_zone_is_the_one_they_named_last(uow: Any, tenant: str) -> None:
+    from engram.ports import NewMessage
+
+    berlin, new_york = uuid.uuid4(), uuid.uuid4()
+    async with uow.tenant(tenant) as tx:
+        await tx.chats.create_chat(berlin, "alice", "at home")
+        assert await tx.chats.user_time_zone("alice") is None  # a chat that named no zone
+        await tx.chats.set_time_zone(berlin, "Europe/Berlin")
+        chat = await tx.chats.lock_chat(berlin)
+        assert chat is not None and chat.time_zone == "Europe/Berlin" and chat.time_zone_at is not None
+        assert await tx.chats.user_time_zone("alice") == "Europe/Berlin"
+    async with uow.tenant(tenant) as tx:  # later: another chat names another zone
+        await tx.chats.create_chat(new_york, "alice", "travelling")
+        await tx.chats.set_time_zone(new_york, "America/New_York")
+        await tx.chats.create_chat(uuid.uuid4(), "alice", "no zone named")  # newest, but names none
+        assert await tx.chats.user_time_zone("alice") == "America/New_York"
+        assert await tx.chats.user_time_zone("bob") is None
+    async with uow.tenant(tenant) as tx:  # a turn in the Berlin chat names nothing: New York stays
+        session = await tx.chats.create_session("alice", berlin, "back home", {})
+        turn = [NewMessage(uuid.uuid4(), "user", "back home")]
+        await tx.chats.record_turn(berlin, session.id, "alice", turn, datetime.now(UTC))
+        assert await tx.chats.user_time_zone("alice") == "America/New_York"
+    async with uow.tenant(tenant) as tx:  # naming Berlin again does
+        await tx.chats.set_time_zone(berlin, "Europe/Berlin")
+        assert await tx.chats.user_time_zone("alice") == "Europe/Berlin"
+        exported = [c["time_zone"] async for c in tx.personal.history("chats", "alice")]
+        assert sorted(z for z in exported if z) == ["America/New_York", "Europe/Berlin"]
+        await tx.personal.erase("alice")
+    async with uow.tenant(tenant) as tx:  # the zone is the user's personal data: erased with the chats
+        assert await tx.chats.user_time_zone("alice") is None
+
+
 async def test_telemetry_aggregates(uow: Any, tenant: str) -> None:
     from engram.domain.periods import Granularity, Window
     from engram.domain.telemetry import EventFilter, Metric, TelemetryRecord, validate_metadata

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import uuid
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -35,9 +36,9 @@ HUMAN = Principal(TENANT, "alice", PrincipalKind.human, frozenset({"sales"}), EV
 AGENT = Principal(TENANT, "alice", PrincipalKind.agent, frozenset(), EVERYTHING)
 
 
-def world(principal: Principal | None) -> tuple[Any, FakeBus, FakeRecall]:
+def world(principal: Principal | None, uow: InMemoryUnitOfWork | None = None) -> tuple[Any, FakeBus, FakeRecall]:
     bus = FakeBus()
-    uow = InMemoryUnitOfWork(bus)
+    uow = uow or InMemoryUnitOfWork(bus)
     recall = FakeRecall([observation(TENANT, "Lehmann pays late", verified=False)])
     services = SimpleNamespace(
         memory=MemoryService(uow, bus, TYPES), feedback=FeedbackService(uow, bus), curation=CurationService(uow)
@@ -101,6 +102,22 @@ async def test_the_profile_shows_the_users_days_in_the_zone_named() -> None:
             assert f"(day: {day.isoformat()}, {day:%A})" in shown, zone
         wrong = await client.call_tool("profile", {"time_zone": "Berlin"})
     assert wrong.is_error and "invalid argument 'time_zone'" in text(wrong) and "IANA name" in text(wrong)
+
+
+async def test_the_tools_take_the_zone_the_user_named_last_in_a_chat() -> None:
+    assert HUMAN.user_id is not None
+    uow = InMemoryUnitOfWork(FakeBus())
+    async with uow.tenant(TENANT) as tx:
+        chat_id = uuid.uuid4()
+        await tx.chats.create_chat(chat_id, HUMAN.user_id, "on the atoll")
+        await tx.chats.set_time_zone(chat_id, "Pacific/Kiritimati")
+    server, _, _ = world(HUMAN, uow)
+    day = datetime.now(ZoneInfo("Pacific/Kiritimati")).date() + timedelta(days=1)
+    async with Client(server) as client:
+        await client.call_tool("remember", {"title": "My dentist appointment is tomorrow.", "type": "event"})
+        shown = text(await client.call_tool("profile", {}))
+        named = text(await client.call_tool("profile", {"time_zone": "Pacific/Pago_Pago"}))
+    assert f"(day: {day.isoformat()}, {day:%A})" in shown and f"(day: {day.isoformat()}," not in named
 
 
 async def test_the_profile_is_what_the_user_said_of_themselves_with_ids() -> None:

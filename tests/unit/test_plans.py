@@ -11,7 +11,7 @@ from engram.domain.plan_topics import PLAN_FLAG, plan_topic
 from engram.domain.plans import PLANS_LIMIT, plan_day, upcoming
 from engram.domain.recall_text import render_entry
 from engram.domain.search import headline_text, passage_text
-from engram.domain.zones import local_day, time_zone
+from engram.domain.zones import local_day, time_zone, user_zone
 from tests.unit.recall_fixtures import stored
 
 SAID = datetime(2025, 2, 2, 9, 30, tzinfo=UTC)
@@ -212,3 +212,13 @@ def test_the_deployments_time_zone_is_a_setting_checked_at_start() -> None:
     assert str(Settings().zone) == "UTC"
     with pytest.raises(ValidationError, match="engram_time_zone"):
         Settings(engram_time_zone="Berlin")
+
+
+def test_the_zone_named_else_the_one_kept_else_the_deployments() -> None:
+    berlin, tokyo = time_zone("Europe/Berlin"), time_zone("Asia/Tokyo")
+    assert user_zone("Asia/Tokyo", berlin, "America/New_York") == tokyo  # named: the call's
+    assert str(user_zone(None, berlin, "America/New_York")) == "America/New_York"  # the user named it last
+    assert user_zone(None, berlin) == berlin  # none: the deployment's
+    assert user_zone(None, berlin, "Atlantis/Capital") == berlin  # a kept name no zone database knows
+    with pytest.raises(ValueError, match="IANA name"):
+        user_zone("Atlantis/Capital", berlin)  # a caller's own unknown zone is their error

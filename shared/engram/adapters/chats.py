@@ -26,6 +26,8 @@ def _chat(row: asyncpg.Record) -> Chat:
         user_id=row["user_id"],
         kind=ChatKind(row["kind"]),
         title=row["title"],
+        time_zone=row["time_zone"],
+        time_zone_at=row["time_zone_at"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
@@ -81,6 +83,19 @@ class PgChatStore:
             title,
         )
         return _chat(row) if row else None
+
+    async def set_time_zone(self, chat_id: uuid.UUID, name: str) -> None:
+        await self.conn.execute("UPDATE chats SET time_zone = $2, time_zone_at = now() WHERE id = $1", chat_id, name)
+
+    async def user_time_zone(self, user_id: str) -> str | None:
+        """Through the partial index `chats_user_zone` (migration 0020): only chats that named one."""
+        zone: str | None = await self.conn.fetchval(
+            "SELECT time_zone FROM chats WHERE tenant_id = $1 AND user_id = $2 AND time_zone IS NOT NULL"
+            " ORDER BY time_zone_at DESC LIMIT 1",
+            self.tenant_id,
+            user_id,
+        )
+        return zone
 
     async def active_session(self, chat_id: uuid.UUID) -> Session | None:
         row = await self.conn.fetchrow(

@@ -113,6 +113,8 @@ class Chat(BaseModel):
     user_id: str | None
     kind: ChatKind
     title: str | None = None
+    time_zone: str | None = None  # the IANA zone a turn of the chat named last (`zones`)
+    time_zone_at: datetime | None = None  # when
     created_at: datetime
     updated_at: datetime
 

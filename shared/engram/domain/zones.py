@@ -4,7 +4,8 @@ Engram stores and compares times in UTC. A day, though, is the user's: someone i
 says at 8 pm "my dentist appointment is tomorrow" says it at 1 am UTC of the next day, and read in
 UTC that appointment would be a day late; the chat's "Today is ..." would be tomorrow for them.
 A chat turn names the user's zone (`TurnRequest.time_zone`, an IANA name such as
-"Europe/Berlin"); without it the deployment's (`ENGRAM_TIME_ZONE`, UTC unless set) is used.
+"Europe/Berlin") and Engram keeps it (on the chat); a call that names none takes the zone the user
+named last, and without one the deployment's (`ENGRAM_TIME_ZONE`, UTC unless set).
 The zones are the IANA database of the system or, where it has none, the `tzdata` package.
 """
 
@@ -41,9 +42,18 @@ def _checked(name: str) -> str:
 TimeZoneName = Annotated[str, AfterValidator(_checked)]
 
 
-def user_zone(name: str | None, default: tzinfo) -> tzinfo:
-    """The zone a caller named, else the deployment's `default` (`ENGRAM_TIME_ZONE`)."""
-    return time_zone(name) if name else default
+def user_zone(name: str | None, default: tzinfo, stored: str | None = None) -> tzinfo:
+    """The zone a caller named (ValueError if it is none), else the one the user named last
+    (`stored`), else the deployment's `default` (`ENGRAM_TIME_ZONE`). A stored name the zone
+    database no longer knows is passed over: it is not the caller's error."""
+    if name:
+        return time_zone(name)
+    if stored:
+        try:
+            return time_zone(stored)
+        except ValueError:
+            pass
+    return default
 
 
 def local_day(at: datetime, zone: tzinfo) -> date:

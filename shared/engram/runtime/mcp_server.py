@@ -36,7 +36,6 @@ from engram.domain.recall import RecallQuery
 from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, needs_mark, render_recall_text
 from engram.domain.scopes import Principal, require_sensitive
 from engram.domain.text import find_unstorable
-from engram.domain.zones import user_zone
 from engram.runtime import mcp_guide as guide
 from engram.runtime.guards import RETRY_AFTER_SECONDS
 from engram.services.feedback import FeedbackRequest
@@ -164,10 +163,10 @@ def _storable(**arguments: Any) -> None:
         raise ToolError(f"invalid argument '{found[0]}': {found[1]}")
 
 
-def _zone(services: Any, name: str | None) -> tzinfo:
-    """The user's time zone: `name`, else the deployment's (`ENGRAM_TIME_ZONE`)."""
+async def _zone(services: Any, principal: Principal, name: str | None) -> tzinfo:
+    """The user's time zone: `name`, else the one they named last, else the deployment's."""
     try:
-        zone: tzinfo = user_zone(name, services.memory.zone)
+        zone: tzinfo = await services.memory.zone_of(principal, name)
         return zone
     except ValueError as exc:
         raise ToolError(f"invalid argument 'time_zone': {exc}") from exc
@@ -195,7 +194,8 @@ TimeZone = Annotated[
     Field(
         min_length=1,
         max_length=64,
-        description="the user's IANA time zone, e.g. Europe/Berlin (their today, the dates shown); null: the server's",
+        description="the user's IANA time zone, e.g. Europe/Berlin (their today, the dates shown); "
+        "null: the one the user named last in a chat, else the server's",
     ),
 ]
 ScopeArg = Annotated[Scope, Field(description="private (default), team, public or sensitive")]
@@ -332,7 +332,7 @@ class Tools:
             text = validate_query_text(query, "query")
             require_sensitive(principal, sensitive, "sensitive recall")
             services = await self.services()
-            zone = _zone(services, time_zone)
+            zone = await _zone(services, principal, time_zone)
             result = await recall_service(services).search(
                 principal,
                 RecallQuery(text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, as_of=as_of),
@@ -349,7 +349,7 @@ class Tools:
         with _answering():
             principal = await self.credentials(ctx)
             services = await self.services()
-            zone = _zone(services, time_zone)
+            zone = await _zone(services, principal, time_zone)
             found = await services.memory.profile(principal, zone)
         if not found:
             return "Nothing is known yet about this user's preferences or identity.\n"

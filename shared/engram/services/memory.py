@@ -30,6 +30,7 @@ from engram.domain.observation import (
     default_confidence,
 )
 from engram.domain.scopes import Permission, Principal, Visibility, require, require_sensitive
+from engram.domain.zones import user_zone
 from engram.ports import EventBus, UnitOfWork
 from engram.services.profile import read_profile
 
@@ -184,6 +185,15 @@ class MemoryService:
         if obs is None or not visibility.allows(obs):
             raise NotFound(f"observation {observation_id} not found")
         return obs
+
+    async def zone_of(self, principal: Principal, name: str | None = None) -> tzinfo:
+        """The user's time zone: the one named (ValueError if it is unknown), else the one the user
+        named last in a chat turn (`TurnRequest.time_zone`), else the deployment's."""
+        if name or principal.user_id is None:
+            return user_zone(name, self.zone)
+        async with self.uow.tenant(principal.tenant_id) as tx:
+            stored = await tx.chats.user_time_zone(principal.user_id)
+        return user_zone(None, self.zone, stored)
 
     async def profile(self, principal: Principal, zone: tzinfo | None = None) -> Sequence[Observation]:
         """The caller's profile (`services.profile`): what an assistant should know of them unasked,

@@ -122,7 +122,6 @@ class TurnPreparation:
             raise Forbidden("a chat turn needs a user (this agent key acts for no user)")
         recall = self._recall(principal)
         decision = self.decide(body)
-        zone = user_zone(body.time_zone, self.zone)
         # the streams' query vectors are made while the turn is prepared (they are most of recall)
         intent = self.multistream.keyword_intent(body.message) if recall is not None else None
         ahead = (
@@ -136,6 +135,7 @@ class TurnPreparation:
         try:
             async with self.uow.tenant(principal.tenant_id) as tx:
                 chat = await self._chat(tx.chats, principal, chat_id, body)
+                zone = await self._zone(tx.chats, principal, chat, body)
                 if recall is not None:
                     # the chat is the caller's: recall (on a connection of its own) runs beside
                     # the rest of the preparation; a turn refused above never recalled anything
@@ -200,6 +200,16 @@ class TurnPreparation:
                 "chat_id", f"chat {chat_id} is a conversation between users (kind 'user'), not an AI chat"
             )
         return chat
+
+    async def _zone(self, store: ChatStore, principal: Principal, chat: Chat, body: TurnRequest) -> tzinfo:
+        """The zone the turn names, else the one the user named last in any chat, else the
+        deployment's: a client that sends the zone once is understood in every chat after, and by
+        recall and the MCP tools. A zone other than the user's is kept on the chat, named now."""
+        assert principal.user_id is not None
+        named_last = await store.user_time_zone(principal.user_id)
+        if body.time_zone and body.time_zone != named_last:
+            await store.set_time_zone(chat.id, body.time_zone)
+        return user_zone(body.time_zone, self.zone, named_last)
 
     async def _session(
         self, store: ChatStore, principal: Principal, chat: Chat, body: TurnRequest, active: Session | None

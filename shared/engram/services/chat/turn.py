@@ -47,8 +47,8 @@ class TurnRequest(BaseModel):
         default=None,
         min_length=1,
         max_length=64,
-        description="the user's IANA time zone (their today, the day a plan told as 'tomorrow' means); "
-        "the deployment's ENGRAM_TIME_ZONE when absent",
+        description="the user's IANA time zone (their today, the day a plan told as 'tomorrow' means), "
+        "kept for the user's later calls; when absent, the one they named last, else ENGRAM_TIME_ZONE",
         examples=["Europe/Berlin"],
     )
 
