@@ -61,17 +61,21 @@ def servers() -> Iterator[Servers]:
             pg.stop()
 
 
-def repeatable_ids(seed: int) -> None:
-    """Make `uuid.uuid4` draw from a generator seeded with `seed`, in this bench process only.
+def repeatable_ids(bench: str, seed: int) -> None:
+    """Make `uuid.uuid4` draw from a generator seeded with the bench's name and `seed`, in this
+    bench process only.
 
     Equal scores are ordered by id (BM25's `ORDER BY score DESC, id`, fusion's ties), and the
     product's ids are random: two runs of the same code on the same data reordered the hits of
     3-9 of 413 questions. With the ids drawn in a repeatable order the runs agree, so a change of
-    one question between two commits is the change's, not the dice's. The ids keep uuid4's form."""
+    one question between two commits is the change's, not the dice's. The ids keep uuid4's form.
+    Each bench draws its own sequence (the benches share one database and ids are unique across
+    tenants), and a bench clears all of its tenants before it writes any: a run with other
+    options draws the same ids in another order, for another of its tenants."""
     import random
     import uuid
 
-    draw = random.Random(seed)
+    draw = random.Random(f"{bench}:{seed}")
 
     def uuid4() -> uuid.UUID:
         return uuid.UUID(int=draw.getrandbits(128), version=4)

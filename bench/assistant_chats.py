@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     locomo.add_embedding_cpu_argument(parser)
     args = parser.parse_args(argv)
     args.units = locomo.parse_units(args.units)
-    repeatable_ids(args.seed)  # equal scores are ordered by id: the same run, the same ranking
+    repeatable_ids("assistant_chats", args.seed)  # equal scores are ordered by id: the same run, the same ranking
     from engram.runtime.logs import configure_logging
 
     configure_logging("WARNING")

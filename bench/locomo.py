@@ -326,6 +326,9 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     late_events = 0
     if args.via == "chat":
         extraction, extractor = chat_extraction(uow)
+    for sample in samples:  # every tenant of the run before any is written (`repeatable_ids`)
+        for prefix in ("locomo-", "locomo-chat-"):
+            await reset_tenant(db, prefix + sample["sample_id"])
     ranked_out = args.ranked_out.open("w", encoding="utf-8") if args.ranked_out else None
     try:
         mixed = getattr(args, "mix_samples", None)  # `--mix`: another conversation per tenant
@@ -349,7 +352,6 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 principal = Principal(
                     tenant_id=tenant, user_id="reader", permissions=frozenset({Permission.read_observation})
                 )
-                await reset_tenant(db, tenant)
                 replay = ChatReplay()
                 assert extraction is not None
                 await replay_chat(
@@ -370,9 +372,6 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 turn_of = replay.turn_of
                 work.add(embedder.model, await tenant_observations(db, tenant))
             else:
-                async with db.tenant(tenant) as conn:  # a fresh store per run; the embedding cache stays
-                    await conn.execute("DELETE FROM observations")
-                    await conn.execute("DELETE FROM search_stats")
                 written = await ingest.ingest(
                     tenant_id=tenant,
                     user_id="reader",
@@ -697,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     add_asked_after_argument(parser)
     add_assistant_argument(parser, "auto")
     args = parser.parse_args(argv)
-    repeatable_ids(0)  # equal scores are ordered by id: the same run, the same ranking
+    repeatable_ids("locomo", 0)  # equal scores are ordered by id: the same run, the same ranking
     args.categories = CATEGORIES
     args.units = parse_units(args.units)
     from engram.runtime.logs import configure_logging
