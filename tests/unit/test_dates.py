@@ -104,6 +104,17 @@ def test_a_plan_at_the_turn_of_the_year_is_next_years() -> None:
         ("ich gehe jeden Morgen zum Arzt", None),
         ("Guten Morgen, ein Termin beim Arzt", None),
         ("the dentist on Thursday, not tomorrow", date(2025, 2, 6)),  # a named day first
+        # the day it was said, while it is still ahead; never in words of the past
+        ("my dentist appointment is today", SAID),
+        ("I have a dentist appointment today at 3pm", SAID),
+        ("the doctor later today", SAID),
+        ("Heute um 15 Uhr habe ich einen Zahnarzttermin.", SAID),
+        ("Ich habe heute Nachmittag einen Termin beim Arzt", SAID),
+        ("I was at the dentist today", None),
+        ("I had my dentist appointment today at 9", None),
+        ("Ich war heute beim Zahnarzt", None),
+        ("Heute Morgen war ich beim Arzt", None),
+        ("the dentist today", None),  # "today" alone does not say whether it is still ahead
     ],
 )
 def test_a_plans_day_relative_to_when_it_was_said(text: str, day: date | None) -> None:

@@ -46,6 +46,10 @@ def told(title: str, days_later: int = 0) -> Observation:
         ("We fly to Lisbon next month.", "trip:next"),
         ("Am Wochenende fahren wir nach Kreta in den Urlaub.", "trip:next"),
         ("We went on holiday last week.", None),
+        ("My dentist appointment is today at 3pm.", "appointment:dentist"),  # today, still ahead
+        ("Heute Nachmittag habe ich einen Termin beim Zahnarzt.", "appointment:dentist"),
+        ("I was at the dentist today.", None),  # today, done
+        ("Ich war heute beim Zahnarzt.", None),
     ],
 )
 def test_a_plan_is_a_trip_or_an_appointment_with_its_day_not_in_the_past(text: str, topic: str | None) -> None:
@@ -222,3 +226,12 @@ def test_the_zone_named_else_the_one_kept_else_the_deployments() -> None:
     assert user_zone(None, berlin, "Atlantis/Capital") == berlin  # a kept name no zone database knows
     with pytest.raises(ValueError, match="IANA name"):
         user_zone("Atlantis/Capital", berlin)  # a caller's own unknown zone is their error
+
+
+def test_a_plan_for_today_is_ahead_until_the_users_day_is_over() -> None:
+    today = told("My dentist appointment is today at 3pm.")
+    done = told("I was at the dentist today, it went fine.")
+    assert PLAN_FLAG in today.tags and PLAN_FLAG not in done.tags
+    assert upcoming([today, done], SAID.date()) == [today]
+    assert upcoming([today], SAID.date() + timedelta(days=1)) == []
+    assert plan_day(today) == "2025-02-02, Sunday"

@@ -95,8 +95,10 @@ _WEEKDAY = re.compile(
     re.IGNORECASE,
 )
 # a day said relative to when it was said: "tomorrow", "übermorgen", "in two weeks", "in drei Tagen",
-# "next week", "nächsten Monat", "this weekend", "am Wochenende" ("today" is not: "I was at the dentist
-# today" reads as a plan too); "morgen" is "tomorrow" unless it is a morning ("am Morgen", "guten Morgen")
+# "next week", "nächsten Monat", "this weekend", "am Wochenende"; "morgen" is "tomorrow" unless it is a
+# morning ("am Morgen", "guten Morgen"). The day it was said only when it is still ahead ("is today",
+# "later today", "today at 3", "tonight", "heute um 15 Uhr", "heute Nachmittag"), never in words of the
+# past (`_DONE`): "I was at the dentist today" is no plan
 _COUNTS = {
     **dict.fromkeys(("a", "an", "one", "ein", "einem", "einer", "eine"), 1),
     **{w: n for n, w in enumerate("two three four five six seven eight nine ten eleven twelve".split(), start=2)},
@@ -120,9 +122,15 @@ _SPANS = {
     "monat": "month",
 }
 _SPAN = "|".join(sorted(_SPANS, key=len, reverse=True))
+_TODAY = (  # "today at 3pm": no word's end after its hour
+    r"today (?:at|from) \d|(?:later today|tonight|this (?:afternoon|evening)|(?:is|'s|are|'re) today"
+    r"|heute (?:um|ab|nachmittag|abend|später)|später heute|(?:ist|sind) heute)\b"
+)
+# the past, beside `plan_topics`' words of it, for a day said as today: "I was at the dentist today"
+_DONE = re.compile(r"\b(was|were|had|did|went|been|got back|came back|war|waren|hatte|hatten|gewesen)\b", re.I)
 _TOMORROW = r"tomorrow|(?<!\bam )(?<!\bjeden )(?<!\bguten )(?<!\bheute )(?<!\bgestern )(?<!\bden )morgen"
 _RELATIVE = re.compile(
-    rf"\b(?P<after>day after tomorrow|übermorgen)\b|\b(?P<tomorrow>{_TOMORROW})\b"
+    rf"\b(?P<after>day after tomorrow|übermorgen)\b|\b(?P<tomorrow>{_TOMORROW})\b|(?P<today>\b(?:{_TODAY}))"
     rf"|\bin (?P<count>\d{{1,2}}|{_COUNT}) (?P<unit>{_UNIT})\b|\b(?:(?P<this>{_THIS})|{_NEXT}) (?P<span>{_SPAN})\b",
     re.IGNORECASE,
 )
@@ -159,7 +167,7 @@ def plan_when(text: str, said: date) -> tuple[date, str] | None:
         number = WEEKDAYS_EN.index(name) if name in WEEKDAYS_EN else WEEKDAYS_DE.index(name)
         return said + timedelta(days=(number - said.weekday() - 1) % 7 + 1), DAY
     if relative := _RELATIVE.search(text):
-        return _relative_day(relative, said)
+        return None if relative.group("today") and _DONE.search(text) else _relative_day(relative, said)
     return None
 
 
@@ -173,6 +181,8 @@ def _relative_day(found: re.Match[str], said: date) -> tuple[date, str]:
         return said + timedelta(days=2), DAY
     if found.group("tomorrow"):
         return said + timedelta(days=1), DAY
+    if found.group("today"):
+        return said, DAY
     if count := found.group("count"):
         n = int(count) if count.isdigit() else _COUNTS[count.lower()]
         unit = _UNITS[found.group("unit").lower()]
