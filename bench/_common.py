@@ -61,6 +61,9 @@ def servers() -> Iterator[Servers]:
             pg.stop()
 
 
+_IDS: dict[str, Any] = {}  # `repeatable_ids`' generator and its seed
+
+
 def repeatable_ids(bench: str, seed: int) -> None:
     """Make `uuid.uuid4` draw from a generator seeded with the bench's name and `seed`, in this
     bench process only.
@@ -70,17 +73,27 @@ def repeatable_ids(bench: str, seed: int) -> None:
     3-9 of 413 questions. With the ids drawn in a repeatable order the runs agree, so a change of
     one question between two commits is the change's, not the dice's. The ids keep uuid4's form.
     Each bench draws its own sequence (the benches share one database and ids are unique across
-    tenants), and a bench clears all of its tenants before it writes any: a run with other
-    options draws the same ids in another order, for another of its tenants."""
+    tenants), each conversation its own (`ids_for`: a question more or less before it, each
+    drawing a query id, leaves its ids alone), and a bench clears all of its tenants before it
+    writes any."""
     import random
     import uuid
 
-    draw = random.Random(f"{bench}:{seed}")
+    _IDS.update(seed=f"{bench}:{seed}", draw=random.Random(f"{bench}:{seed}"))
 
     def uuid4() -> uuid.UUID:
-        return uuid.UUID(int=draw.getrandbits(128), version=4)
+        return uuid.UUID(int=_IDS["draw"].getrandbits(128), version=4)
 
     uuid.uuid4 = uuid4
+
+
+def ids_for(key: str) -> None:
+    """From here on, the ids `repeatable_ids` draws are those of `key` (a conversation, a
+    language): the same whatever was drawn before. Nothing without `repeatable_ids`."""
+    import random
+
+    if _IDS:
+        _IDS["draw"] = random.Random(f"{_IDS['seed']}:{key}")
 
 
 def machine() -> dict[str, Any]:

@@ -27,11 +27,13 @@ does not find the answer.
 
 from __future__ import annotations
 
+import calendar
 import importlib
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 CATEGORIES = {
@@ -333,7 +335,11 @@ def _conversation(
         conversation[f"session_{s}"] = [{"speaker": t.speaker, "dia_id": t.dia_id, "text": t.text} for t in turns]
         conversation[f"session_{s}_date_time"] = locomo_date(when)
         when += timedelta(days=rng.randint(3, 12), minutes=rng.randint(0, 600))
-    qa = _questions(rng, p, facts) + (_requests(asks, p, facts) if asks is not None else [])
+    said = {
+        f"D{n}": datetime.strptime(conversation[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y").date()
+        for n in range(1, sessions + 1)
+    }
+    qa = _questions(rng, p, facts) + (_requests(asks, p, facts, said) if asks is not None else [])
     return {"sample_id": sample_id, "conversation": conversation, "qa": qa}
 
 
@@ -423,16 +429,55 @@ def _questions(rng: random.Random, p: Pack, facts: list[_Fact]) -> list[dict[str
     return qa
 
 
-def _requests(rng: random.Random, p: Pack, facts: list[_Fact]) -> list[dict[str, Any]]:
-    """A request per fact that needs it without naming it; the evidence is its latest statement."""
+def _requests(rng: random.Random, p: Pack, facts: list[_Fact], said: dict[str, date]) -> list[dict[str, Any]]:
+    """A request per fact that needs it without naming it; the evidence is its latest statement.
+    A plan's request ("What do I have coming up?", "What should we pack for our next trip?") needs
+    the plan only while it is ahead: `ahead_until` is its last day, after which the request asks
+    for something else and the bench does not count it (`locomo.evaluate`)."""
     category = next(c for c, name in REQUEST_CATEGORIES.items() if name.endswith(f" {p.language}"))
-    return [
-        {
+    out = []
+    for fact in facts:
+        if not fact.kind.requests:
+            continue
+        qa = {
             "question": fill(rng.choice(fact.kind.requests), fact.slots),
             "answer": fill(fact.kind.answer, fact.slots),
             "evidence": [fact.turns[-1]],
             "category": category,
         }
-        for fact in facts
-        if fact.kind.requests
-    ]
+        if (until := plan_until(fact.kind.key, fact.slots, said[fact.turns[-1].split(":")[0]])) is not None:
+            qa["ahead_until"] = until.isoformat()
+        out.append(qa)
+    return out
+
+
+_MONTHS = {
+    name: n
+    for names in (
+        "January February March April May June July August September October November December",
+        "Januar Februar März April Mai Juni Juli August September Oktober November Dezember",
+    )
+    for n, name in enumerate(names.split(), start=1)
+}
+
+
+def plan_until(kind: str, slots: dict[str, str], said: date) -> date | None:
+    """The last day of the plan a fact of this kind tells, from its slots (the generator's own
+    values: "12 February" / "12. Februar", a month), at its next occurrence from the day it was
+    said unless that is most of a year ahead; None for a fact that is no plan. The bench's own
+    reading of its own values, not Engram's parser."""
+    if kind == "dentist":
+        found = re.fullmatch(r"(\d{1,2})\.? (\w+)", slots["date"])
+        assert found is not None, slots
+        month, day = _MONTHS[found.group(2)], int(found.group(1))
+    elif kind == "trip":
+        month = _MONTHS[slots["month"]]
+        day = calendar.monthrange(said.year, month)[1]
+    else:
+        return None
+    this_year = date(said.year, month, min(day, calendar.monthrange(said.year, month)[1]))
+    next_year = date(said.year + 1, month, min(day, calendar.monthrange(said.year + 1, month)[1]))
+    ahead = this_year if this_year >= said else next_year
+    # a day and month said without a year most of a year ahead is the one just past ("the dentist
+    # on 12 February" said on 2 March was last month), as people say it
+    return ahead if (ahead - said).days < 300 else (this_year if ahead == next_year else ahead)

@@ -46,7 +46,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,7 +54,7 @@ from cloudevents.http import CloudEvent
 from rich.console import Console
 from rich.table import Table
 
-from bench._common import repeatable_ids
+from bench._common import ids_for, repeatable_ids
 from bench.chat_messages import MODES as MESSAGE_MODES
 from bench.chat_messages import as_messages, evidence_refs
 from bench.chat_path import (
@@ -324,6 +324,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     block_updates: list[tuple[bool, bool]] = []  # updated facts: the block cites the current / a stale statement
     superseded = 0
     late_events = 0
+    passed_plans = 0  # requests for a plan that is over when they are asked (`chatgen.plan_until`)
     if args.via == "chat":
         extraction, extractor = chat_extraction(uow)
     for sample in samples:  # every tenant of the run before any is written (`repeatable_ids`)
@@ -334,6 +335,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
         mixed = getattr(args, "mix_samples", None)  # `--mix`: another conversation per tenant
         for position, sample in enumerate(samples):
             sid = sample["sample_id"]
+            ids_for(sid)  # its ids whatever the conversations and questions before it drew
             tenant = f"locomo-{sid}"
             principal = Principal(
                 tenant_id=tenant, user_id="reader", permissions=frozenset({Permission.read_observation})
@@ -416,6 +418,9 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 gold = gold_ids(qa.get("evidence", []), known)
                 if category not in args.categories or not gold:
                     continue
+                if "ahead_until" in qa and clock.now().date() > date.fromisoformat(qa["ahead_until"]):
+                    passed_plans += 1  # "what do I have coming up?" about a plan already over: not its gold
+                    continue
                 questions += 1
                 ranked = await ask(db, recall, principal, str(qa["question"]), args.limit, scores, turn_of)
                 for mode, turns in ranked.items():
@@ -441,6 +446,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     figures["conversations_with_assistant"] = with_assistant
     figures["via"] = args.via
     figures["mixed_with"] = len(mixed or [])
+    figures["passed_plans"] = passed_plans  # questions left out: a plan's request asked after it
     figures.update({f"stored.{k}": n for k, n in sorted(stored.items())})
     if args.via == "chat":
         figures["chat.refused_events"] = len(refused)

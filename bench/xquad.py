@@ -33,7 +33,7 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from bench._common import repeatable_ids
+from bench._common import ids_for, repeatable_ids
 from bench.locomo import CollectingBus, index_events
 from engram.adapters.embedders import build_embedder
 from engram.adapters.pgvector_index import PgVectorIndex
@@ -136,6 +136,7 @@ async def evaluate(db: Database, args: argparse.Namespace) -> dict[str, Any]:
     for lang in LANGUAGES:  # all of them before any is written (`repeatable_ids`)
         await clear(db, f"xquad-{lang}")
     for lang in LANGUAGES:
+        ids_for(lang)
         await store(db, indexer, f"xquad-{lang}", data[lang][0])
     ingest_s = time.perf_counter() - t0
     console.print(f"{sum(len(d[0]) for d in data.values())} paragraphs stored and indexed in {ingest_s:.1f} s")

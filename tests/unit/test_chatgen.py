@@ -322,3 +322,21 @@ def test_a_share_of_the_changes_answers_the_assistant_checking_the_old_value(sam
         # the check names the value as it was, the reply the new one
         new = qa["answer"].split()[-1].casefold()
         assert new in reply.casefold() and new not in check.casefold(), (check, reply, qa["answer"])
+
+
+def test_a_plans_request_counts_only_while_the_plan_is_ahead() -> None:
+    """ "What do I have coming up?" needs the dentist appointment only until its day: the request
+    carries the plan's last day, read from the generator's own values as people say them."""
+    from datetime import date
+
+    from bench.chatgen import plan_until
+
+    assert plan_until("dentist", {"date": "12 February"}, date(2025, 2, 2)) == date(2025, 2, 12)
+    assert plan_until("dentist", {"date": "12. Februar"}, date(2025, 3, 2)) == date(2025, 2, 12)  # last month
+    assert plan_until("trip", {"month": "März", "place": "Kreta"}, date(2025, 1, 20)) == date(2025, 3, 31)
+    assert plan_until("pet", {"pet": "Clover"}, date(2025, 1, 20)) is None
+    asking = generate(seed=7, conversations=3, requests=True)
+    requests = [q for s in asking for q in s["qa"] if q["category"] in REQUEST_CATEGORIES]
+    plans = [q for q in requests if "ahead_until" in q]
+    assert plans and len(plans) < len(requests)
+    assert all(date.fromisoformat(q["ahead_until"]) > date(2025, 1, 1) for q in plans)
