@@ -124,6 +124,7 @@ _SPANS = {
 _SPAN = "|".join(sorted(_SPANS, key=len, reverse=True))
 _TODAY = (  # "today at 3pm": no word's end after its hour
     r"today (?:at|from) \d|(?:later today|tonight|this (?:afternoon|evening)|(?:is|'s|are|'re) today"
+    r"|today (?:is|i have|i've got|we have)"
     r"|heute (?:um|ab|nachmittag|abend|später)|später heute|(?:ist|sind) heute)\b"
 )
 # the past, beside `plan_topics`' words of it, for a day said as today: "I was at the dentist today"
