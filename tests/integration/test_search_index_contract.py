@@ -153,6 +153,24 @@ async def test_hidden_ids_types_and_time_filters(index: Any, db: Any, tenant: st
     }
 
 
+async def test_a_window_keeps_the_memories_of_its_days(index: Any, db: Any, tenant: str) -> None:
+    """A question that names a day is also searched within it (`SearchFilter.within`): only
+    memories whose valid-from time falls in the window, none without one."""
+    day = datetime(2025, 3, 5, 18, 30, tzinfo=UTC)
+    drafts = [
+        draft(tenant, "marmalade on the day", valid_from=day),
+        draft(tenant, "marmalade a week later", valid_from=day + timedelta(days=7)),
+        draft(tenant, "marmalade undated"),
+    ]
+    on_day, later, undated = (str(o.id) for o in await put(index, db, drafts))
+    window = SearchFilter(now=datetime.now(UTC), within=(day - timedelta(days=1), day + timedelta(days=1)))
+    assert await lexical_ids(index, vis(tenant), "marmalade", window) == [on_day]
+    assert await vector_ids(index, vis(tenant), "marmalade a week later", window) == [on_day]
+    assert set(await lexical_ids(index, vis(tenant), "marmalade")) == {on_day, later, undated}
+    start = SearchFilter(now=datetime.now(UTC), within=(day, day + timedelta(days=7)))  # [start, end)
+    assert await lexical_ids(index, vis(tenant), "marmalade", start) == [on_day]
+
+
 async def test_delete_and_revisions(index: Any, db: Any, tenant: str) -> None:
     (obs,) = await put(index, db, [draft(tenant, "papaya plan", key="plan", type="project")])
     newer = obs.model_copy(update={"title": "mango plan", "updated_at": obs.updated_at + timedelta(seconds=5)})
@@ -336,6 +354,21 @@ async def test_pgvector_large_tenant_uses_hnsw_with_filters(db: Any, tenant: str
     # BM25 reads at most 10 postings per term here, after the visibility filter
     lexical = await index.lexical(vis(tenant, "alice"), "item", now(), 50)
     assert len(lexical) == 10 and {r.id for r in lexical} <= alice
+
+
+async def test_pgvector_a_window_in_a_graph_tenant_is_searched_by_bm25_alone(db: Any, tenant: str) -> None:
+    """A graph's walk under a narrow window's filter would go far for few entries: above
+    `exact_below` a window's kNN list is empty and its BM25 list still filters."""
+    from engram.adapters.pgvector_index import PgVectorIndex
+
+    index = PgVectorIndex(db, DIMS, exact_below=0)
+    day = datetime(2025, 3, 5, tzinfo=UTC)
+    drafts = [draft(tenant, f"item {i}", valid_from=day + timedelta(days=i)) for i in range(12)]
+    observations = await put(index, db, drafts)
+    window = SearchFilter(now=datetime.now(UTC), within=(day, day + timedelta(days=1)))
+    assert await index.vector(vis(tenant), unit("item 0"), window, 10) == []
+    assert [r.id for r in await index.lexical(vis(tenant), "item", window, 10)] == [str(observations[0].id)]
+    assert len(await index.vector(vis(tenant), unit("item 0"), now(), 10)) == 10
 
 
 async def explain_vector(index: Any, db: Any, visibility: Visibility, query: np.ndarray) -> str:

@@ -93,3 +93,23 @@ def test_fuse_parts_is_rrf_over_the_question_and_its_parts() -> None:
     assert fused[0][1] == pytest.approx(1 / 61 + 1 / 61)
     assert fused[1][1] == pytest.approx(1 / 61 + 1 / 62)
     assert fused[2][1] == pytest.approx(1 / 62)
+
+
+def test_a_question_names_its_days_as_windows() -> None:
+    from datetime import UTC, datetime
+
+    from engram.domain.decomposition import day_windows
+
+    def at(y: int, m: int, d: int) -> datetime:
+        return datetime(y, m, d, tzinfo=UTC)
+
+    # a full date with a day either side (time zones), a month and year as the month
+    assert day_windows("What movie did Joanna watch on 1 May, 2022?") == [(at(2022, 4, 30), at(2022, 5, 3))]
+    assert day_windows("What did John share in December 2023?") == [(at(2023, 12, 1), at(2024, 1, 1))]
+    assert day_windows("Was hat Nate im Juli 2022 gemacht?") == [(at(2022, 7, 1), at(2022, 8, 1))]
+    assert day_windows("What did I do on 3 March 2025 and on 9 March 2025 and on 12 March 2025?") == [
+        (at(2025, 3, 2), at(2025, 3, 5)),
+        (at(2025, 3, 8), at(2025, 3, 11)),
+    ]  # at most two
+    assert day_windows("What did Melanie paint recently?") == []
+    assert day_windows("Where is my dentist appointment on 12 February?") == []  # no year: no window

@@ -563,3 +563,16 @@ def test_what_extraction_kept_of_a_message_takes_one_place_with_its_statement_un
     merged = as_turns([hit(statement, 0.04), hit(event, 0.03)])
     assert [h.observation.id for h in merged] == [statement.id]  # one place, the better of the two
     assert merged[0].score == pytest.approx(0.04)
+
+
+def test_a_question_that_names_a_day_is_also_searched_within_it() -> None:
+    from datetime import UTC, datetime
+
+    dated = RecallQuery("What movie did Joanna watch on 1 May, 2022?")
+    expanded, owners = with_parts([dated, RecallQuery("Which instrument am I learning?")])
+    window = (datetime(2022, 4, 30, tzinfo=UTC), datetime(2022, 5, 3, tzinfo=UTC))
+    assert expanded[2:] == [dataclasses.replace(dated, said_within=window)] and owners == [0, 1, 0]
+    # a window's own search is not split again, nor a stream's template
+    assert with_parts([expanded[2]])[0] == [expanded[2]]
+    template = RecallQuery("What happened on 1 May, 2022?", vector_text="events")
+    assert with_parts([template])[0] == [template]

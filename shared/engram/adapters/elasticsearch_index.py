@@ -155,6 +155,9 @@ def visibility_filter(visibility: Visibility, where: SearchFilter) -> list[dict[
         clauses.append({"terms": {"type": list(where.types)}})
     if where.except_types:
         clauses.append({"bool": {"must_not": [{"terms": {"type": list(where.except_types)}}]}})
+    if where.within is not None:
+        start, end = (t.astimezone(UTC).isoformat() for t in where.within)
+        clauses.append({"range": {"valid_from": {"gte": start, "lt": end}}})
     if visibility.hidden_ids:
         clauses.append({"bool": {"must_not": [{"ids": {"values": sorted(visibility.hidden_ids)}}]}})
     return clauses

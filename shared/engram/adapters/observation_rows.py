@@ -233,4 +233,8 @@ def search_filter_sql(where: SearchFilter, params: list[Any], alias: str) -> str
     if where.except_types:
         params.append(list(where.except_types))
         clause += f" AND {a}type <> ALL(${len(params)}::text[])"
+    if where.within is not None:
+        params.extend(where.within)
+        start, end = f"${len(params) - 1}::timestamptz", f"${len(params)}::timestamptz"
+        clause += f" AND {a}valid_from >= {start} AND {a}valid_from < {end}"
     return clause

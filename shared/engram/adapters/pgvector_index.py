@@ -368,6 +368,10 @@ class PgVectorIndex:
         """kNN after `prepare` in the same transaction (its scan settings apply)."""
         if embedding.shape != (self.dimensions,):
             raise ValueError(f"query vector has shape {embedding.shape}, index has {self.dimensions}")
+        if where.within is not None and not plan.exact:
+            # a graph's walk under a narrow window's filter goes far for few entries: a day is
+            # searched by its BM25 list alone in a tenant large enough for a graph
+            return []
         d = self.dimensions
         # a float4[] parameter: asyncpg sends it binary (no 384 float reprs for PostgreSQL to parse)
         params: list[Any] = [visibility.tenant_id, embedding.tolist()]

@@ -31,6 +31,9 @@ class RecallQuery:
     # what was valid then: superseded versions of that time instead of today's, no
     # observation recorded after it; None: now
     as_of: datetime | None = None
+    # only memories that hold from within [start, end) (a day the question names, searched alone:
+    # `decomposition.day_windows`); None: any time
+    said_within: tuple[datetime, datetime] | None = None
 
 
 @dataclass(frozen=True)

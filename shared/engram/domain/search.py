@@ -124,11 +124,13 @@ class Ranked:
 @dataclass(frozen=True)
 class SearchFilter:
     """Everything a search filters on besides visibility: the types it keeps (all if empty), the
-    types it leaves out, and the instant of the search."""
+    types it leaves out, the instant of the search, and the window [start, end) the memories'
+    valid-from time must fall in (None: any; a memory without one is outside every window)."""
 
     now: datetime
     types: Sequence[str] = ()
     except_types: Sequence[str] = ()
+    within: tuple[datetime, datetime] | None = None
 
 
 @dataclass(frozen=True)

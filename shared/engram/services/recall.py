@@ -10,10 +10,11 @@
    the stream's type boosts), each list's first hit kept in the top 2, its second in the top 4
    (`ranking.with_leg_floors`) and cut to the limit.
 4. Hits on derived units count for their turns (`recall_plan.as_turns`); a question that names
-   two things is also searched in parts, and a question to the assistant among its answers'
-   passages alone, fused by RRF (`recall_plan.with_parts`); of two near-duplicate statements
-   of one speaker, or two values of a fact of their life (`life_topics`), the later ranks first
-   (`domain/recency`; statement units' stored vectors: pgvector, in the recall's transaction).
+   two things is also searched in parts, one that names a day within that day, a question to the
+   assistant among its answers' passages alone, fused by RRF (`recall_plan.with_parts`); of two
+   near-duplicate statements of one speaker, or two values of a fact of their life
+   (`life_topics`), the later ranks first (`domain/recency`; statement units' stored vectors:
+   pgvector, in the recall's transaction).
 5. Every recall gets a `query_id` (or the one the query brings); a `retrieved` feedback event
    per returned observation is published in the background, never on the response path.
 
@@ -44,10 +45,7 @@ from engram.domain.errors import Unprocessable
 from engram.domain.events import FEEDBACK_RECORDED, FeedbackRecorded, new_event
 from engram.domain.models import FeedbackKind
 from engram.domain.observation import Observation
-from engram.domain.ranking import (
-    RRF_K,
-    Fused,
-)
+from engram.domain.ranking import RRF_K, Fused
 from engram.domain.recall import RecallQuery, RecallResult
 from engram.domain.scopes import Permission, Principal, Visibility, require
 from engram.domain.search import Ranked, SearchFilter, SearchPlan, Vector
@@ -223,6 +221,7 @@ class RecallService:
                 # an assistant's passages only for a question that asks the assistant; a query
                 # that names its types gets what it names
                 except_types=() if query.types else unasked_types(text),
+                within=query.said_within,
             ),
             pool=max(self.candidates, query.limit * 2),
         )

@@ -12,11 +12,10 @@ import dataclasses
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from engram.domain.addressee import asks_assistant
-from engram.domain.decomposition import decompose, fuse_parts
+from engram.domain.decomposition import day_windows, decompose, fuse_parts
 from engram.domain.errors import Unprocessable
 from engram.domain.memory_units import PASSAGE_TYPE, collapse, turn_of, unit_refs
 from engram.domain.ranking import Fused, lexical_weight, rrf_fuse
@@ -89,11 +88,11 @@ def shared_limit(plans: Sequence[Plan]) -> int:
 
 def groups(plans: Sequence[Plan], side: Literal["text", "vector_text"]) -> list[list[Plan]]:
     """Plans that search the same text (BM25: `text`, kNN: `vector_text`) with the same
-    visibility at the same instant, leaving out the same types (streams of one turn; a recall
-    "as of" a time searches alone)."""
-    groups: dict[tuple[str, Visibility, datetime, tuple[str, ...]], list[Plan]] = {}
+    visibility at the same instant, leaving out the same types, in the same window (streams of
+    one turn; a recall "as of" a time, or within a day, searches alone)."""
+    groups: dict[tuple[Any, ...], list[Plan]] = {}
     for plan in plans:
-        key = (getattr(plan, side), plan.visibility, plan.where.now, tuple(plan.where.except_types))
+        key = (getattr(plan, side), plan.visibility, plan.where.now, tuple(plan.where.except_types), plan.where.within)
         groups.setdefault(key, []).append(plan)
     return list(groups.values())
 
@@ -132,7 +131,9 @@ async def shared_list(
 
 
 def with_parts(queries: Sequence[RecallQuery]) -> tuple[list[RecallQuery], list[int]]:
-    """The queries followed by the parts of those that name two things (`decomposition`), and
+    """The queries followed by the parts of those that name two things (`decomposition`), those
+    that name a day within that day alone (`decomposition.day_windows`: LoCoMo dev, 12 of the 13
+    questions naming a date or month whose evidence the lists missed had it on that day), and
     for each the index of the query it belongs to. A question to the assistant (`addressee`) is
     also searched among the assistant's passages alone: in the whole lists the user's own units
     on the topic take most places (assistant_chats advice questions, recall@1 up in three seeds
@@ -144,6 +145,9 @@ def with_parts(queries: Sequence[RecallQuery]) -> tuple[list[RecallQuery], list[
             continue
         for part in decompose(query.text):
             expanded.append(dataclasses.replace(query, text=part, query_id=None))
+            owners.append(i)
+        for window in day_windows(query.text) if query.said_within is None else ():
+            expanded.append(dataclasses.replace(query, said_within=window, query_id=None))
             owners.append(i)
         if not query.types and asks_assistant(query.text):
             expanded.append(dataclasses.replace(query, types=(PASSAGE_TYPE,), query_id=None))
