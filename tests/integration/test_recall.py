@@ -815,3 +815,43 @@ async def test_a_query_can_search_the_knn_side_with_a_text_of_its_own(tenant: st
     from engram.domain.errors import Unprocessable
 
     assert isinstance(bad, Unprocessable) and bad.field == "vector_text"
+
+
+async def test_a_question_about_yesterday_finds_what_was_told_that_day(
+    api: Any, auth: Any, tenant: str, services: Any, workers: Any
+) -> None:
+    """ "What did I tell you yesterday?" shares no word with what was told: recall also searches
+    the memories of that day alone (`decomposition.day_windows`, `dates.past_span`), so they
+    reach the top, what was told a week earlier does not."""
+    alice = auth(tenant)
+    now = datetime.now(UTC)
+    told = {
+        "yesterday": await remember(
+            api,
+            alice,
+            title="The plumber fixes the boiler next Tuesday.",
+            valid_from=(now - timedelta(days=1)).isoformat(),
+        ),
+        "a week ago": await remember(
+            api, alice, title="The plumber cleaned the gutters.", valid_from=(now - timedelta(days=8)).isoformat()
+        ),
+    }
+    for n in range(12):  # other memories, said today, that share the question's words
+        told[f"today {n}"] = await remember(api, alice, title=f"Tell me again about idea {n}, did I tell you?")
+    for obs in told.values():
+        await eventually(lambda o=obs: indexed(services, tenant, o["id"]))
+    question = {"query": "What did I tell you yesterday?", "limit": 5}
+    r = await api.post("/api/ai/memory/search", headers=alice, json=question)
+    assert r.status_code == 200, r.text
+    hits = r.json()["hits"]
+    ids = [h["observation"]["id"] for h in hits]
+    # the window's list weighs as the question's: yesterday's memory shares the top with its best match
+    assert told["yesterday"]["id"] in ids[:2], [h["observation"]["title"] for h in hits]
+    assert told["a week ago"]["id"] not in ids[:2]
+    found = next(h for h in hits if h["observation"]["id"] == told["yesterday"]["id"])
+    assert "parts" in found["explanation"]["boosts"]
+    undated = await search_ids(api, alice, "What did I tell you?", limit=5)
+    assert told["yesterday"]["id"] not in undated[:2]  # without the day named, the words win
+    # eight days ago is always in last week (Monday to Sunday, a day either side)
+    week = await search_ids(api, alice, "Worüber haben wir letzte Woche gesprochen?", limit=5)
+    assert told["a week ago"]["id"] in week

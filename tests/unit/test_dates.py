@@ -136,3 +136,27 @@ def test_how_exact_a_plans_day_is() -> None:
     assert plan_when("the doctor next week", SAID) == (date(2025, 2, 9), "span")
     assert plan_when("the doctor tomorrow", SAID) == (date(2025, 2, 3), "day")
     assert plan_when("nothing planned", SAID) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "span"),
+    [
+        ("What did I tell you yesterday?", (date(2026, 12, 6), date(2026, 12, 6))),
+        ("Was habe ich dir gestern erzählt?", (date(2026, 12, 6), date(2026, 12, 6))),
+        ("What did we say the day before yesterday?", (date(2026, 12, 5), date(2026, 12, 5))),
+        ("What did I say two days ago?", (date(2026, 12, 5), date(2026, 12, 5))),
+        ("Was habe ich vor drei Tagen gesagt?", (date(2026, 12, 4), date(2026, 12, 4))),
+        ("What did we discuss a week ago?", (date(2026, 11, 27), date(2026, 12, 3))),  # three days either side
+        ("What did we discuss last week?", (date(2026, 11, 30), date(2026, 12, 6))),  # Monday to Sunday
+        ("Worüber haben wir letzte Woche gesprochen?", (date(2026, 11, 30), date(2026, 12, 6))),
+        ("What did I do last weekend?", (date(2026, 12, 5), date(2026, 12, 6))),
+        ("What did we talk about last month?", (date(2026, 11, 1), date(2026, 11, 30))),
+        ("What should I cook this week?", None),  # may be ahead
+        ("What did I tell you on Monday?", None),
+        ("Tell me about my sister.", None),
+    ],
+)
+def test_a_span_before_today_a_question_names(text: str, span: tuple[date, date] | None) -> None:
+    from engram.domain.dates import past_span
+
+    assert past_span(text, date(2026, 12, 7)) == span  # a Monday

@@ -576,3 +576,17 @@ def test_a_question_that_names_a_day_is_also_searched_within_it() -> None:
     assert with_parts([expanded[2]])[0] == [expanded[2]]
     template = RecallQuery("What happened on 1 May, 2022?", vector_text="events")
     assert with_parts([template])[0] == [template]
+
+
+def test_yesterday_is_the_day_before_the_recalls_instant() -> None:
+    from datetime import UTC, datetime
+
+    asked = RecallQuery("What did I tell you yesterday?")
+    now = datetime(2026, 12, 7, 10, tzinfo=UTC)
+    expanded, _ = with_parts([asked], now)
+    window = (datetime(2026, 12, 5, tzinfo=UTC), datetime(2026, 12, 8, tzinfo=UTC))  # a day either side
+    assert expanded[1:] == [dataclasses.replace(asked, said_within=window)]
+    as_of = dataclasses.replace(asked, as_of=datetime(2026, 3, 2, tzinfo=UTC))  # "yesterday" as of then
+    then = (datetime(2026, 2, 28, tzinfo=UTC), datetime(2026, 3, 3, tzinfo=UTC))
+    assert with_parts([as_of], now)[0][1].said_within == then
+    assert with_parts([asked])[0] == [asked]  # no instant: no relative day

@@ -249,3 +249,44 @@ def _on(year: int, month: int, day: int, latest: bool) -> date | None:
         return date(year, month, calendar.monthrange(year, month)[1] if latest else day)
     except ValueError:
         return None
+
+
+# a span before now a question names ("What did I tell you yesterday?", "letzte Woche"), for recall
+_PAST_SPAN = re.compile(
+    rf"\b(?P<before>the day before yesterday|vorgestern)\b|\b(?P<yesterday>yesterday|gestern|last night)\b"
+    rf"|\b(?:(?P<n>\d{{1,2}}|{_COUNT}) (?P<unit>{_UNIT}) ago|vor (?P<n_de>\d{{1,2}}|{_COUNT}) (?P<unit_de>{_UNIT}))\b"
+    r"|\b(?:last|previous|letzte[nrs]?|vorige[nrs]?|vergangene[nrs]?)"
+    r" (?P<span>week|weekend|month|woche|wochenende|monat)\b",
+    re.IGNORECASE,
+)
+
+
+def past_span(text: str, today: date) -> tuple[date, date] | None:
+    """The days [first, last] before `today` that a question names by a relative phrase:
+    yesterday / gestern / last night, the day before yesterday / vorgestern, N days or weeks ago
+    / vor N Tagen (that day; a week ago within three days either side), last week / letzte Woche
+    (Monday to Sunday), last weekend, last month / letzten Monat (the calendar month); None for
+    any other text. "this week" or a weekday may mean days ahead, so they name none."""
+    found = _PAST_SPAN.search(text)
+    if found is None:
+        return None
+    if found.group("before"):
+        return today - timedelta(days=2), today - timedelta(days=2)
+    if found.group("yesterday"):
+        return today - timedelta(days=1), today - timedelta(days=1)
+    if count := found.group("n") or found.group("n_de"):
+        n = int(count) if count.isdigit() else _COUNTS[count.lower()]
+        unit = _UNITS[(found.group("unit") or found.group("unit_de")).lower()]
+        if unit == "month":
+            at = _months_later(today, -n)
+            return at - timedelta(days=15), at + timedelta(days=15)
+        at = today - timedelta(days=n * (7 if unit == "week" else 1))
+        return (at, at) if unit == "day" else (at - timedelta(days=3), at + timedelta(days=3))
+    span = _SPANS[found.group("span").lower()]
+    monday = today - timedelta(days=today.weekday())
+    if span == "month":
+        last = today.replace(day=1) - timedelta(days=1)
+        return last.replace(day=1), last
+    if span == "weekend":
+        return monday - timedelta(days=2), monday - timedelta(days=1)
+    return monday - timedelta(days=7), monday - timedelta(days=1)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Hashable, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TypeVar
 
-from engram.domain.dates import MONTH_PATTERN, MONTHS, mentioned_dates
+from engram.domain.dates import MONTH_PATTERN, MONTHS, mentioned_dates, past_span
 from engram.domain.ranking import DATE_SLACK_DAYS, RRF_K
 
 T = TypeVar("T")
@@ -162,18 +162,21 @@ _MONTH_YEAR = re.compile(rf"\b({MONTH_PATTERN})\.?,?\s+((?:19|20)\d\d)\b", re.IG
 MAX_WINDOWS = 2  # a question's days searched on their own
 
 
-def day_windows(text: str) -> list[tuple[datetime, datetime]]:
+def day_windows(text: str, today: date | None = None) -> list[tuple[datetime, datetime]]:
     """The times a question names as windows [start, end) in UTC: each full date with
-    `DATE_SLACK_DAYS` either side (time zones), else each month and year as the whole month;
-    at most `MAX_WINDOWS`. "What did Nate make on 9 November, 2022?" asks for a memory of that
-    day whose words need not match the question's: recall also searches the day alone
-    (`recall_plan.with_parts`), where the date support (`ranking.date_support`) can only lift
-    what the whole lists already hold."""
+    `DATE_SLACK_DAYS` either side (time zones), else each month and year as the whole month,
+    else a span before `today` it names ("What did I tell you yesterday?", "letzte Woche":
+    `dates.past_span`, with the same slack); at most `MAX_WINDOWS`. "What did Nate make on 9
+    November, 2022?" asks for a memory of that day whose words need not match the question's:
+    recall also searches the day alone (`recall_plan.with_parts`), where the date support
+    (`ranking.date_support`) can only lift what the whole lists already hold."""
     slack = timedelta(days=DATE_SLACK_DAYS)
     days = [(d - slack, d + slack + timedelta(days=1)) for d in mentioned_dates(text)]
     if not days:
         for found in _MONTH_YEAR.finditer(text):
             month, year = MONTHS[found.group(1).lower()], int(found.group(2))
             days.append((date(year, month, 1), date(year + month // 12, month % 12 + 1, 1)))
+    if not days and today is not None and (span := past_span(text, today)) is not None:
+        days.append((span[0] - slack, span[1] + slack + timedelta(days=1)))
     windows = dict.fromkeys((datetime.combine(a, time(), UTC), datetime.combine(b, time(), UTC)) for a, b in days)
     return list(windows)[:MAX_WINDOWS]

@@ -147,7 +147,7 @@ class RecallService:
         ahead: Awaitable[Mapping[str, Vector]] | None,
     ) -> list[RecallResult | Exception]:
         require(principal, Permission.read_observation)
-        expanded, owners = with_parts(queries)  # a question that names two things: its parts too
+        expanded, owners = with_parts(queries, self.clock())  # a question that names two things: its parts too
         results = merge_parts(queries, owners, await self._search_many(principal, expanded, ahead))
         for query, result in zip(queries, results, strict=True):
             if isinstance(result, RecallResult):

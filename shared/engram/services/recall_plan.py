@@ -12,6 +12,7 @@ import dataclasses
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from engram.domain.addressee import asks_assistant
@@ -130,11 +131,12 @@ async def shared_list(
     return lists
 
 
-def with_parts(queries: Sequence[RecallQuery]) -> tuple[list[RecallQuery], list[int]]:
+def with_parts(queries: Sequence[RecallQuery], now: datetime | None = None) -> tuple[list[RecallQuery], list[int]]:
     """The queries followed by the parts of those that name two things (`decomposition`), those
     that name a day within that day alone (`decomposition.day_windows`: LoCoMo dev, 12 of the 13
-    questions naming a date or month whose evidence the lists missed had it on that day), and
-    for each the index of the query it belongs to. A question to the assistant (`addressee`) is
+    questions naming a date or month whose evidence the lists missed had it on that day; a day
+    before `now`, "yesterday", counts from the query's instant), and for each the index of the
+    query it belongs to. A question to the assistant (`addressee`) is
     also searched among the assistant's passages alone: in the whole lists the user's own units
     on the topic take most places (assistant_chats advice questions, recall@1 up in three seeds
     of three; bench/RESULTS.md part 18). A query that names its types, and a stream's query with
@@ -146,7 +148,8 @@ def with_parts(queries: Sequence[RecallQuery]) -> tuple[list[RecallQuery], list[
         for part in decompose(query.text):
             expanded.append(dataclasses.replace(query, text=part, query_id=None))
             owners.append(i)
-        for window in day_windows(query.text) if query.said_within is None else ():
+        asked = query.as_of or now  # "yesterday" is the day before the recall's instant
+        for window in day_windows(query.text, asked.date() if asked else None) if query.said_within is None else ():
             expanded.append(dataclasses.replace(query, said_within=window, query_id=None))
             owners.append(i)
         if not query.types and asks_assistant(query.text):
