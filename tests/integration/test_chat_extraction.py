@@ -357,6 +357,9 @@ async def test_an_ended_session_gets_a_summary_that_is_recallable(
     (obs,) = await eventually(summary_observation)
     assert obs["type"] == "context" and obs["title"].startswith("Session summary: Abrechnung von")
     assert "Learned: Quartalsweise ab Januar" in obs["narrative"] and obs["scope"] == "private"
+    async with services.db.tenant(tenant) as conn:  # valid from when the session started
+        started = await conn.fetchval("SELECT created_at FROM sessions WHERE id = $1", session_id)
+    assert obs["valid_from"] == started
 
 
 async def test_a_session_whose_summary_cannot_be_made_is_failed(

@@ -345,6 +345,9 @@ def test_offline_summary_and_its_recallable_observation() -> None:
     draft = summary_draft(summary, ORIGIN, session)
     assert draft.type == "context" and draft.key == f"session-summary:{session}"
     assert draft.title.startswith("Session summary: Wie rechnen wir") and "Learned:" in draft.narrative
+    # valid from when the session started: a question about that day searches within it
+    started = datetime(2026, 12, 6, 18, tzinfo=UTC)
+    assert summary_draft(summary, ORIGIN, session, started).valid_from == started
 
 
 @pytest.mark.parametrize(

@@ -416,10 +416,12 @@ def offline_summary(turns: Sequence[Turn], language: str) -> SummaryOutput:
     )
 
 
-def summary_draft(summary: SummaryOutput, origin: Origin, session_id: uuid.UUID) -> ObservationDraft:
-    """Summaries are recallable like observations: one `context` observation per session, keyed
-    (`session_summary`: the narrative's layout and what of it is searched). The model that wrote
-    it is the session summary's own record (`generated_by_model`), not a word to search by."""
+def summary_draft(
+    summary: SummaryOutput, origin: Origin, session_id: uuid.UUID, started: datetime | None = None
+) -> ObservationDraft:
+    """One `context` observation per session, keyed (`session_summary`: the narrative's layout and
+    what of it is searched), valid from when the session `started` ("What did we talk about
+    yesterday?" finds it within that day). Its model is the summary's record, not a search word."""
     sections = [
         ("Request", summary.request),
         ("Investigated", summary.investigated),
@@ -444,4 +446,5 @@ def summary_draft(summary: SummaryOutput, origin: Origin, session_id: uuid.UUID)
         trigger_source=TriggerSource.chat,
         provenance=Provenance(session_id=session_id, source_event_id=origin.event_id),
         said_at=origin.said_at,
+        valid_from=started,
     )

@@ -432,7 +432,7 @@ class ChatExtractor:
         if user:
             origin = Origin(tenant, user, session.id, None, meta.id, said_at=meta.said_by(datetime.now(UTC)))
             author = extractor_for(tenant, user, may_store_sensitive=False)
-            drafts = permitted(author, self._typed([summary_draft(summary, origin, session.id)]))
+            drafts = permitted(author, self._typed([summary_draft(summary, origin, session.id, session.created_at)]))
             units = self._units(tenant, user, session, session.chat_id or data.chat_id or session.id, messages)
         return Extracted(
             drafts,
