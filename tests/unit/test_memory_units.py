@@ -590,3 +590,35 @@ def test_yesterday_is_the_day_before_the_recalls_instant() -> None:
     then = (datetime(2026, 2, 28, tzinfo=UTC), datetime(2026, 3, 3, tzinfo=UTC))
     assert with_parts([as_of], now)[0][1].said_within == then
     assert with_parts([asked])[0] == [asked]  # no instant: no relative day
+
+
+async def test_streams_searched_together_within_a_day_keep_the_window() -> None:
+    """Two streams of one turn that search the same text within the same day share one search
+    (`recall_plan.shared_list`), and that search keeps the window."""
+    from engram.domain.scopes import Visibility
+    from engram.domain.search import Ranked, SearchFilter
+    from engram.services.recall_plan import Plan, groups, shared_list
+
+    window = (datetime(2026, 12, 5, tzinfo=UTC), datetime(2026, 12, 8, tzinfo=UTC))
+    now = datetime(2026, 12, 7, tzinfo=UTC)
+    seen: list[SearchFilter] = []
+
+    async def search(_: Visibility, __: str, where: SearchFilter, limit: int) -> list[Ranked]:
+        seen.append(where)
+        return []
+
+    plans = [
+        Plan(
+            query=RecallQuery("What did I tell you yesterday?", types=(t,), said_within=window),
+            text="What did I tell you yesterday?",
+            vector_text="What did I tell you yesterday?",
+            visibility=Visibility("t", "u", frozenset(), False),
+            where=SearchFilter(now=now, types=(t,), within=window),
+            pool=10,
+        )
+        for t in ("fact", "event")
+    ]
+    plain = dataclasses.replace(plans[0], where=SearchFilter(now=now, types=("fact",)))
+    assert [len(g) for g in groups([*plans, plain], "text")] == [2, 1]  # a window searches apart
+    await shared_list(plans, plans[0].text, search)
+    assert seen and all(w.within == window for w in seen)

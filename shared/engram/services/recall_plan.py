@@ -118,7 +118,7 @@ async def shared_list(
     if all(p.query.types for p in group):
         union = tuple(dict.fromkeys(t for p in group for t in p.query.types))
     limit = shared_limit(group)
-    where = SearchFilter(now=first.where.now, types=union, except_types=first.where.except_types)
+    where = dataclasses.replace(first.where, types=union)  # the group's instant, exclusions and window
     shared = await search(first.visibility, text, where, limit)
     complete = len(shared) < limit  # nothing was cut: every matching entry is in the list
     lists = []
