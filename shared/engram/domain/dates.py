@@ -185,16 +185,22 @@ def _relative_day(found: re.Match[str], said: date) -> tuple[date, str]:
     if found.group("today"):
         return said, DAY
     if count := found.group("count"):
-        n = int(count) if count.isdigit() else _COUNTS[count.lower()]
-        unit = _UNITS[found.group("unit").lower()]
-        at = _months_later(said, n) if unit == "month" else said + timedelta(days=n * (7 if unit == "week" else 1))
-        return at, DAY
+        return _counted(said, count, found.group("unit"))[0], DAY
     span = _SPANS[found.group("span").lower()]
     later = 0 if found.group("this") else 1
     if span == "month":
         end = _months_later(said, later)
         return date(end.year, end.month, calendar.monthrange(end.year, end.month)[1]), SPAN
     return said + timedelta(days=6 - said.weekday() + 7 * later), SPAN  # the week's (or weekend's) Sunday
+
+
+def _counted(day: date, count: str, unit: str, later: bool = True) -> tuple[date, str]:
+    """`day` moved by a counted span ("in two weeks", "drei Tage", "3 months"), later or earlier,
+    and the span's unit ("day", "week", "month")."""
+    n = (1 if later else -1) * (int(count) if count.isdigit() else _COUNTS[count.lower()])
+    span = _UNITS[unit.lower()]
+    at = _months_later(day, n) if span == "month" else day + timedelta(days=n * (7 if span == "week" else 1))
+    return at, span
 
 
 def _months_later(said: date, months: int) -> date:
@@ -275,13 +281,9 @@ def past_span(text: str, today: date) -> tuple[date, date] | None:
     if found.group("yesterday"):
         return today - timedelta(days=1), today - timedelta(days=1)
     if count := found.group("n") or found.group("n_de"):
-        n = int(count) if count.isdigit() else _COUNTS[count.lower()]
-        unit = _UNITS[(found.group("unit") or found.group("unit_de")).lower()]
-        if unit == "month":
-            at = _months_later(today, -n)
-            return at - timedelta(days=15), at + timedelta(days=15)
-        at = today - timedelta(days=n * (7 if unit == "week" else 1))
-        return (at, at) if unit == "day" else (at - timedelta(days=3), at + timedelta(days=3))
+        at, unit = _counted(today, count, found.group("unit") or found.group("unit_de"), later=False)
+        slack = timedelta(days={"day": 0, "week": 3, "month": 15}[unit])
+        return at - slack, at + slack
     span = _SPANS[found.group("span").lower()]
     monday = today - timedelta(days=today.weekday())
     if span == "month":
