@@ -318,6 +318,7 @@ def _conversation(
         plan[rng.randint(1, sessions)].append((fact, "mention"))
     conversation: dict[str, Any] = {"speaker_a": p.user, "speaker_b": p.assistant}
     when = START + timedelta(days=rng.randint(0, 20))
+    said: dict[str, date] = {}  # each session's day, by its turns' prefix ("D3")
     for s in range(1, sessions + 1):
         turns = _session(rng, p, plan[s], forms)
         for i, turn in enumerate(turns, 1):
@@ -334,11 +335,8 @@ def _conversation(
                     turn.fact.answered.add(turn.dia_id)
         conversation[f"session_{s}"] = [{"speaker": t.speaker, "dia_id": t.dia_id, "text": t.text} for t in turns]
         conversation[f"session_{s}_date_time"] = locomo_date(when)
+        said[f"D{s}"] = when.date()
         when += timedelta(days=rng.randint(3, 12), minutes=rng.randint(0, 600))
-    said = {
-        f"D{n}": datetime.strptime(conversation[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y").date()
-        for n in range(1, sessions + 1)
-    }
     qa = _questions(rng, p, facts) + (_requests(asks, p, facts, said) if asks is not None else [])
     return {"sample_id": sample_id, "conversation": conversation, "qa": qa}
 
