@@ -93,7 +93,7 @@ class PreparedTurn:
     history: list[Message]
     stable: list[Observation]
     stable_hash: str
-    zone: tzinfo  # the user's time zone: the request's, else the deployment's
+    zone: tzinfo  # the user's time zone: the request's, else the one they named last, else the deployment's
     decision: RoutingDecision
     recall: Recall | None
     started: float
