@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench._common import ids_for, repeatable_ids
+from bench.chat_path import reset_tenant
 from bench.locomo import CollectingBus, index_events
 from engram.adapters.embedders import build_embedder
 from engram.adapters.pgvector_index import PgVectorIndex
@@ -110,12 +111,6 @@ def subsample(ids: list[str], limit: int | None) -> list[str]:
     return [ids[int(i * step)] for i in range(limit)]
 
 
-async def clear(db: Database, tenant: str) -> None:
-    async with db.tenant(tenant) as conn:  # a fresh store per run; the embedding cache stays
-        await conn.execute("DELETE FROM observations")
-        await conn.execute("DELETE FROM search_stats")
-
-
 async def store(db: Database, indexer: Indexer, tenant: str, paragraphs: list[Paragraph]) -> None:
     bus = CollectingBus()
     async with PgUnitOfWork(db, bus).tenant(tenant) as tx:
@@ -134,7 +129,7 @@ async def evaluate(db: Database, args: argparse.Namespace) -> dict[str, Any]:
     ids = subsample([q for q in data["en"][1] if q in data["de"][1]], args.limit)
     t0 = time.perf_counter()
     for lang in LANGUAGES:  # all of them before any is written (`repeatable_ids`)
-        await clear(db, f"xquad-{lang}")
+        await reset_tenant(db, f"xquad-{lang}")  # a fresh store per run; the embedding cache stays
     for lang in LANGUAGES:
         ids_for(lang)
         await store(db, indexer, f"xquad-{lang}", data[lang][0])
