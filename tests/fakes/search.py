@@ -42,7 +42,8 @@ def visible(doc: IndexDocument, visibility: Visibility, where: SearchFilter) -> 
         doc.expires_at is not None and doc.expires_at <= where.now
     ):
         return False
-    if where.within is not None and (doc.valid_from is None or not where.within[0] <= doc.valid_from < where.within[1]):
+    dated = doc.valid_from or doc.said_at  # a window holds a memory by when it holds from, else when said
+    if where.within is not None and (dated is None or not where.within[0] <= dated < where.within[1]):
         return False
     owner = visibility.user_id is not None and doc.user_id == visibility.user_id
     scope = Scope(doc.scope)

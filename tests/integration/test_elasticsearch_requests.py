@@ -192,6 +192,7 @@ async def test_template_index_and_bulk_requests(es: Any) -> None:
             "language": "english",
             "valid_from": None,
             "expires_at": None,
+            "said_at": "2026-01-02T03:04:05.600000+00:00",  # no valid-from time: a day window dates it by this
             "revision": "2026-01-02T03:04:05.600000+00:00",
             "title": "Tea\ndrinks",
             "body": "Green tea only",
@@ -204,11 +205,13 @@ async def test_template_index_and_bulk_requests(es: Any) -> None:
 
 
 async def test_an_index_made_before_the_passage_field_gets_it(es: Any) -> None:
-    """A tenant's index made from the template before passages had a field of their own (its
-    mapping is strict) gets the field on the first write, and the passage is indexed in it."""
+    """A tenant's index made from the template before passages had a field of their own and
+    before `said_at` (its mapping is strict) gets the fields on the first write, and the passage
+    is indexed in it."""
     fake, index = es
     old = index_template(4)
     del old["template"]["mappings"]["properties"]["passage"]
+    del old["template"]["mappings"]["properties"]["said_at"]
     name = index_name("acme")
     await index.client.indices.put_index_template(
         name="engram-observations", index_patterns=old["index_patterns"], template=old["template"]
@@ -220,7 +223,7 @@ async def test_an_index_made_before_the_passage_field_gets_it(es: Any) -> None:
     obs = stored(draft, NOW)
     await index.upsert("acme", [index_document(obs, np.array([0.6, 0.8, 0, 0], dtype=np.float32))])
     (mapping,) = fake.requests_to("PUT", f"/{name}/_mapping")
-    assert set(mapping.body["properties"]) == {"passage"}
+    assert set(mapping.body["properties"]) == {"passage", "said_at"}
     (bulk,) = fake.requests_to("PUT", "/_bulk")
     assert bulk.body[1]["passage"] == "Assistant: keep herbs in water" and "title" not in bulk.body[1]
     assert fake.indices[name].docs[str(obs.id)].source["passage"] == "Assistant: keep herbs in water"

@@ -155,20 +155,46 @@ async def test_hidden_ids_types_and_time_filters(index: Any, db: Any, tenant: st
 
 async def test_a_window_keeps_the_memories_of_its_days(index: Any, db: Any, tenant: str) -> None:
     """A question that names a day is also searched within it (`SearchFilter.within`): only
-    memories whose valid-from time falls in the window, none without one."""
+    memories whose valid-from time falls in the window, or, without one, that were said in it
+    (a fact told in a chat, a "remember this" click: `IndexDocument.said_at`)."""
     day = datetime(2025, 3, 5, 18, 30, tzinfo=UTC)
     drafts = [
         draft(tenant, "marmalade on the day", valid_from=day),
         draft(tenant, "marmalade a week later", valid_from=day + timedelta(days=7)),
-        draft(tenant, "marmalade undated"),
+        draft(tenant, "marmalade undated"),  # said now, years after the window
+        draft(tenant, "marmalade told that day", said_at=day + timedelta(hours=3)),
+        # a valid-from time outside the window is when it holds: when it was said does not count
+        draft(tenant, "marmalade told then of later", valid_from=day + timedelta(days=7), said_at=day),
     ]
-    on_day, later, undated = (str(o.id) for o in await put(index, db, drafts))
+    on_day, later, undated, told, told_of_later = (str(o.id) for o in await put(index, db, drafts))
     window = SearchFilter(now=datetime.now(UTC), within=(day - timedelta(days=1), day + timedelta(days=1)))
-    assert await lexical_ids(index, vis(tenant), "marmalade", window) == [on_day]
-    assert await vector_ids(index, vis(tenant), "marmalade a week later", window) == [on_day]
-    assert set(await lexical_ids(index, vis(tenant), "marmalade")) == {on_day, later, undated}
+    assert set(await lexical_ids(index, vis(tenant), "marmalade", window)) == {on_day, told}
+    assert set(await vector_ids(index, vis(tenant), "marmalade a week later", window)) == {on_day, told}
+    assert set(await lexical_ids(index, vis(tenant), "marmalade")) == {on_day, later, undated, told, told_of_later}
     start = SearchFilter(now=datetime.now(UTC), within=(day, day + timedelta(days=7)))  # [start, end)
-    assert await lexical_ids(index, vis(tenant), "marmalade", start) == [on_day]
+    assert set(await lexical_ids(index, vis(tenant), "marmalade", start)) == {on_day, told}
+    # when it was said is for windows only: in force at an instant before it, as before
+    assert told in await lexical_ids(index, vis(tenant), "marmalade", SearchFilter(now=day - timedelta(days=30)))
+
+
+async def test_pgvector_a_window_scores_its_memories_as_the_whole_search_does(db: Any, tenant: str) -> None:
+    """A window's BM25 list reads the window's documents first (`pgvector_bm25`): the same
+    scores, in the same order, as the search without the window gives them."""
+    from engram.adapters.pgvector_index import PgVectorIndex
+
+    index = PgVectorIndex(db, DIMS)
+    day = datetime(2025, 3, 5, tzinfo=UTC)
+    texts = ["orange marmalade recipe", "marmalade", "orange juice and toast", "toast with marmalade and butter"]
+    drafts = [draft(tenant, text, valid_from=day + timedelta(hours=i)) for i, text in enumerate(texts)]
+    drafts.append(draft(tenant, "orange marmalade the week after", valid_from=day + timedelta(days=8)))
+    await put(index, db, drafts)
+    window = SearchFilter(now=datetime.now(UTC), within=(day, day + timedelta(days=1)))
+    whole = await index.lexical(vis(tenant), "orange marmalade", now(), 50)
+    within = await index.lexical(vis(tenant), "orange marmalade", window, 50)
+    in_day = [r for r in whole if r.id in {x.id for x in within}]
+    assert len(within) == 4 and [(r.id, r.type) for r in within] == [(r.id, r.type) for r in in_day]
+    assert [r.score for r in within] == pytest.approx([r.score for r in in_day])
+    assert [r.coverage for r in within] == pytest.approx([r.coverage for r in in_day])
 
 
 async def test_delete_and_revisions(index: Any, db: Any, tenant: str) -> None:

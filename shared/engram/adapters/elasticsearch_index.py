@@ -12,7 +12,8 @@ search, not after it); recall fuses them client-side with RRF (k = 60) because
 `retriever.rrf` request instead (licensed clusters). An assistant's passages (type
 `memory_units.PASSAGE_TYPE`) keep their words in a text field of their own, `passage`: BM25's
 statistics are per field, so a search that leaves them out ranks as if there were none, as on
-PostgreSQL (migration 0017). An index made before that field gets it added on first use.
+PostgreSQL (migration 0017). A day window holds a document by `valid_from`, else by `said_at`
+(migration 0021). An index made before those fields gets them added on first use.
 
 Tested at the HTTP transport level against a fake server; it has not run against a live
 cluster yet.
@@ -67,6 +68,11 @@ def text_fields(document: IndexDocument) -> dict[str, str]:
     return {"title": document.title, "body": document.body}
 
 
+def added_fields() -> dict[str, Any]:
+    """The fields added to the template after its first release: an index made before gets them on first use."""
+    return {"passage": _text_field(), "said_at": {"type": "date"}}
+
+
 def index_template(dimensions: int) -> dict[str, Any]:
     """One shard per tenant index, and a replica of it once the cluster has a second node
     (`auto_expand_replicas` 0-1): a single node stays green, three nodes keep every document on
@@ -88,6 +94,7 @@ def index_template(dimensions: int) -> dict[str, Any]:
                     "language": {"type": "keyword"},
                     "valid_from": {"type": "date"},
                     "expires_at": {"type": "date"},
+                    "said_at": {"type": "date"},
                     "revision": {"type": "date"},
                     "title": _text_field(),
                     "body": _text_field(),
@@ -155,9 +162,13 @@ def visibility_filter(visibility: Visibility, where: SearchFilter) -> list[dict[
         clauses.append({"terms": {"type": list(where.types)}})
     if where.except_types:
         clauses.append({"bool": {"must_not": [{"terms": {"type": list(where.except_types)}}]}})
-    if where.within is not None:
+    if where.within is not None:  # by the valid-from time, else when it was said (`IndexDocument.said_at`)
         start, end = (t.astimezone(UTC).isoformat() for t in where.within)
-        clauses.append({"range": {"valid_from": {"gte": start, "lt": end}}})
+        dated = {"gte": start, "lt": end}
+        undated = {
+            "bool": {"must_not": [{"exists": {"field": "valid_from"}}], "filter": [{"range": {"said_at": dated}}]}
+        }
+        clauses.append({"bool": {"should": [{"range": {"valid_from": dated}}, undated], "minimum_should_match": 1}})
     if visibility.hidden_ids:
         clauses.append({"bool": {"must_not": [{"ids": {"values": sorted(visibility.hidden_ids)}}]}})
     return clauses
@@ -235,8 +246,8 @@ class ElasticsearchIndex:
             except Exception as exc:  # a concurrent worker created it first
                 if "resource_already_exists_exception" not in str(exc):
                     raise
-        else:  # made before the `passage` field: adding a field to a mapping is allowed, and idempotent
-            await self.client.indices.put_mapping(index=name, properties={"passage": _text_field()})
+        else:  # made before the `passage` or `said_at` field: adding fields to a mapping is allowed, and idempotent
+            await self.client.indices.put_mapping(index=name, properties=added_fields())
         self._indices.add(name)
         return name
 
@@ -267,6 +278,7 @@ class ElasticsearchIndex:
                         "language": d.language,
                         "valid_from": _iso(d.valid_from),
                         "expires_at": _iso(d.expires_at),
+                        "said_at": _iso(d.said_at),
                         "revision": _iso(d.revision),
                         **text_fields(d),
                         "embedding": [float(x) for x in d.embedding.tolist()],

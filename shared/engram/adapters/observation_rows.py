@@ -236,5 +236,10 @@ def search_filter_sql(where: SearchFilter, params: list[Any], alias: str) -> str
     if where.within is not None:
         params.extend(where.within)
         start, end = f"${len(params) - 1}::timestamptz", f"${len(params)}::timestamptz"
-        clause += f" AND {a}valid_from >= {start} AND {a}valid_from < {end}"
+        # search_documents only (migration 0021: said_at is set only without a valid_from; two
+        # ranges, each on an index of its own, as a COALESCE would not be under row-level security)
+        clause += (
+            f" AND (({a}valid_from >= {start} AND {a}valid_from < {end})"
+            f" OR ({a}said_at >= {start} AND {a}said_at < {end} AND {a}valid_from IS NULL))"
+        )
     return clause

@@ -10,6 +10,7 @@ term, impact) index with the visibility filter applied in that scan: all of them
 below `exact_below` documents (exact BM25), at most `postings_per_term` in larger ones, so
 the cost stays bounded (top-k per term, the usual impact-ordered approximation). That index
 carries the filter's columns (migration 0013), so the scan is index-only: no table page per posting.
+A search within a day window reads the window's documents first (`pgvector_bm25`).
 
 Vector: cosine distance on pgvector, over half-precision vectors (`halfvec`, migration 0014:
 half the bytes of `vector`, the same ranking for unit vectors). A tenant below `exact_below`
@@ -43,22 +44,20 @@ import numpy as np
 import structlog
 
 from engram.adapters.observation_rows import search_filter_sql, visibility_sql
+from engram.adapters.pgvector_bm25 import SEARCH_CONFIGS, lexical_statement
 from engram.adapters.pgvector_writes import INSERT_DOCUMENTS, INSERT_POSTINGS
 from engram.adapters.postgres import Connection, Database, vector_literal
 from engram.adapters.unit_of_work import connection_of
-from engram.domain.ranking import query_words
 from engram.domain.scopes import Visibility
 from engram.domain.search import IndexDocument, Ranked, SearchFilter, SearchPlan, Vector
 from engram.ports import TenantSearch, TenantTx
 
 log = structlog.get_logger(__name__)
 
-SEARCH_CONFIGS = ("english", "german")
 GRAPH_RETRY_SECONDS = 60.0
 HALF_MAX = 65504.0  # the largest float16: search_documents stores halfvec (migration 0014)
 GRAPH_LOCK_TIMEOUT = "10s"
 WARM_SECONDS = 300.0  # a tenant's graph is warmed at most this often per process
-BM25_IDF_SQL = "ln(1 + ((SELECT docs FROM n) - {df} + 0.5) / ({df}::float8 + 0.5))"  # `ranking.bm25_idf`
 GRAPH_BUILD_SECONDS = 6 * 3600.0  # the client's wait for a build (asyncpg's None means the pool's 60 s)
 
 
@@ -197,6 +196,7 @@ class PgVectorIndex:
                 "type": d.type,
                 "valid_from": d.valid_from.isoformat() if d.valid_from else None,
                 "expires_at": d.expires_at.isoformat() if d.expires_at else None,
+                "said_at": d.said_at.isoformat() if d.said_at else None,
                 "revision": d.revision.isoformat(),
                 "language": d.language if d.language in SEARCH_CONFIGS else "english",
                 "title": d.title,
@@ -305,49 +305,15 @@ class PgVectorIndex:
         limit: int,
         plan: SearchPlan | None = None,
     ) -> list[Ranked]:
-        params: list[Any] = [visibility.tenant_id, text]
-        vis = visibility_sql(visibility, params, "s", id_column="observation_id")
-        flt = search_filter_sql(where, params, "s")
-        params.extend([self.exact_below, self.postings_per_term, limit, query_words(text)])
-        exact, m, k, words = (f"${len(params) - i}" for i in (3, 2, 1, 0))
-        if plan is None:
-            docs = "coalesce((SELECT bm25_docs FROM search_stats WHERE tenant_id = $1), 0)::float8"
-        else:
-            params.append(plan.bm25_docs)
-            docs = f"${len(params)}::float8"
-        configs = " UNION ".join(f"SELECT lexeme FROM unnest(to_tsvector('{c}', $2::text))" for c in SEARCH_CONFIGS)
-        stems = " || ".join(f"tsvector_to_array(to_tsvector('{c}', w))" for c in SEARCH_CONFIGS)
-        stop = " OR ".join(f"to_tsvector('{c}', w) = ''::tsvector" for c in SEARCH_CONFIGS)
-
-        # document frequencies come from `search_term_stats` (kept exact by triggers on the
-        # postings), not from counting each query term's postings
-        sql = f"""
-        WITH q AS (SELECT DISTINCT lexeme AS term FROM ({configs}) x),
-        n AS (SELECT {docs} AS docs),
-        qi AS MATERIALIZED (
-          SELECT q.term, {BM25_IDF_SQL.format(df="ts.doc_freq")} AS idf
-          FROM q JOIN search_term_stats ts ON ts.tenant_id = $1 AND ts.term = q.term
-          WHERE ts.doc_freq > 0
-        ),
-        -- the query's weight (`ranking.lexical_weight`): its words' idf, at df 0 if no memory has them
-        qw AS (SELECT {stems} AS stems FROM unnest({words}::text[]) w WHERE NOT ({stop})),
-        qm AS MATERIALIZED (
-          SELECT coalesce(sum({BM25_IDF_SQL.format(df="df")}), 0)::float8 AS mass FROM (
-            SELECT coalesce((SELECT min(ts.doc_freq) FROM search_term_stats ts WHERE ts.tenant_id = $1
-              AND ts.term = ANY(qw.stems) AND ts.doc_freq > 0), 0) AS df FROM qw) x
+        sql, params = lexical_statement(
+            visibility,
+            text,
+            where,
+            limit,
+            exact_below=self.exact_below,
+            postings_per_term=self.postings_per_term,
+            plan=plan,
         )
-        SELECT p.observation_id::text AS id, min(p.type) AS type, sum(qi.idf * p.impact)::float8 AS score,
-          (SELECT mass FROM qm) AS mass
-        FROM qi CROSS JOIN LATERAL (
-          SELECT s.observation_id, s.impact, s.type FROM search_terms s
-          WHERE s.tenant_id = $1 AND s.term = qi.term AND {vis} AND {flt}
-          ORDER BY s.impact DESC
-          LIMIT CASE WHEN (SELECT docs FROM n) < {exact} THEN NULL ELSE {m}::bigint END
-        ) p
-        GROUP BY p.observation_id
-        ORDER BY score DESC, id
-        LIMIT {k}
-        """
         rows = await conn.fetch(sql, *params)
         return [Ranked(r["id"], r["score"], r["type"], r["score"] / r["mass"] if r["mass"] else None) for r in rows]
 

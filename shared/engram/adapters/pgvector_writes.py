@@ -11,17 +11,17 @@ BODY_WEIGHT = 0.5  # narrative and discovery tokens count half of headline ones
 
 INSERT_DOCUMENTS = f"""
 INSERT INTO search_documents (observation_id, tenant_id, user_id, team_ids, scope, type, valid_from, expires_at,
-                              revision, doc_length, language, dims, embedding)
+                              said_at, revision, doc_length, language, dims, embedding)
 SELECT d.id, $1, d.user_id, ARRAY(SELECT jsonb_array_elements_text(d.team_ids)), d.scope, d.type,
-       d.valid_from, d.expires_at, d.revision,
+       d.valid_from, d.expires_at, d.said_at, d.revision,
        round(coalesce((SELECT sum(cardinality(t.positions))
                        FROM unnest(to_tsvector(d.language::regconfig, d.title)) t), 0)
            + {BODY_WEIGHT} * coalesce((SELECT sum(cardinality(t.positions))
                                        FROM unnest(to_tsvector(d.language::regconfig, d.body)) t), 0))::integer,
        d.language, d.dims, d.embedding::halfvec
 FROM jsonb_to_recordset($2::jsonb) AS d(id uuid, user_id text, team_ids jsonb, scope text, type text,
-     valid_from timestamptz, expires_at timestamptz, revision timestamptz, language text, title text, body text,
-     dims integer, embedding text)
+     valid_from timestamptz, expires_at timestamptz, said_at timestamptz, revision timestamptz, language text,
+     title text, body text, dims integer, embedding text)
 """
 
 INSERT_POSTINGS = f"""

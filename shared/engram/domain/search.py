@@ -42,6 +42,9 @@ class IndexDocument:
     body: str  # weighted lower (narrative and facts)
     language: str
     embedding: Vector = field(repr=False)
+    # when a memory without a valid-from time was said (`Observation.said`), None when it has one:
+    # a day window (`SearchFilter.within`) holds a memory by its valid-from time, else by this
+    said_at: datetime | None = None
 
     @property
     def id(self) -> str:
@@ -107,6 +110,7 @@ def index_document(obs: Observation, embedding: Vector) -> IndexDocument:
         body=body,
         language=search_config(detect_language(f"{title}\n{body}")),
         embedding=embedding,
+        said_at=None if obs.valid_from else obs.said,
     )
 
 
@@ -125,7 +129,7 @@ class Ranked:
 class SearchFilter:
     """Everything a search filters on besides visibility: the types it keeps (all if empty), the
     types it leaves out, the instant of the search, and the window [start, end) the memories'
-    valid-from time must fall in (None: any; a memory without one is outside every window)."""
+    valid-from time, else when they were said (`IndexDocument.said_at`), must fall in (None: any)."""
 
     now: datetime
     types: Sequence[str] = ()
