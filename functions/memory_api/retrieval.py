@@ -14,6 +14,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.bootstrap import recall_service
+from engram.domain.dates import names_past_span
 from engram.domain.observation import Observation
 from engram.domain.periods import WITHIN_PATTERN, parse_within
 from engram.domain.recall import RecallQuery
@@ -60,6 +61,11 @@ class SearchRequest(BaseModel):
     as_of: datetime | None = Field(
         default=None,
         description="what was valid then (superseded versions included); a later time than now answers as now",
+    )
+    time_zone: TimeZoneName | None = Field(
+        default=None,
+        description="the user's IANA time zone, for days the query names ('yesterday'); default: the one"
+        " they named last in a chat, else the deployment's",
     )
 
 
@@ -113,11 +119,11 @@ async def recall(
     """Plain text for an LLM's context: priority then recency, "(unverified)" marks, tags, a token budget."""
     text = validate_query_text(q, "query.q")
     require_sensitive(principal, sensitive, "sensitive recall")
+    zone = await services.memory.zone_of(principal, time_zone)
     result = await recall.search(
         principal,
-        RecallQuery(text=text, limit=limit, types=tuple(type or ()), want_sensitive=sensitive, as_of=as_of),
+        RecallQuery(text=text, limit=limit, types=tuple(type or ()), want_sensitive=sensitive, as_of=as_of, zone=zone),
     )
-    zone = await services.memory.zone_of(principal, time_zone)
     body = render_recall_text(result.hits, token_budget=budget, zone=zone)
     return PlainTextResponse(body, headers={"X-Engram-Query-Id": str(result.query_id)})
 
@@ -134,10 +140,14 @@ async def profile(principal: CurrentPrincipal, services: ServicesDep, time_zone:
 
 
 @router.post("/search", response_model=SearchResponse)
-async def search(body: SearchRequest, principal: CurrentPrincipal, recall: RecallDep) -> SearchResponse:
+async def search(
+    body: SearchRequest, principal: CurrentPrincipal, recall: RecallDep, services: ServicesDep
+) -> SearchResponse:
     """Scores with a per-hit explanation: lexical rank, vector rank, fused score, boosts."""
     text = validate_query_text(body.query, "body.query")
     require_sensitive(principal, body.sensitive, "sensitive recall")
+    # the zone is read only for a query that names days before now, the one it changes
+    zone = await services.memory.zone_of(principal, body.time_zone) if names_past_span(text) else None
     result = await recall.search(
         principal,
         RecallQuery(
@@ -148,6 +158,7 @@ async def search(body: SearchRequest, principal: CurrentPrincipal, recall: Recal
             type_boosts=body.type_boosts,
             mode=body.mode,
             as_of=body.as_of,
+            zone=zone,
         ),
     )
     hits = []

@@ -234,6 +234,13 @@ async def test_verify_is_human_only(api: Any, auth: Any, tenant: str, other_tena
         ("post", "/api/ai/memory/search", {"json": {"query": "x" * 100_000}}, 422, "body.query"),
         ("post", "/api/ai/memory/search", {"json": {"query": "nul\x00here"}}, 422, "body.query"),
         ("post", "/api/ai/memory/search", {"json": {"query": "ok", "mode": "magic"}}, 422, "body.mode"),
+        (
+            "post",
+            "/api/ai/memory/search",
+            {"json": {"query": "ok", "time_zone": "Mars/Olympus"}},
+            422,
+            "body.time_zone",
+        ),
         ("get", "/api/ai/memory/expiring", {"params": {"within": "soon"}}, 422, "query.within"),
         ("delete", "/api/ai/memory/not-a-uuid", {}, 422, "path.observation_id"),
     ],
@@ -817,12 +824,37 @@ async def test_a_query_can_search_the_knn_side_with_a_text_of_its_own(tenant: st
     assert isinstance(bad, Unprocessable) and bad.field == "vector_text"
 
 
+async def test_yesterday_is_the_users_day_in_their_time_zone(
+    api: Any, auth: Any, tenant: str, services: Any, workers: Any
+) -> None:
+    """What was said twelve hours ago was yesterday where it is morning now, and today where it
+    is evening: "yesterday" in the zone the search names finds it in the first case only."""
+    alice = auth(tenant)
+    now = datetime.now(UTC)
+
+    def zone_where(hours: range) -> str:  # an Etc zone (its sign is inverted) whose time of day is in `hours`
+        offset = next(o for o in range(-12, 15) if (now + timedelta(hours=o)).hour in hours)
+        return f"Etc/GMT{-offset:+d}" if offset else "UTC"
+
+    morning, evening = zone_where(range(1, 11)), zone_where(range(13, 23))
+    told = await remember(
+        api, alice, title="Our neighbour's cat is called Pixel.", said_at=(now - timedelta(hours=12)).isoformat()
+    )
+    others = [await remember(api, alice, title=f"Tell me again about idea {n}, did I tell you?") for n in range(6)]
+    for obs in [told, *others]:
+        await eventually(lambda o=obs: indexed(services, tenant, o["id"]))
+    question = "What did I tell you yesterday?"
+    assert told["id"] in (await search_ids(api, alice, question, limit=3, time_zone=morning))[:2], morning
+    assert told["id"] not in (await search_ids(api, alice, question, limit=3, time_zone=evening))[:2], evening
+
+
 async def test_a_question_about_yesterday_finds_what_was_told_that_day(
     api: Any, auth: Any, tenant: str, services: Any, workers: Any
 ) -> None:
     """ "What did I tell you yesterday?" shares no word with what was told: recall also searches
     the memories of that day alone (`decomposition.day_windows`, `dates.past_span`), so they
-    reach the top, what was told a week earlier does not."""
+    reach the top, what was told a week earlier does not. A memory with no valid-from time (a
+    "remember this" note, a fact told in a chat) is in the day it was said."""
     alice = auth(tenant)
     now = datetime.now(UTC)
     told = {
@@ -835,6 +867,9 @@ async def test_a_question_about_yesterday_finds_what_was_told_that_day(
         "a week ago": await remember(
             api, alice, title="The plumber cleaned the gutters.", valid_from=(now - timedelta(days=8)).isoformat()
         ),
+        "said yesterday": await remember(
+            api, alice, title="Our neighbour's cat is called Pixel.", said_at=(now - timedelta(days=1)).isoformat()
+        ),
     }
     for n in range(12):  # other memories, said today, that share the question's words
         told[f"today {n}"] = await remember(api, alice, title=f"Tell me again about idea {n}, did I tell you?")
@@ -846,12 +881,13 @@ async def test_a_question_about_yesterday_finds_what_was_told_that_day(
     hits = r.json()["hits"]
     ids = [h["observation"]["id"] for h in hits]
     # the window's list weighs as the question's: yesterday's memory shares the top with its best match
-    assert told["yesterday"]["id"] in ids[:2], [h["observation"]["title"] for h in hits]
-    assert told["a week ago"]["id"] not in ids[:2]
+    yesterdays = {told["yesterday"]["id"], told["said yesterday"]["id"]}
+    assert yesterdays <= set(ids) and yesterdays & set(ids[:2]), [h["observation"]["title"] for h in hits]
+    assert told["a week ago"]["id"] not in ids
     found = next(h for h in hits if h["observation"]["id"] == told["yesterday"]["id"])
     assert "parts" in found["explanation"]["boosts"]
     undated = await search_ids(api, alice, "What did I tell you?", limit=5)
-    assert told["yesterday"]["id"] not in undated[:2]  # without the day named, the words win
-    # eight days ago is always in last week (Monday to Sunday, a day either side)
-    week = await search_ids(api, alice, "Worüber haben wir letzte Woche gesprochen?", limit=5)
+    assert not yesterdays & set(undated[:2])  # without the day named, the words win
+    # eight days ago is always in last week (Monday to Sunday, a day either side, never today)
+    week = await search_ids(api, alice, "Worüber haben wir letzte Woche gesprochen?", limit=6)
     assert told["a week ago"]["id"] in week

@@ -113,3 +113,40 @@ def test_a_question_names_its_days_as_windows() -> None:
     ]  # at most two
     assert day_windows("What did Melanie paint recently?") == []
     assert day_windows("Where is my dentist appointment on 12 February?") == []  # no year: no window
+
+
+def test_days_before_now_are_the_askers_days() -> None:
+    """`past_window`: "yesterday" is the asker's calendar day in their zone, exactly (what was
+    said today is not in it); a week is taken a day either side but never into today; without a
+    zone, the union of the day over every UTC offset, which ends before now."""
+    from datetime import UTC, datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from engram.domain.decomposition import day_windows, past_window
+
+    now = datetime(2026, 12, 7, 13, 24, tzinfo=UTC)  # a Monday
+    yesterday = "What did I tell you yesterday?"
+    assert day_windows(yesterday, now, ZoneInfo("Europe/Berlin")) == [
+        (datetime(2026, 12, 5, 23, tzinfo=UTC), datetime(2026, 12, 6, 23, tzinfo=UTC))
+    ]
+    # 05:24 in Los Angeles: its yesterday runs into the UTC morning of today
+    assert past_window(yesterday, now, ZoneInfo("America/Los_Angeles")) == (
+        datetime(2026, 12, 6, 8, tzinfo=UTC),
+        datetime(2026, 12, 7, 8, tzinfo=UTC),
+    )
+    # a week, a day either side: from the Sunday before it, up to today (Monday), not into it
+    assert past_window("Worüber haben wir letzte Woche gesprochen?", now, ZoneInfo("UTC")) == (
+        datetime(2026, 11, 29, tzinfo=UTC),
+        datetime(2026, 12, 7, tzinfo=UTC),
+    )
+    # a day of 23 hours: Berlin's clocks went forward on 29 March 2026
+    assert past_window("gestern", datetime(2026, 3, 30, 10, tzinfo=UTC), ZoneInfo("Europe/Berlin")) == (
+        datetime(2026, 3, 28, 23, tzinfo=UTC),
+        datetime(2026, 3, 29, 22, tzinfo=UTC),
+    )
+    anywhere = past_window(yesterday, now)
+    assert anywhere is not None
+    start, end = anywhere
+    assert now - timedelta(minutes=15) < end <= now  # somewhere (UTC+10:45) today began minutes ago
+    assert start == datetime(2026, 12, 5, 13, 30, tzinfo=UTC)  # where it is already late on the 7th
+    assert past_window("What did I tell you?", now) is None and day_windows("What did I tell you?", now) == []

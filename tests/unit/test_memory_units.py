@@ -578,17 +578,26 @@ def test_a_question_that_names_a_day_is_also_searched_within_it() -> None:
     assert with_parts([template])[0] == [template]
 
 
-def test_yesterday_is_the_day_before_the_recalls_instant() -> None:
+def test_yesterday_is_the_day_before_the_recalls_instant_in_the_askers_zone() -> None:
     from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
 
-    asked = RecallQuery("What did I tell you yesterday?")
+    asked = RecallQuery("What did I tell you yesterday?", zone=ZoneInfo("UTC"))
     now = datetime(2026, 12, 7, 10, tzinfo=UTC)
     expanded, _ = with_parts([asked], now)
-    window = (datetime(2026, 12, 5, tzinfo=UTC), datetime(2026, 12, 8, tzinfo=UTC))  # a day either side
+    window = (datetime(2026, 12, 6, tzinfo=UTC), datetime(2026, 12, 7, tzinfo=UTC))
     assert expanded[1:] == [dataclasses.replace(asked, said_within=window)]
     as_of = dataclasses.replace(asked, as_of=datetime(2026, 3, 2, tzinfo=UTC))  # "yesterday" as of then
-    then = (datetime(2026, 2, 28, tzinfo=UTC), datetime(2026, 3, 3, tzinfo=UTC))
+    then = (datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 2, tzinfo=UTC))
     assert with_parts([as_of], now)[0][1].said_within == then
+    tokyo = dataclasses.replace(asked, zone=ZoneInfo("Asia/Tokyo"))  # 19:00 there
+    assert with_parts([tokyo], now)[0][1].said_within == (
+        datetime(2026, 12, 5, 15, tzinfo=UTC),
+        datetime(2026, 12, 6, 15, tzinfo=UTC),
+    )
+    anywhere = with_parts([dataclasses.replace(asked, zone=None)], now)[0][1].said_within
+    # no zone: every zone's yesterday, from UTC+13:45's (still the 7th there) to UTC+14's (the 8th began now)
+    assert anywhere == (datetime(2026, 12, 5, 10, 15, tzinfo=UTC), now)
     assert with_parts([asked])[0] == [asked]  # no instant: no relative day
 
 

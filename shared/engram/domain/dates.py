@@ -267,6 +267,12 @@ _PAST_SPAN = re.compile(
 )
 
 
+def names_past_span(text: str) -> bool:
+    """Whether a question names days before now (`past_span`): only then does the asker's time zone
+    change what it searches (`decomposition.past_window`)."""
+    return _PAST_SPAN.search(text) is not None
+
+
 def past_span(text: str, today: date) -> tuple[date, date] | None:
     """The days [first, last] before `today` that a question names by a relative phrase:
     yesterday / gestern / last night, the day before yesterday / vorgestern, N days or weeks ago

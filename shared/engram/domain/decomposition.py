@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Hashable, Sequence
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, timezone, tzinfo
 from typing import TypeVar
 
 from engram.domain.dates import MONTH_PATTERN, MONTHS, mentioned_dates, past_span
@@ -162,21 +162,53 @@ _MONTH_YEAR = re.compile(rf"\b({MONTH_PATTERN})\.?,?\s+((?:19|20)\d\d)\b", re.IG
 MAX_WINDOWS = 2  # a question's days searched on their own
 
 
-def day_windows(text: str, today: date | None = None) -> list[tuple[datetime, datetime]]:
+def day_windows(text: str, now: datetime | None = None, zone: tzinfo | None = None) -> list[tuple[datetime, datetime]]:
     """The times a question names as windows [start, end) in UTC: each full date with
     `DATE_SLACK_DAYS` either side (time zones), else each month and year as the whole month,
-    else a span before `today` it names ("What did I tell you yesterday?", "letzte Woche":
-    `dates.past_span`, with the same slack); at most `MAX_WINDOWS`. "What did Nate make on 9
-    November, 2022?" asks for a memory of that day whose words need not match the question's:
-    recall also searches the day alone (`recall_plan.with_parts`), where the date support
-    (`ranking.date_support`) can only lift what the whole lists already hold."""
+    else a span before `now` it names (`past_window`: "What did I tell you yesterday?", "letzte
+    Woche"); at most `MAX_WINDOWS`. "What did Nate make on 9 November, 2022?" asks for a memory
+    of that day whose words need not match the question's: recall also searches the day alone
+    (`recall_plan.with_parts`), where the date support (`ranking.date_support`) can only lift
+    what the whole lists already hold."""
     slack = timedelta(days=DATE_SLACK_DAYS)
     days = [(d - slack, d + slack + timedelta(days=1)) for d in mentioned_dates(text)]
     if not days:
         for found in _MONTH_YEAR.finditer(text):
             month, year = MONTHS[found.group(1).lower()], int(found.group(2))
             days.append((date(year, month, 1), date(year + month // 12, month % 12 + 1, 1)))
-    if not days and today is not None and (span := past_span(text, today)) is not None:
-        days.append((span[0] - slack, span[1] + slack + timedelta(days=1)))
     windows = dict.fromkeys((datetime.combine(a, time(), UTC), datetime.combine(b, time(), UTC)) for a, b in days)
+    if not windows and now is not None and (span := past_window(text, now, zone)) is not None:
+        windows[span] = None
     return list(windows)[:MAX_WINDOWS]
+
+
+# the UTC offsets people live at, UTC-12 to UTC+14 in quarter hours (`past_window` without a zone)
+_OFFSETS = tuple(timedelta(minutes=15 * q) for q in range(-48, 57))
+
+
+def past_window(text: str, now: datetime, zone: tzinfo | None = None) -> tuple[datetime, datetime] | None:
+    """The instants [start, end) of the days before `now` a question names (`dates.past_span`):
+    the asker's calendar days in `zone`. One day ("yesterday", "vor drei Tagen") is that day,
+    exactly. Longer spans ("last week", "letzten Monat") are taken loosely, `DATE_SLACK_DAYS`
+    either side, but never into today: what was said today is in none. Without a zone, the union
+    of those days over every UTC offset (-12 to +14 h): it ends before now, but takes in the
+    hours of today (UTC) that are still yesterday somewhere."""
+    at = now.astimezone(UTC)
+    if zone is not None:
+        return _local_days(text, at.astimezone(zone).date(), zone)
+    if past_span(text, at.date()) is None:  # names no span (most questions): one match, not one per offset
+        return None
+    spans = [_local_days(text, (at + offset).date(), timezone(offset)) for offset in _OFFSETS]
+    found = [span for span in spans if span is not None]
+    return (min(a for a, _ in found), max(b for _, b in found)) if found else None
+
+
+def _local_days(text: str, today: date, zone: tzinfo) -> tuple[datetime, datetime] | None:
+    """`past_window` for one zone: the span's first local midnight to the one after its last."""
+    span = past_span(text, today)
+    if span is None:
+        return None
+    slack = timedelta(days=DATE_SLACK_DAYS if span[0] != span[1] else 0)
+    after = min(span[1] + slack + timedelta(days=1), today)  # never into today: it is not before now
+    start = datetime.combine(span[0] - slack, time(), zone).astimezone(UTC)
+    return start, datetime.combine(after, time(), zone).astimezone(UTC)

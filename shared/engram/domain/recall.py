@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Literal
 
 from engram.domain.observation import Observation
@@ -31,9 +31,12 @@ class RecallQuery:
     # what was valid then: superseded versions of that time instead of today's, no
     # observation recorded after it; None: now
     as_of: datetime | None = None
-    # only memories that hold from within [start, end) (a day the question names, searched alone:
-    # `decomposition.day_windows`); None: any time
+    # only memories that hold from, or without a valid-from time were said, within [start, end)
+    # (a day the question names, searched alone: `decomposition.day_windows`); None: any time
     said_within: tuple[datetime, datetime] | None = None
+    # the asker's time zone: "yesterday" is their calendar day (`decomposition.past_window`);
+    # None: the union of that day over every zone
+    zone: tzinfo | None = None
 
 
 @dataclass(frozen=True)

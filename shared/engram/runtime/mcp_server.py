@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from engram.adapters.failures import failure_kind
 from engram.bootstrap import Services, get_services, recall_service
+from engram.domain.dates import names_past_span
 from engram.domain.deliveries import reason
 from engram.domain.errors import Conflict, Forbidden, NotFound, RecallUnavailable, Unauthorized, Unprocessable
 from engram.domain.injection import MAX_TAGS
@@ -194,7 +195,7 @@ TimeZone = Annotated[
     Field(
         min_length=1,
         max_length=64,
-        description="the user's IANA time zone, e.g. Europe/Berlin (their today, the dates shown); "
+        description="the user's IANA time zone, e.g. Europe/Berlin (their today and yesterday, the dates shown); "
         "null: the one the user named last in a chat, else the server's",
     ),
 ]
@@ -335,7 +336,9 @@ class Tools:
             zone = await _zone(services, principal, time_zone)
             result = await recall_service(services).search(
                 principal,
-                RecallQuery(text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, as_of=as_of),
+                RecallQuery(
+                    text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, as_of=as_of, zone=zone
+                ),
             )
         body = (
             render_recall_text(result.hits, token_budget=budget, zone=zone)
@@ -365,16 +368,20 @@ class Tools:
         mode: Annotated[Literal["hybrid", "lexical", "vector"], Field(description="how to match")] = "hybrid",
         sensitive: Sensitive = False,
         as_of: AsOf = None,
+        time_zone: TimeZone = None,
     ) -> Found:
         _storable(query=query)
         with _answering():
             principal = await self.credentials(ctx)
             text = validate_query_text(query, "query")
             require_sensitive(principal, sensitive, "sensitive recall")
+            services = await self.services()
+            # the zone is read only for a query that names days before now, the one it changes
+            zone = await _zone(services, principal, time_zone) if names_past_span(text) else None
             wanted = RecallQuery(
-                text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, mode=mode, as_of=as_of
+                text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, mode=mode, as_of=as_of, zone=zone
             )
-            result = await recall_service(await self.services()).search(principal, wanted)
+            result = await recall_service(services).search(principal, wanted)
         hits = [
             Hit(
                 observation=MemoryView.of(h.observation),

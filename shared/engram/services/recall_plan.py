@@ -148,8 +148,8 @@ def with_parts(queries: Sequence[RecallQuery], now: datetime | None = None) -> t
         for part in decompose(query.text):
             expanded.append(dataclasses.replace(query, text=part, query_id=None))
             owners.append(i)
-        asked = query.as_of or now  # "yesterday" is the day before the recall's instant
-        for window in day_windows(query.text, asked.date() if asked else None) if query.said_within is None else ():
+        asked = query.as_of or now  # "yesterday" is the day before the recall's instant, in the asker's zone
+        for window in day_windows(query.text, asked, query.zone) if query.said_within is None else ():
             expanded.append(dataclasses.replace(query, said_within=window, query_id=None))
             owners.append(i)
         if not query.types and asks_assistant(query.text):

@@ -187,7 +187,10 @@ class TurnAnswer:
                 if not query:
                     raise ValueError("search_memory needs a 'query'")
                 result = await recall.search(
-                    principal, RecallQuery(text=query[:2_000], limit=8, want_sensitive=False, stream_origin="tool")
+                    principal,
+                    RecallQuery(
+                        text=query[:2_000], limit=8, want_sensitive=False, stream_origin="tool", zone=prepared.zone
+                    ),
                 )
                 hits = standard_context_filter(principal, result.hits)  # rejected ones: hidden by recall
                 found.extend(hits)
