@@ -160,3 +160,28 @@ def test_a_span_before_today_a_question_names(text: str, span: tuple[date, date]
     from engram.domain.dates import past_span
 
     assert past_span(text, date(2026, 12, 7)) == span  # a Monday
+
+
+@pytest.mark.parametrize(
+    ("text", "spans"),
+    [
+        ("Where was John between August 11 and August 15 2023?", [(date(2023, 8, 11), date(2023, 8, 15))]),
+        ("What did I do from 3 to 9 March 2025?", [(date(2025, 3, 3), date(2025, 3, 9))]),
+        ("Wo war ich zwischen dem 11. und 15. August 2023?", [(date(2023, 8, 11), date(2023, 8, 15))]),
+        ("Was war vom 3. März bis zum 9. März 2025?", [(date(2025, 3, 3), date(2025, 3, 9))]),
+        ("from 28 December to 3 January 2024", [(date(2023, 12, 28), date(2024, 1, 3))]),  # the year before
+        ("from 1 January to 15 June 2023", [(date(2023, 1, 1), date(2023, 6, 15))]),
+        # not ranges: two people, two dates, an hour, an impossible start
+        ("the talk between John and Tim on 11 December, 2023", [(date(2023, 12, 11), date(2023, 12, 11))]),
+        ("on 3 March 2025 and on 9 March 2025", [(date(2025, 3, 3),) * 2, (date(2025, 3, 9),) * 2]),
+        ("between 2 and 3 pm on 5 May 2023", [(date(2023, 5, 5),) * 2]),
+        ("from 28 to 2 March 2025", [(date(2025, 2, 28), date(2025, 3, 2))]),  # the month before
+        ("from 30 to 2 March 2025", [(date(2025, 3, 2),) * 2]),  # 30 February: no range
+        ("from 29 February to 1 March 2025", [(date(2025, 3, 1),) * 2]),  # not in 2024's February either
+    ],
+)
+def test_a_range_of_days_ends_at_a_full_date(text: str, spans: list[tuple[date, date]]) -> None:
+    from engram.domain.dates import mentioned_dates, mentioned_spans
+
+    assert list(mentioned_spans(text)) == spans
+    assert mentioned_dates(text) == tuple(dict.fromkeys(last for _, last in spans))  # the dates as before

@@ -111,6 +111,8 @@ def test_a_question_names_its_days_as_windows() -> None:
         (at(2025, 3, 2), at(2025, 3, 5)),
         (at(2025, 3, 8), at(2025, 3, 11)),
     ]  # at most two
+    # a range, a day either side of it (not only of its last day)
+    assert day_windows("Where was John between August 11 and August 15 2023?") == [(at(2023, 8, 10), at(2023, 8, 17))]
     assert day_windows("What did Melanie paint recently?") == []
     assert day_windows("Where is my dentist appointment on 12 February?") == []  # no year: no window
 

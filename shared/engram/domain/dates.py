@@ -63,6 +63,11 @@ _PATTERNS = (
 
 def mentioned_dates(text: str) -> tuple[date, ...]:
     """Each valid full date named in `text`, once, in order of appearance."""
+    return tuple(dict.fromkeys(d for _, d in _full_dates(text)))
+
+
+def _full_dates(text: str) -> list[tuple[int, date]]:
+    """Each valid full date in `text` with where it starts, in order of appearance."""
     found: list[tuple[int, date]] = []
     for pattern, order in _PATTERNS:
         for match in pattern.finditer(text):
@@ -73,7 +78,46 @@ def mentioned_dates(text: str) -> tuple[date, ...]:
                 found.append((match.start(), date(int(parts["y"]), month_number, int(parts["d"]))))
             except ValueError:  # 31 February and the like
                 continue
-    return tuple(dict.fromkeys(d for _, d in sorted(found)))
+    return sorted(found)
+
+
+# the start of a range whose end is a full date: "between August 11 and", "from 3 to", "zwischen dem
+# 11. und", "vom 3. März bis zum"; its month and year are the end's unless it names them
+_RANGE_START = re.compile(
+    rf"\b(?:between|from|zwischen(?:\s+dem)?|vom|von)\s+(?:(?P<m1>{MONTH_PATTERN})\.?\s+)?(?P<d>\d{{1,2}})"
+    rf"(?:st|nd|rd|th|\.)?(?:\s+(?:of\s+)?(?P<m2>{MONTH_PATTERN})\.?)?,?\s+"
+    r"(?:and|to|until|till|und|bis(?:\s+zum)?|-|–)\s+(?:(?:dem|zum)\s+)?$",
+    re.IGNORECASE,
+)
+
+
+def mentioned_spans(text: str) -> tuple[tuple[date, date], ...]:
+    """Each full date named in `text` as a span of days [first, last], once, in order: a range
+    ("between August 11 and August 15 2023", "from 3 to 9 March 2025", "vom 3. bis 9. März
+    2025") is one span, from its start to the full date that ends it; any other date is a day."""
+    spans = ((_range_start(text[:at], last) or last, last) for at, last in _full_dates(text))
+    return tuple(dict.fromkeys(spans))
+
+
+def _range_start(before: str, last: date) -> date | None:
+    """The first day of a range that `before` opens and `last` ends, if it does."""
+    opened = _RANGE_START.search(before[-80:])
+    if opened is None:
+        return None
+    named, day = opened.group("m1") or opened.group("m2"), int(opened.group("d"))
+    if named:  # "from 28 December to 3 January 2024": the year before the end's
+        month = MONTHS[named.lower()]
+        year = last.year - 1 if (month, day) > (last.month, last.day) else last.year
+    else:  # "from 28 to 3 March": the month before the end's
+        year, month = (last.year, last.month) if day <= last.day else _month_before(last.year, last.month)
+    try:
+        return date(year, month, day)
+    except ValueError:  # 30 February, 29 February of a year without one
+        return None
+
+
+def _month_before(year: int, month: int) -> tuple[int, int]:
+    return (year, month - 1) if month > 1 else (year - 1, 12)
 
 
 # a plan's date without a year ("on 12 February", "am 18. April", "18.4.", "in August", "on Thursday");

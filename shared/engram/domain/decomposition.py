@@ -27,7 +27,7 @@ from collections.abc import Callable, Hashable, Sequence
 from datetime import UTC, date, datetime, time, timedelta, timezone, tzinfo
 from typing import TypeVar
 
-from engram.domain.dates import MONTH_PATTERN, MONTHS, mentioned_dates, past_span
+from engram.domain.dates import MONTH_PATTERN, MONTHS, mentioned_spans, past_span
 from engram.domain.ranking import DATE_SLACK_DAYS, RRF_K
 
 T = TypeVar("T")
@@ -163,15 +163,16 @@ MAX_WINDOWS = 2  # a question's days searched on their own
 
 
 def day_windows(text: str, now: datetime | None = None, zone: tzinfo | None = None) -> list[tuple[datetime, datetime]]:
-    """The times a question names as windows [start, end) in UTC: each full date with
-    `DATE_SLACK_DAYS` either side (time zones), else each month and year as the whole month,
+    """The times a question names as windows [start, end) in UTC: each full date, or range of
+    days ending at one ("between August 11 and August 15 2023"), with `DATE_SLACK_DAYS` either
+    side (time zones), else each month and year as the whole month,
     else a span before `now` it names (`past_window`: "What did I tell you yesterday?", "letzte
     Woche"); at most `MAX_WINDOWS`. "What did Nate make on 9 November, 2022?" asks for a memory
     of that day whose words need not match the question's: recall also searches the day alone
     (`recall_plan.with_parts`), where the date support (`ranking.date_support`) can only lift
     what the whole lists already hold."""
     slack = timedelta(days=DATE_SLACK_DAYS)
-    days = [(d - slack, d + slack + timedelta(days=1)) for d in mentioned_dates(text)]
+    days = [(first - slack, last + slack + timedelta(days=1)) for first, last in mentioned_spans(text)]
     if not days:
         for found in _MONTH_YEAR.finditer(text):
             month, year = MONTHS[found.group(1).lower()], int(found.group(2))
