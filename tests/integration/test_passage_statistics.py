@@ -25,7 +25,8 @@ DIMS = 64
 
 async def _database_at_0016(stack: dict[str, str], tmp_path: Path) -> tuple[str, Database]:
     """A fresh database migrated up to 0016, with the columns the adapter reads (its triggers
-    are still 0016's, counting the passages; `said_at` is 0018's)."""
+    are still 0016's, counting the passages; the observations' `said_at` is 0018's, the index
+    documents' 0021's)."""
     before = tmp_path / "migrations"
     before.mkdir()
     for f in sorted(MIGRATIONS_DIR.glob("*.sql")):
@@ -37,6 +38,7 @@ async def _database_at_0016(stack: dict[str, str], tmp_path: Path) -> tuple[str,
     async with db.system() as conn:
         await conn.execute("ALTER TABLE search_stats ADD COLUMN bm25_docs bigint NOT NULL DEFAULT 0")
         await conn.execute("ALTER TABLE observations ADD COLUMN said_at timestamptz")
+        await conn.execute("ALTER TABLE search_documents ADD COLUMN said_at timestamptz")
     return url, db
 
 
