@@ -8,6 +8,7 @@ real index: memories written through memory-api, indexed by embed-index, recalle
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -276,3 +277,40 @@ async def test_with_real_recall_a_failing_stream_still_leaves_the_others_and_an_
     assert not [
         e for e in await events(services, tenant, "chat.error") if e["stage"] in ("recall:facts", "recall:values")
     ]
+
+
+async def test_a_chat_turn_asking_about_yesterday_gets_what_was_told_yesterday_in_the_users_zone(
+    workers: Any,
+    real_recall: Any,
+    api: httpx.AsyncClient,
+    chat_api: httpx.AsyncClient,
+    auth: Any,
+    tenant: str,
+) -> None:
+    """A chat stream's query is the message, so a turn that names a day gets the day's own
+    search (`recall_plan.with_parts`) in the zone the turn names: a fact said twelve hours ago
+    is yesterday where it is morning now, and reaches the streams over six of today's that share
+    the message's words; where it is evening it is today's, and does not."""
+    headers = auth(tenant)
+    principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
+    now = datetime.now(UTC)
+
+    def zone_where(hours: range) -> str:  # an Etc zone (its sign is inverted) whose time of day is in `hours`
+        offset = next(o for o in range(-12, 15) if (now + timedelta(hours=o)).hour in hours)
+        return f"Etc/GMT{-offset:+d}" if offset else "UTC"
+
+    told = "Our neighbour's cat is called Pixel"
+    memories = [{"type": "fact", "title": told, "said_at": (now - timedelta(hours=12)).isoformat()}]
+    memories += [{"type": "fact", "title": f"Tell me again about idea {n}, did I tell you?"} for n in range(6)]
+    await remember_indexed(api, headers, real_recall, principal, "neighbour cat Pixel idea tell", *memories)
+    message = "What did I tell you yesterday?"
+
+    async def streamed(zone: str) -> list[str]:
+        body = {"message": message, "time_zone": zone}
+        r = await chat_api.post(f"/api/ai/chats/{uuid.uuid4()}/turns", json=body, headers=headers)
+        assert r.status_code == 200, r.text
+        return [o["title"] for o in r.json()["memory_trace"]["observations"] if o["stream"] == "facts"]
+
+    morning, evening = zone_where(range(1, 11)), zone_where(range(13, 23))
+    assert told in (await streamed(morning))[:2], morning
+    assert told not in (await streamed(evening))[:2], evening

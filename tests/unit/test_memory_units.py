@@ -576,6 +576,15 @@ def test_a_question_that_names_a_day_is_also_searched_within_it() -> None:
     assert with_parts([expanded[2]])[0] == [expanded[2]]
     template = RecallQuery("What happened on 1 May, 2022?", vector_text="events")
     assert with_parts([template])[0] == [template]
+    # a chat stream's query whose templates are the message itself: the message, windows and parts
+    message = "What did I say about my sister and my employer on 1 May, 2022?"
+    stream = RecallQuery(message, vector_text=message, types=("fact",), stream_origin="facts")
+    expanded, owners = with_parts([stream])
+    assert [(q.text, q.vector_text, q.said_within, q.types) for q in expanded[1:]] == [
+        ("What did I say about my sister", None, None, ("fact",)),
+        ("my employer on 1 May, 2022?", None, None, ("fact",)),
+        (message, message, window, ("fact",)),
+    ] and owners == [0, 0, 0, 0]
 
 
 def test_yesterday_is_the_day_before_the_recalls_instant_in_the_askers_zone() -> None:

@@ -126,7 +126,7 @@ class MultiStreamRecall:
         streams = self.engine.strategies[intent.name].streams
         return list(dict.fromkeys(self.engine.streams[n].vector_query(text) for n in streams))
 
-    def _query(self, name: str, text: str, query_id: uuid.UUID) -> RecallQuery:
+    def _query(self, name: str, text: str, query_id: uuid.UUID, zone: tzinfo) -> RecallQuery:
         spec = self.engine.streams[name]
         return RecallQuery(
             text=spec.query(text),
@@ -137,16 +137,17 @@ class MultiStreamRecall:
             want_sensitive=False,  # never sensitive in standard chat context (R-7.2)
             stream_origin=name,
             query_id=query_id,
+            zone=zone,  # "yesterday" in a message is the user's
         )
 
     async def _stream(
-        self, name: str, principal: Principal, recall: Recall, text: str, query_id: uuid.UUID
+        self, name: str, principal: Principal, recall: Recall, text: str, query_id: uuid.UUID, zone: tzinfo
     ) -> StreamResult:
         started = time.perf_counter()
         result = StreamResult(name)
         try:
             found = await asyncio.wait_for(
-                recall.search(principal, self._query(name, text, query_id)),
+                recall.search(principal, self._query(name, text, query_id, zone)),
                 timeout=self.engine.stream_timeout_seconds,
             )
             result.query_id = str(found.query_id)
@@ -165,11 +166,12 @@ class MultiStreamRecall:
         recall: BatchRecall,
         text: str,
         query_id: uuid.UUID,
+        zone: tzinfo,
         ahead: Awaitable[Mapping[str, Vector]] | None = None,
     ) -> list[StreamResult]:
         started = time.perf_counter()
         results = [StreamResult(name) for name in names]
-        queries = [self._query(n, text, query_id) for n in names]
+        queries = [self._query(n, text, query_id, zone) for n in names]
         search = (
             recall.search_many(principal, queries, ahead=ahead)
             if ahead is not None and isinstance(recall, EmbedAhead)
@@ -232,7 +234,8 @@ class MultiStreamRecall:
     ) -> MultiStreamResult:
         """The streams of the message's intent (`intent` when the caller has it from
         `keyword_intent`, else classified here); `ahead` holds query vectors already being made
-        (`EmbedAhead.embed_ahead`), used when `recall` takes them; days shown in the user's `zone`."""
+        (`EmbedAhead.embed_ahead`), used when `recall` takes them; days shown, and days the message
+        names ("yesterday"), in the user's `zone`."""
         started = time.perf_counter()
         if intent is None:
             intent = await self.classify(text, telemetry)
@@ -240,9 +243,10 @@ class MultiStreamRecall:
         names = list(self.engine.strategies[intent.name].streams)
         query_id = uuid.uuid4()
         if isinstance(recall, BatchRecall):
-            results = await self._streams_together(names, principal, recall, text, query_id, ahead)
+            results = await self._streams_together(names, principal, recall, text, query_id, zone, ahead)
         else:
-            results = list(await asyncio.gather(*(self._stream(n, principal, recall, text, query_id) for n in names)))
+            streams = (self._stream(n, principal, recall, text, query_id, zone) for n in names)
+            results = list(await asyncio.gather(*streams))
         for r in results:
             if r.error is not None:
                 log.warning("recall.stream_failed", stream=r.name, error=r.error)

@@ -139,14 +139,16 @@ def with_parts(queries: Sequence[RecallQuery], now: datetime | None = None) -> t
     query it belongs to. A question to the assistant (`addressee`) is
     also searched among the assistant's passages alone: in the whole lists the user's own units
     on the topic take most places (assistant_chats advice questions, recall@1 up in three seeds
-    of three; bench/RESULTS.md part 18). A query that names its types, and a stream's query with
-    its own kNN text (a template), are searched as they are."""
+    of three; bench/RESULTS.md part 18). A query that names its types is not searched among the
+    passages. A query with a kNN text of its own (a stream's template that expands the message)
+    is searched as it is; a chat stream's query whose templates are the message itself is the
+    message, and gets its parts and days as a plain query does."""
     expanded, owners = list(queries), list(range(len(queries)))
     for i, query in enumerate(queries):
-        if query.vector_text is not None or not isinstance(query.text, str):
+        if query.vector_text not in (None, query.text) or not isinstance(query.text, str):
             continue
         for part in decompose(query.text):
-            expanded.append(dataclasses.replace(query, text=part, query_id=None))
+            expanded.append(dataclasses.replace(query, text=part, vector_text=None, query_id=None))
             owners.append(i)
         asked = query.as_of or now  # "yesterday" is the day before the recall's instant, in the asker's zone
         for window in day_windows(query.text, asked, query.zone) if query.said_within is None else ():
