@@ -236,8 +236,8 @@ def search_filter_sql(where: SearchFilter, params: list[Any], alias: str) -> str
     if where.within is not None:
         params.extend(where.within)
         start, end = f"${len(params) - 1}::timestamptz", f"${len(params)}::timestamptz"
-        # search_documents only (migration 0021: said_at is set only without a valid_from; two
-        # ranges, each on an index of its own, as a COALESCE would not be under row-level security)
+        # search_documents only (migration 0021: said_at is set only without a valid_from); BM25
+        # applies the window in two parts of its own (`pgvector_bm25`)
         clause += (
             f" AND (({a}valid_from >= {start} AND {a}valid_from < {end})"
             f" OR ({a}said_at >= {start} AND {a}said_at < {end} AND {a}valid_from IS NULL))"

@@ -7,10 +7,11 @@ term reads its best postings through the covering (tenant, term, impact) index w
 filter in that scan (migration 0013): all of them below `exact_below` documents, at most
 `postings_per_term` above.
 
-A search within a window (`SearchFilter.within`) first reads the window's documents (`wd`: a
-day or a month of one tenant, through the partial indexes on valid_from and said_at of migration
-0021) and keeps the postings of those. The postings carry no said_at, and a memory without a
-valid-from time is in a window by when it was said. The scores are those of the whole search.
+A search within a window (`SearchFilter.within`) keeps the postings whose valid_from falls in it
+(the covering index carries valid_from), and adds the memories without a valid-from time said in
+it (migration 0021: `search_documents.said_at`, which the postings do not carry): those are read
+by document, through the partial index on said_at, and their postings of the query's terms. They
+are few (what was told on a day), and the scores are those of the whole search.
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ def lexical_statement(
     """The BM25 statement of one search and its parameters: rows of id, type, score and mass."""
     params: list[Any] = [visibility.tenant_id, text]
     vis = visibility_sql(visibility, params, "s", id_column="observation_id")
-    # the postings carry no said_at: a window is the set of its documents (`wd`), read first
+    # the postings carry valid_from but no said_at: the window is applied below, in two parts
     flt = search_filter_sql(dataclasses.replace(where, within=None), params, "s")
-    params.extend([limit, query_words(text), exact_below, postings_per_term])
-    k, words, exact, m = (f"${len(params) - i}" for i in (3, 2, 1, 0))
+    params.extend([limit, query_words(text)])
+    k, words = f"${len(params) - 1}", f"${len(params)}"
     if plan is None:
         docs = "coalesce((SELECT bm25_docs FROM search_stats WHERE tenant_id = $1), 0)::float8"
     else:
@@ -52,22 +53,32 @@ def lexical_statement(
     configs = " UNION ".join(f"SELECT lexeme FROM unnest(to_tsvector('{c}', $2::text))" for c in SEARCH_CONFIGS)
     stems = " || ".join(f"tsvector_to_array(to_tsvector('{c}', w))" for c in SEARCH_CONFIGS)
     stop = " OR ".join(f"to_tsvector('{c}', w) = ''::tsvector" for c in SEARCH_CONFIGS)
-    window, in_window, window_from = "", "", ""
+    params.extend([exact_below, postings_per_term])
+    exact, m = f"${len(params) - 1}", f"${len(params)}"
+    dated, undated = "", ""
     if where.within is not None:
-        dated = search_filter_sql(where, params, "d")
-        window = f""",
-        wd AS MATERIALIZED (
-          SELECT array_agg(d.observation_id) AS ids FROM search_documents d WHERE d.tenant_id = $1 AND {dated}
-        )"""
-        in_window, window_from = "AND s.observation_id = ANY(wd.ids)", ", wd"
+        params.extend(where.within)
+        start, end = f"${len(params) - 1}::timestamptz", f"${len(params)}::timestamptz"
+        dated = f"AND s.valid_from >= {start} AND s.valid_from < {end}"
+        # a memory without a valid-from time, said in the window: few, read by document
+        in_force = search_filter_sql(dataclasses.replace(where, within=None), params, "d")
+        undated = f"""
+          UNION ALL
+          SELECT s.observation_id, s.impact, s.type, qi.idf
+          FROM search_documents d JOIN search_terms s ON s.observation_id = d.observation_id
+          JOIN qi ON qi.term = s.term
+          WHERE d.tenant_id = $1 AND d.valid_from IS NULL AND d.said_at >= {start} AND d.said_at < {end}
+            AND {in_force} AND s.tenant_id = $1 AND {vis}"""
     scored = f"""
-        SELECT p.observation_id::text AS id, min(p.type) AS type, sum(qi.idf * p.impact)::float8 AS score,
+        SELECT p.observation_id::text AS id, min(p.type) AS type, sum(p.idf * p.impact)::float8 AS score,
           (SELECT mass FROM qm) AS mass
-        FROM qi CROSS JOIN LATERAL (
-          SELECT s.observation_id, s.impact, s.type FROM search_terms s{window_from}
-          WHERE s.tenant_id = $1 AND s.term = qi.term AND {vis} AND {flt} {in_window}
-          ORDER BY s.impact DESC
-          LIMIT CASE WHEN (SELECT docs FROM n) < {exact} THEN NULL ELSE {m}::bigint END
+        FROM (
+          SELECT b.observation_id, b.impact, b.type, qi.idf FROM qi CROSS JOIN LATERAL (
+            SELECT s.observation_id, s.impact, s.type FROM search_terms s
+            WHERE s.tenant_id = $1 AND s.term = qi.term AND {vis} AND {flt} {dated}
+            ORDER BY s.impact DESC
+            LIMIT CASE WHEN (SELECT docs FROM n) < {exact} THEN NULL ELSE {m}::bigint END
+          ) b{undated}
         ) p
         GROUP BY p.observation_id"""
 
@@ -87,7 +98,7 @@ def lexical_statement(
           SELECT coalesce(sum({BM25_IDF_SQL.format(df="df")}), 0)::float8 AS mass FROM (
             SELECT coalesce((SELECT min(ts.doc_freq) FROM search_term_stats ts WHERE ts.tenant_id = $1
               AND ts.term = ANY(qw.stems) AND ts.doc_freq > 0), 0) AS df FROM qw) x
-        ){window}{scored}
+        ){scored}
         ORDER BY score DESC, id
         LIMIT {k}
         """

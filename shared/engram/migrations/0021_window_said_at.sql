@@ -5,24 +5,20 @@
 -- "What did I tell you yesterday?" could not find them in the day. The index now keeps, for a
 -- memory without a valid-from time, when it was said (`Observation.said`: its source's time, else
 -- when it was written); NULL when it has one. A window holds a memory whose valid_from, or else
--- said_at, falls in it. Only the window reads it: validity ("in force at the search's
--- instant") stays on valid_from, so a memory is never hidden from a search of an earlier instant.
+-- said_at, falls in it. Only the window reads it: validity ("in force at the search's instant")
+-- stays on valid_from, so a memory is never hidden from a search of an earlier instant.
 --
 -- Documents indexed before this migration have no said_at: `engram reindex` fills it.
 --
--- The postings (`search_terms`) do not get the column: a window's BM25 list reads the window's
--- documents first (few: a day of one tenant), through the two partial indexes below, and keeps
--- the postings of those (`pgvector_bm25`). Two indexes, not one on coalesce(valid_from, said_at):
--- under row-level security PostgreSQL does not put a COALESCE into an index condition (it is not
--- known to be leakproof), so the window would have read all of a tenant's documents. A nullable
--- column without a default is added without rewriting the table; the valid_from index is built in
--- this migration's transaction (one scan of search_documents), the said_at one is empty.
+-- The postings (`search_terms`) do not get the column (the covering index of 0013 would have to
+-- be rebuilt to carry it): a window's BM25 list takes the dated memories' postings by their
+-- valid_from, as before, and the undated memories said in the window by document, through the
+-- partial index below (`pgvector_bm25`). A nullable column without a default is added without
+-- rewriting the table; the index is empty when it is built (one scan of search_documents).
 
 SET LOCAL lock_timeout = '1min';
 
 ALTER TABLE search_documents ADD COLUMN IF NOT EXISTS said_at timestamptz;
 
-CREATE INDEX IF NOT EXISTS search_documents_valid_from
-  ON search_documents (tenant_id, valid_from) WHERE valid_from IS NOT NULL;
 CREATE INDEX IF NOT EXISTS search_documents_said_at
   ON search_documents (tenant_id, said_at) WHERE said_at IS NOT NULL;
