@@ -243,6 +243,15 @@ async def deliver(services: Any, worker: Any, events: list[Any], handler: Any = 
     return list(await worker.handle_events(services._current(), events))
 
 
+def zone_where(now: Any, hours: range) -> str:
+    """An IANA zone whose time of day at `now` (a UTC datetime) is within `hours`: an Etc zone of
+    whole hours (its sign is inverted: Etc/GMT-2 is UTC+2), UTC if that one is."""
+    from datetime import timedelta
+
+    offset = next(o for o in range(-12, 15) if (now + timedelta(hours=o)).hour in hours)
+    return f"Etc/GMT{-offset:+d}" if offset else "UTC"
+
+
 async def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
     """Poll an async or sync check until it returns a truthy value."""
     import asyncio

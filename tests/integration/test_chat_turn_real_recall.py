@@ -18,7 +18,7 @@ import pytest
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Principal
 from tests.anthropic_server import AnthropicServer, text
-from tests.conftest import ALL_PERMISSIONS, eventually
+from tests.conftest import ALL_PERMISSIONS, eventually, zone_where
 
 SONNET = "claude-sonnet-4-6"
 SENSITIVE = "view:SensitiveAiMemory"
@@ -295,10 +295,6 @@ async def test_a_chat_turn_asking_about_yesterday_gets_what_was_told_yesterday_i
     principal = Principal(tenant, "alice", permissions=frozenset(ALL_PERMISSIONS))
     now = datetime.now(UTC)
 
-    def zone_where(hours: range) -> str:  # an Etc zone (its sign is inverted) whose time of day is in `hours`
-        offset = next(o for o in range(-12, 15) if (now + timedelta(hours=o)).hour in hours)
-        return f"Etc/GMT{-offset:+d}" if offset else "UTC"
-
     told = "Our neighbour's cat is called Pixel"
     memories = [{"type": "fact", "title": told, "said_at": (now - timedelta(hours=12)).isoformat()}]
     memories += [{"type": "fact", "title": f"Tell me again about idea {n}, did I tell you?"} for n in range(6)]
@@ -311,6 +307,6 @@ async def test_a_chat_turn_asking_about_yesterday_gets_what_was_told_yesterday_i
         assert r.status_code == 200, r.text
         return [o["title"] for o in r.json()["memory_trace"]["observations"] if o["stream"] == "facts"]
 
-    morning, evening = zone_where(range(1, 11)), zone_where(range(13, 23))
+    morning, evening = zone_where(now, range(1, 11)), zone_where(now, range(13, 23))
     assert told in (await streamed(morning))[:2], morning
     assert told not in (await streamed(evening))[:2], evening

@@ -17,7 +17,7 @@ from engram.adapters.observations import PgObservationStore
 from engram.domain.observation import ObservationDraft, Scope
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Permission, Principal, Visibility
-from tests.conftest import ALL_PERMISSIONS, eventually
+from tests.conftest import ALL_PERMISSIONS, eventually, zone_where
 from tests.integration.test_memory_api import assert_problem
 
 READ = frozenset({Permission.read_observation.value})
@@ -832,11 +832,7 @@ async def test_yesterday_is_the_users_day_in_their_time_zone(
     alice = auth(tenant)
     now = datetime.now(UTC)
 
-    def zone_where(hours: range) -> str:  # an Etc zone (its sign is inverted) whose time of day is in `hours`
-        offset = next(o for o in range(-12, 15) if (now + timedelta(hours=o)).hour in hours)
-        return f"Etc/GMT{-offset:+d}" if offset else "UTC"
-
-    morning, evening = zone_where(range(1, 11)), zone_where(range(13, 23))
+    morning, evening = zone_where(now, range(1, 11)), zone_where(now, range(13, 23))
     told = await remember(
         api, alice, title="Our neighbour's cat is called Pixel.", said_at=(now - timedelta(hours=12)).isoformat()
     )
