@@ -28,7 +28,8 @@ carry a pasted text of `--paste-chars` characters of XQuAD prose, as a user past
 I could cook tonight?" for an allergy), categories 11 and 12, reported beside the others.
 `--via chat` also reports `context.recall`: the share of the evidence in what a chat turn sends
 with the question, the stable memory block (the user's preferences and identity, and their
-plans still ahead) and the hits, and for the updated facts `context.block_current` /
+plans still ahead) and the hits, `context.turn`: the same with what the turn's streams send
+instead of the hits (`chat_path.streamed`), and for the updated facts `context.block_current` /
 `context.block_stale`: how often the block cites the current statement / a superseded one. The
 block is read at the questions' time: by default now, years after the data's dates, when every
 plan has passed; `--asked-days-after 1` asks a day after each conversation's last session.
@@ -250,6 +251,15 @@ def main(argv: list[str] | None = None) -> int:
                 for c in args.categories
                 if f"context.cat{c}.recall" in figures
             )
+        )
+        Console().print(
+            "... with the chat turn's streams instead of the hits: "
+            + ", ".join(
+                f"{args.categories[c]} {figures[f'context.cat{c}.turn']:.3f}"
+                for c in args.categories
+                if f"context.cat{c}.turn" in figures
+            )
+            + f"; pooled {figures.get('context.turn', 0):.3f} (hits: {figures['context.recall']:.3f})"
         )
     if "context.block_current" in figures:
         Console().print(

@@ -30,7 +30,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from engram.adapters.observation_rows import to_observation
 from engram.adapters.postgres import Database
@@ -40,10 +40,14 @@ from engram.domain.conversation import ConversationSession, turn_id_of
 from engram.domain.events import CHAT_TURN_COMPLETED, ChatTurnCompleted, new_event
 from engram.domain.language import detect_language
 from engram.domain.observation import Observation, is_unit_key
+from engram.domain.recall_text import fitted
 from engram.domain.scopes import Principal, PrincipalKind
-from engram.ports import Embedder, NewMessage, SearchIndex, UnitOfWork
+from engram.domain.streams import DecisionEngine, render_stream
+from engram.ports import Embedder, NewMessage, Recall, SearchIndex, UnitOfWork
 from engram.services.consolidation import Consolidator
 from engram.services.extraction import Extraction
+from engram.services.gateway.calls import TelemetryBuffer
+from engram.services.multistream import MultiStreamRecall
 from engram.services.profile import read_profile, stable_block
 from engram.services.sessions import session_ended_event
 from engram.settings import get_settings
@@ -87,6 +91,38 @@ def chat_extraction(uow: UnitOfWork) -> tuple[Extraction, str]:
     settings = get_settings()
     gateway = build_gateway(settings)
     return build_extraction(settings, uow, gateway), "llm" if gateway.available else "offline"
+
+
+def chat_streams() -> MultiStreamRecall:
+    """chat-turn's multi-stream recall as bootstrap builds it: its decision engine and LLM gateway
+    (offline unless an API key is configured: the keyword intent, else the fallback)."""
+    settings = get_settings()
+    engine = DecisionEngine.from_yaml(
+        settings.engram_decision_engine_path.read_text(encoding="utf-8"), settings.engram_observation_types
+    )
+    return MultiStreamRecall(engine, build_gateway(settings))
+
+
+async def streamed(
+    streams: MultiStreamRecall, principal: Principal, recall: Recall, message: str, zone: tzinfo = UTC
+) -> list[Observation]:
+    """The memories a chat turn's streams put into its prompt for `message`: each stream's hits
+    that fit the text `MultiStreamRecall.recall` rendered for it (its share of the memory budget,
+    or the larger budget before compression); all of a compressed stream's hits."""
+    result = await streams.recall(principal, recall, message, TelemetryBuffer(), zone=zone)
+    engine = streams.engine
+    per_stream = max(400, engine.memory_budget_chars // max(1, len(result.streams)))
+    sent: list[Observation] = []
+    for r in result.streams:
+        observations = [h.observation for h in r.hits]
+        if r.compressed:
+            sent += observations
+            continue
+        for budget in (max(per_stream, engine.streams[r.name].compression_threshold * 4), per_stream):
+            if render_stream(r, budget, zone) == r.text:
+                sent += [o for o, _ in fitted(observations, token_budget=budget // 4, header=None, zone=zone)]
+                break
+    return sent
 
 
 async def reset_tenant(db: Database, tenant_id: str, keep: frozenset[str] = frozenset({"embedding_cache"})) -> None:

@@ -20,7 +20,8 @@ message holding the fact; `interjected` also has the other person react inside l
 dropped, doubled or neighbouring letters), as people type in a hurry; the questions as written.
 `--ranked-out FILE` writes one JSON line per question (`id` "<sample>:<qa index>", `category`,
 `gold` turn ids, `ranked`: the turn ids per mode; through the chat path also `stable`, the turns
-the stable memory block cites), so rankings can be compared offline.
+the stable memory block cites, and `turn`, those and the turns a chat turn's streams send), so
+rankings can be compared offline.
 `--mix FILE` stores each conversation in a tenant with one conversation of a second data set in
 this layout (e.g. `bench.assistant_chats --dump`), not asked about: a tenant holding both kinds.
 `--units` names the derived units (statements and an assistant's passages by default; both only
@@ -60,11 +61,13 @@ from bench.chat_messages import as_messages, evidence_refs
 from bench.chat_path import (
     ChatReplay,
     chat_extraction,
+    chat_streams,
     consolidate_extracted,
     replay_chat,
     reset_tenant,
     stable_memory_block,
     stored_observations,
+    streamed,
     tenant_observations,
 )
 from bench.typos import with_typos
@@ -320,6 +323,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     extractor = ""
     # via chat: is the evidence in what a chat turn would send, the stable memory block or the hits?
     in_context: dict[int, list[float]] = defaultdict(list)
+    in_turn: dict[int, list[float]] = defaultdict(list)  # ... what a chat turn's streams send instead of the hits
     stable_sizes: list[tuple[int, int]] = []  # per conversation: the block's turns and characters
     block_updates: list[tuple[bool, bool]] = []  # updated facts: the block cites the current / a stale statement
     superseded = 0
@@ -327,6 +331,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
     passed_plans = 0  # requests for a plan that is over when they are asked (`chatgen.plan_until`)
     if args.via == "chat":
         extraction, extractor = chat_extraction(uow)
+        streams = chat_streams()
     for sample in samples:  # every tenant of the run before any is written (`repeatable_ids`)
         for prefix in ("locomo-", "locomo-chat-"):
             await reset_tenant(db, prefix + sample["sample_id"])
@@ -428,6 +433,11 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                 if stable is not None:
                     sent = stable | {t for hit in ranked["hybrid"][: args.limit] for t in hit.split()}
                     in_context[category].append(len(gold & sent) / len(gold))
+                    question = str(qa["question"])
+                    turn_sent = stable | {
+                        t for o in await streamed(streams, principal, recall, question) for t in turn_of(o).split()
+                    }
+                    in_turn[category].append(len(gold & turn_sent) / len(gold))
                     stale = gold_ids(qa.get("stale_evidence", []), known)
                     if stale:
                         block_updates.append((bool(gold & stable), bool(stale & stable)))
@@ -435,6 +445,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
                     row = {"id": f"{sid}:{number}", "category": category, "gold": sorted(gold), "ranked": ranked}
                     if stable is not None:
                         row["stable"] = sorted(stable)  # the turns the stable memory block cites
+                        row["turn"] = sorted(turn_sent)  # ... and with them, what the turn's streams send
                     ranked_out.write(json.dumps(row) + "\n")
     finally:
         if ranked_out is not None:
@@ -453,6 +464,7 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
         figures["chat.late_events"] = late_events
         figures["chat.extractor"] = extractor
         figures.update(context_figures(in_context, stable_sizes))
+        figures.update(context_figures(in_turn, [], "turn"))
         if block_updates:
             figures["context.block_current"] = round(statistics.fmean(c for c, _s in block_updates), 4)
             figures["context.block_stale"] = round(statistics.fmean(s for _c, s in block_updates), 4)
@@ -464,16 +476,18 @@ async def evaluate(db: Database, samples: list[dict[str, Any]], args: argparse.N
 
 
 def context_figures(
-    in_context: Mapping[int, Sequence[float]], stable_sizes: Sequence[tuple[int, int]]
+    in_context: Mapping[int, Sequence[float]], stable_sizes: Sequence[tuple[int, int]], metric: str = "recall"
 ) -> dict[str, float]:
     """`context.recall`: the share of the evidence in what a chat turn sends with the question (the
-    stable memory block's turns and the hybrid hits), per category and pooled;
+    stable memory block's turns and the hybrid hits), per category and pooled; `context.turn`
+    the same with what the turn's streams send (`chat_path.streamed`: the intent's streams, each
+    filtered to its types, cut to its share of the memory budget) instead of the hits;
     `context.stable_turns` and `context.stable_chars`: the turns the block cites and its length,
     per conversation on average."""
-    out = {f"context.cat{c}.recall": round(statistics.fmean(v), 4) for c, v in sorted(in_context.items()) if v}
+    out = {f"context.cat{c}.{metric}": round(statistics.fmean(v), 4) for c, v in sorted(in_context.items()) if v}
     pooled = [x for v in in_context.values() for x in v]
     if pooled:
-        out["context.recall"] = round(statistics.fmean(pooled), 4)
+        out[f"context.{metric}"] = round(statistics.fmean(pooled), 4)
     if stable_sizes:
         out["context.stable_turns"] = round(statistics.fmean(n for n, _chars in stable_sizes), 2)
         out["context.stable_chars"] = round(statistics.fmean(chars for _n, chars in stable_sizes), 1)

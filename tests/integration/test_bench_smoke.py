@@ -112,6 +112,10 @@ async def test_a_chat_replayed_through_extraction_is_scored_by_the_turns_extract
     assert figures["context.stable_chars"] >= 0 and figures["context.stable_turns"] >= 0
     assert figures["context.recall"] >= figures["hybrid.recall@10"] - 1e-9
     assert all(f"context.cat{c}.recall" in figures for c in {r["category"] for r in rows})
+    # ... and with what the turn's streams send instead of the hits: some of the evidence, never
+    # more than every gold turn
+    assert 0.0 < figures["context.turn"] <= 1.0
+    assert all(f"context.cat{c}.turn" in figures for c in {r["category"] for r in rows})
 
 
 async def test_consolidation_bench_reports_its_figures(services: Any) -> None:
