@@ -780,3 +780,37 @@ async def test_a_slow_stream_times_out_and_an_unclear_intent_falls_back(
     assert trace["intent"] == "FACT_WHAT" and trace["intent_source"] == "fallback"
     assert trace["streams"]["tech"]["error"] == "timed out after 0.2s"
     assert trace["streams"]["facts"]["hits"] > 0
+
+
+async def test_a_message_that_asks_what_the_assistant_said_gets_its_earlier_answers(
+    services: Any,
+    llm: Any,
+    fake_recall: FakeRecall,
+    chat_api: httpx.AsyncClient,
+    anthropic: AnthropicServer,
+    auth: Any,
+    tenant: str,
+) -> None:
+    """The intent's streams leave the assistant's answers' passages out (`addressee`); a message
+    that asks what the assistant said also gets the `answers` stream, its own section of the
+    memory block. A message about the topic that does not ask the assistant does not."""
+    tip = "Assistant: Keep fresh herbs upright in a glass of water, loosely covered, in the fridge."
+    fake_recall.add(
+        observation(tenant, tip, type="passage", priority=Priority.low),
+        observation(tenant, "I grow basil and parsley on the balcony", type="fact"),
+    )
+    anthropic.script(text("In a glass of water."), model=SONNET)
+    r = await say(chat_api, auth(tenant), uuid.uuid4(), "What was your tip for keeping fresh herbs?")
+    assert r.status_code == 200, r.text
+    trace = r.json()["memory_trace"]
+    assert trace["streams"]["answers"]["hits"] == 1
+    assert {(o["title"], o["stream"]) for o in trace["observations"]} >= {(tip, "answers")}
+    memory = chat_requests(anthropic)[0].body["messages"][-1]["content"][0]["text"]
+    assert "## What you answered earlier (stream: answers)" in memory and "glass of water" in memory
+    (passages,) = [q for _, q in fake_recall.queries if q.stream_origin == "answers"]
+    assert passages.types == ("passage",) and passages.want_sensitive is False
+
+    anthropic.script(text("Basil likes sun."), model=SONNET)
+    r = await say(chat_api, auth(tenant), uuid.uuid4(), "How do I keep fresh herbs on the balcony?")
+    assert r.status_code == 200, r.text
+    assert "answers" not in r.json()["memory_trace"]["streams"]

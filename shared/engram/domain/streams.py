@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engram.domain import recall_text
 from engram.domain.interview import InterviewSpec
+from engram.domain.memory_units import PASSAGE_TYPE
 from engram.domain.observation import Observation, Scope
 from engram.domain.recall import SearchHit
 from engram.domain.scopes import Principal, Visibility
@@ -106,8 +107,8 @@ class DecisionEngine(BaseModel):
             unknown_types = sorted(set(engine.interview.types) - observation_types)
             if unknown_types:
                 raise ValueError(f"interview captures unknown observation type(s) {unknown_types}")
-            for name, stream in engine.streams.items():
-                unknown = sorted(set(stream.types) - observation_types)
+            for name, stream in engine.streams.items():  # an assistant's passages too (`memory_units`)
+                unknown = sorted(set(stream.types) - observation_types - {PASSAGE_TYPE})
                 if unknown:
                     raise ValueError(f"stream {name!r} filters on unknown observation type(s) {unknown}")
         return engine
@@ -229,6 +230,7 @@ STREAM_TITLES = {
     "biography": "Personal history and events",
     "risk": "Risks, mistakes and obstacles",
     "tech": "Technical knowledge",
+    "answers": "What you answered earlier",
 }
 
 

@@ -7,7 +7,8 @@
    that fails or times out is recorded and skipped; the others still answer. A recall service
    that plans queries together (`BatchRecall.search_many`) gets all streams in one call (one
    embedding call, one transaction); a stream whose query is invalid still fails alone. All
-   streams of a turn share one `query_id`.
+   streams of a turn share one `query_id`. A message that asks what the assistant said also gets
+   the `answers` stream (its earlier answers' passages), whatever the intent.
 3. Every hit carries `stream_origin`; hits the caller may not see in standard context are
    dropped again here (defence in depth); an observation found by two streams is kept once.
 4. A stream whose text exceeds its `compression_threshold` is condensed by the fast profile;
@@ -25,6 +26,7 @@ from datetime import UTC, tzinfo
 
 import structlog
 
+from engram.domain.addressee import asks_assistant
 from engram.domain.llm import LlmError, Priority
 from engram.domain.recall import RecallQuery
 from engram.domain.scopes import Principal
@@ -47,6 +49,8 @@ from engram.ports import BatchRecall, EmbedAhead, Recall
 from engram.services.gateway import LlmGateway, TelemetryBuffer
 
 log = structlog.get_logger(__name__)
+
+ANSWERS = "answers"  # the stream of the assistant's earlier answers (`decision_engine.yaml`)
 
 
 def _failure(exc: BaseException) -> str:
@@ -123,8 +127,15 @@ class MultiStreamRecall:
         otherwise the message."""
         if intent is None:
             return [text]
-        streams = self.engine.strategies[intent.name].streams
-        return list(dict.fromkeys(self.engine.streams[n].vector_query(text) for n in streams))
+        return list(dict.fromkeys(self.engine.streams[n].vector_query(text) for n in self.stream_names(intent, text)))
+
+    def stream_names(self, intent: Intent, text: str) -> list[str]:
+        """The intent's streams, and `ANSWERS` (if configured) when the message asks what the
+        assistant said: the other streams leave its answers out (`addressee`)."""
+        names = list(self.engine.strategies[intent.name].streams)
+        if ANSWERS in self.engine.streams and ANSWERS not in names and asks_assistant(text):
+            names.append(ANSWERS)
+        return names
 
     def _query(self, name: str, text: str, query_id: uuid.UUID, zone: tzinfo) -> RecallQuery:
         spec = self.engine.streams[name]
@@ -240,7 +251,7 @@ class MultiStreamRecall:
         if intent is None:
             intent = await self.classify(text, telemetry)
         router_ms = (time.perf_counter() - started) * 1000
-        names = list(self.engine.strategies[intent.name].streams)
+        names = self.stream_names(intent, text)
         query_id = uuid.uuid4()
         if isinstance(recall, BatchRecall):
             results = await self._streams_together(names, principal, recall, text, query_id, zone, ahead)

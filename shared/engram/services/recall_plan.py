@@ -136,13 +136,14 @@ def with_parts(queries: Sequence[RecallQuery], now: datetime | None = None) -> t
     that name a day within that day alone (`decomposition.day_windows`: LoCoMo dev, 12 of the 13
     questions naming a date or month whose evidence the lists missed had it on that day; a day
     before `now`, "yesterday", counts from the query's instant), and for each the index of the
-    query it belongs to. A question to the assistant (`addressee`) is
-    also searched among the assistant's passages alone: in the whole lists the user's own units
-    on the topic take most places (assistant_chats advice questions, recall@1 up in three seeds
-    of three; bench/RESULTS.md part 18). A query that names its types is not searched among the
-    passages. A query with a kNN text of its own (a stream's template that expands the message)
-    is searched as it is; a chat stream's query whose templates are the message itself is the
-    message, and gets its parts and days as a plain query does."""
+    query it belongs to. A question to the assistant (`addressee`) is also searched among the
+    assistant's passages alone: in the whole lists the user's own units on the topic take most
+    places (assistant_chats advice questions, recall@1 up in three seeds of three;
+    bench/RESULTS.md part 18). A query that names its types is not searched among the passages
+    (a chat turn has a stream of them: `multistream.ANSWERS`). A query with a kNN text of its
+    own (a stream's template that expands the message) is searched as it is; a chat stream's
+    query whose templates are the message itself is the message, and gets its parts and days as
+    a plain query does."""
     expanded, owners = list(queries), list(range(len(queries)))
     for i, query in enumerate(queries):
         if query.vector_text not in (None, query.text) or not isinstance(query.text, str):
