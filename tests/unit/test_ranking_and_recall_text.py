@@ -128,6 +128,24 @@ def test_recall_text_orders_marks_tags_and_budget() -> None:
     assert render_recall_text([]) == ""
 
 
+def test_over_the_budget_the_least_relevant_of_a_priority_are_left_out_not_the_oldest() -> None:
+    """The hits come best first; what fits is chosen by priority, then that order, and shown by
+    priority, then the newest first (R-7.3)."""
+    words = "word " * 30
+    best_old = hit(obs(title="best but old " + words, created_at=NOW - timedelta(days=300)))
+    second = hit(obs(title="second " + words, created_at=NOW - timedelta(days=200)))
+    worst_new = [hit(obs(title=f"weak but new {i} " + words, created_at=NOW - timedelta(days=i))) for i in range(3)]
+    low = hit(obs(title="low priority " + words, priority="low"))
+    critical = hit(
+        obs(title="critical but weakest " + words, priority="critical", created_at=NOW - timedelta(days=900))
+    )
+    hits = [best_old, second, low, *worst_new, critical]
+    full = estimate_tokens(render_recall_text(hits[:1], header=None))
+    text = render_recall_text(hits, token_budget=3 * full + 12, header=None)  # three entries
+    titles = [line.split("] ", 1)[1].split(" word")[0] for line in text.splitlines() if line.startswith("- [")]
+    assert titles == ["critical but weakest", "second", "best but old"]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [("", "empty"), ("   ", "empty"), ("x" * 100_000, "at most"), ("hello\x00", r"U\+0000"), ("a\x1bb", r"U\+001B")],

@@ -123,7 +123,7 @@ def render_observations(
 ) -> str:
     """Observations as plain text for an LLM's context (the memory API's recall and chat-turn's
     streams): by priority, then the newest first, or in their own order (`in_order`); their days
-    are the user's, in `zone`."""
+    are the user's, in `zone`. What the budget leaves out is chosen by `fitted`."""
     fitting = fitted(observations, token_budget=token_budget, header=header, in_order=in_order, zone=zone)
     entries = [entry for _obs, entry in fitting]
     if not entries:
@@ -141,13 +141,19 @@ def fitted(
     zone: tzinfo = UTC,
 ) -> list[tuple[Observation, str]]:
     """The observations that `render_observations` writes within the budget, in its order (or in
-    theirs, `in_order`), with their entries (shortened where the full one does not fit)."""
+    theirs, `in_order`), with their entries (shortened where the full one does not fit).
+
+    Which of them fit is decided by priority and then by the order they come in, a search's
+    best first: over the budget, the least relevant of a priority are left out, not the oldest
+    (a chat stream's limit of hits cut by age lost the evidence in 1.8 % of assistant_chats'
+    questions, bench/RESULTS.md part 38). `in_order` decides by their order alone."""
     if not observations or token_budget <= 0:
         return []
     entries: list[tuple[Observation, str]] = []
     used = estimate_tokens(header) + 1 if header else 0
     titles = {o.id: o.title for o in observations}
-    for obs in observations if in_order else order_for_context(observations):
+    chosen = observations if in_order else sorted(observations, key=lambda o: -o.priority.rank)  # stable
+    for obs in chosen:
         conflicting = [titles[p] for p in obs.conflicts_with if p in titles]
         entry = render_entry(obs, conflicting=conflicting, zone=zone)
         cost = estimate_tokens(entry) + 1
@@ -158,4 +164,7 @@ def fitted(
                 continue
         entries.append((obs, entry))
         used += cost
-    return entries
+    if in_order:
+        return entries
+    place = {o.id: i for i, o in enumerate(order_for_context([o for o, _ in entries]))}
+    return sorted(entries, key=lambda e: place[e[0].id])

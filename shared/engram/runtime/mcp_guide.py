@@ -44,7 +44,8 @@ Use it before answering anything that may depend on earlier conversations or bus
 (a customer, an order, a project, the user's preferences). A day named in the query ('on 3
 March 2025', 'in July 2025', 'yesterday', 'last week') also searches what was said that day, so
 'What did we discuss yesterday?' works as asked ('yesterday' in the user's time zone). Entries
-are ordered by priority then recency and cut to a token budget; each ends with its provenance. {TRUST}
+are ordered by priority then recency; a token budget leaves out the least relevant ones first. Each
+ends with its provenance. {TRUST}
 '(conflicting: ...)' means two memories disagree: ask the user instead of guessing.
 Only what the caller may see is returned (private ones of the user, their teams', public ones;
 sensitive ones only with sensitive=true and view:SensitiveAiMemory). The text ends with the
