@@ -109,15 +109,12 @@ def _range_start(before: str, last: date) -> date | None:
         month = MONTHS[named.lower()]
         year = last.year - 1 if (month, day) > (last.month, last.day) else last.year
     else:  # "from 28 to 3 March": the month before the end's
-        year, month = (last.year, last.month) if day <= last.day else _month_before(last.year, last.month)
+        opens = last if day <= last.day else _months_later(last, -1)
+        year, month = opens.year, opens.month
     try:
         return date(year, month, day)
     except ValueError:  # 30 February, 29 February of a year without one
         return None
-
-
-def _month_before(year: int, month: int) -> tuple[int, int]:
-    return (year, month - 1) if month > 1 else (year - 1, 12)
 
 
 # a plan's date without a year ("on 12 February", "am 18. April", "18.4.", "in August", "on Thursday");

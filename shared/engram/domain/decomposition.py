@@ -196,19 +196,21 @@ def past_window(text: str, now: datetime, zone: tzinfo | None = None) -> tuple[d
     hours of today (UTC) that are still yesterday somewhere."""
     at = now.astimezone(UTC)
     if zone is not None:
-        return _local_days(text, at.astimezone(zone).date(), zone)
-    if past_span(text, at.date()) is None:  # names no span (most questions): one match, not one per offset
-        return None
-    spans = [_local_days(text, (at + offset).date(), timezone(offset)) for offset in _OFFSETS]
-    found = [span for span in spans if span is not None]
-    return (min(a for a, _ in found), max(b for _, b in found)) if found else None
+        today = at.astimezone(zone).date()
+        span = past_span(text, today)
+        return None if span is None else _local_days(span, today, zone)
+    # the offsets fall on two or three local days: the text is read once per day, not per offset
+    spans: dict[date, tuple[date, date]] = {}
+    for today in {(at + offset).date() for offset in _OFFSETS}:
+        if (span := past_span(text, today)) is None:
+            return None  # names no span (the same on every day)
+        spans[today] = span
+    found = [_local_days(spans[(at + o).date()], (at + o).date(), timezone(o)) for o in _OFFSETS]
+    return min(a for a, _ in found), max(b for _, b in found)
 
 
-def _local_days(text: str, today: date, zone: tzinfo) -> tuple[datetime, datetime] | None:
+def _local_days(span: tuple[date, date], today: date, zone: tzinfo) -> tuple[datetime, datetime]:
     """`past_window` for one zone: the span's first local midnight to the one after its last."""
-    span = past_span(text, today)
-    if span is None:
-        return None
     slack = timedelta(days=DATE_SLACK_DAYS if span[0] != span[1] else 0)
     after = min(span[1] + slack + timedelta(days=1), today)  # never into today: it is not before now
     start = datetime.combine(span[0] - slack, time(), zone).astimezone(UTC)
