@@ -42,7 +42,8 @@ def lexical_statement(
     params: list[Any] = [visibility.tenant_id, text]
     vis = visibility_sql(visibility, params, "s", id_column="observation_id")
     # the postings carry valid_from but no said_at: the window is applied below, in two parts
-    flt = search_filter_sql(dataclasses.replace(where, within=None), params, "s")
+    in_force = dataclasses.replace(where, within=None)
+    flt = search_filter_sql(in_force, params, "s")
     params.extend([limit, query_words(text)])
     k, words = f"${len(params) - 1}", f"${len(params)}"
     if plan is None:
@@ -61,14 +62,14 @@ def lexical_statement(
         start, end = f"${len(params) - 1}::timestamptz", f"${len(params)}::timestamptz"
         dated = f"AND s.valid_from >= {start} AND s.valid_from < {end}"
         # a memory without a valid-from time, said in the window: few, read by document
-        in_force = search_filter_sql(dataclasses.replace(where, within=None), params, "d")
+        document = search_filter_sql(in_force, params, "d")
         undated = f"""
           UNION ALL
           SELECT s.observation_id, s.impact, s.type, qi.idf
           FROM search_documents d JOIN search_terms s ON s.observation_id = d.observation_id
           JOIN qi ON qi.term = s.term
           WHERE d.tenant_id = $1 AND d.valid_from IS NULL AND d.said_at >= {start} AND d.said_at < {end}
-            AND {in_force} AND s.tenant_id = $1 AND {vis}"""
+            AND {document} AND s.tenant_id = $1 AND {vis}"""
     scored = f"""
         SELECT p.observation_id::text AS id, min(p.type) AS type, sum(p.idf * p.impact)::float8 AS score,
           (SELECT mass FROM qm) AS mass
