@@ -40,9 +40,8 @@ from engram.domain.conversation import ConversationSession, turn_id_of
 from engram.domain.events import CHAT_TURN_COMPLETED, ChatTurnCompleted, new_event
 from engram.domain.language import detect_language
 from engram.domain.observation import Observation, is_unit_key
-from engram.domain.recall_text import fitted
 from engram.domain.scopes import Principal, PrincipalKind
-from engram.domain.streams import DecisionEngine, render_stream
+from engram.domain.streams import DecisionEngine
 from engram.ports import Embedder, NewMessage, Recall, SearchIndex, UnitOfWork
 from engram.services.consolidation import Consolidator
 from engram.services.extraction import Extraction
@@ -106,23 +105,11 @@ def chat_streams() -> MultiStreamRecall:
 async def streamed(
     streams: MultiStreamRecall, principal: Principal, recall: Recall, message: str, zone: tzinfo = UTC
 ) -> list[Observation]:
-    """The memories a chat turn's streams put into its prompt for `message`: each stream's hits
-    that fit the text `MultiStreamRecall.recall` rendered for it (its share of the memory budget,
-    or the larger budget before compression); all of a compressed stream's hits."""
+    """The memories a chat turn's streams put into its prompt for `message`: what each stream's
+    text holds within its share of the memory budget (`StreamResult.shown`; a compressed
+    stream's, what it held before compression)."""
     result = await streams.recall(principal, recall, message, TelemetryBuffer(), zone=zone)
-    engine = streams.engine
-    per_stream = max(400, engine.memory_budget_chars // max(1, len(result.streams)))
-    sent: list[Observation] = []
-    for r in result.streams:
-        observations = [h.observation for h in r.hits]
-        if r.compressed:
-            sent += observations
-            continue
-        for budget in (max(per_stream, engine.streams[r.name].compression_threshold * 4), per_stream):
-            if render_stream(r, budget, zone) == r.text:
-                sent += [o for o, _ in fitted(observations, token_budget=budget // 4, header=None, zone=zone)]
-                break
-    return sent
+    return [obs for r in result.streams for obs in r.shown]
 
 
 async def reset_tenant(db: Database, tenant_id: str, keep: frozenset[str] = frozenset({"embedding_cache"})) -> None:

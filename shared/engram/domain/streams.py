@@ -191,6 +191,7 @@ class StreamResult:
     name: str
     hits: list[SearchHit] = field(default_factory=list)
     text: str = ""
+    shown: list[Observation] = field(default_factory=list)  # the observations `text` holds (before compression)
     error: str | None = None
     compressed: bool = False
     duration_ms: float = 0.0
@@ -220,8 +221,11 @@ def render_observations(
     ).rstrip("\n")
 
 
-def render_stream(result: StreamResult, budget_chars: int, zone: tzinfo = UTC) -> str:
-    return render_observations([h.observation for h in result.hits], budget_chars, zone=zone)
+def render_stream(result: StreamResult, budget_chars: int, zone: tzinfo = UTC) -> tuple[str, list[Observation]]:
+    """A stream's hits as text within a character budget (`render_observations`), and the
+    observations that text holds (what the budget leaves out is not among them)."""
+    fitting = recall_text.fitted([h.observation for h in result.hits], token_budget=budget_chars // 4, zone=zone)
+    return "\n".join(entry for _obs, entry in fitting).rstrip("\n"), [obs for obs, _entry in fitting]
 
 
 STREAM_TITLES = {

@@ -266,11 +266,13 @@ class MultiStreamRecall:
         per_stream = max(400, self.engine.memory_budget_chars // max(1, len(results)))
         for r in results:
             spec = self.engine.streams[r.name]
-            r.text = render_stream(r, max(per_stream, spec.compression_threshold * 4), zone)
+            r.text, r.shown = render_stream(r, max(per_stream, spec.compression_threshold * 4), zone)
         await asyncio.gather(*(self._compress(r, text, telemetry) for r in results))
         for r in results:
-            if len(r.text) > per_stream:
-                r.text = render_stream(r, per_stream, zone) if not r.compressed else r.text[:per_stream]
+            if len(r.text) > per_stream and r.compressed:
+                r.text = r.text[:per_stream]
+            elif len(r.text) > per_stream:
+                r.text, r.shown = render_stream(r, per_stream, zone)
         return MultiStreamResult(
             intent=intent,
             streams=results,
