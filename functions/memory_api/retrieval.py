@@ -14,7 +14,6 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.bootstrap import recall_service
-from engram.domain.dates import names_past_span
 from engram.domain.observation import Observation
 from engram.domain.periods import WITHIN_PATTERN, parse_within
 from engram.domain.recall import RecallQuery
@@ -146,8 +145,7 @@ async def search(
     """Scores with a per-hit explanation: lexical rank, vector rank, fused score, boosts."""
     text = validate_query_text(body.query, "body.query")
     require_sensitive(principal, body.sensitive, "sensitive recall")
-    # the zone is read only for a query that names days before now, the one it changes
-    zone = await services.memory.zone_of(principal, body.time_zone) if names_past_span(text) else None
+    zone = await services.memory.search_zone(principal, body.time_zone, text)
     result = await recall.search(
         principal,
         RecallQuery(

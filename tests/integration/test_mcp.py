@@ -216,6 +216,10 @@ async def test_errors_are_mcp_errors_with_a_clear_message(mcp_url: str, auth: An
         assert unknown.is_error and "not found" in text(unknown)
         window = await client.call_tool("expiring", {"within": "soon"})
         assert window.is_error and "invalid argument 'within'" in text(window)
+        # a zone is checked when named, also for a query that names no day
+        for tool in ("recall", "search"):
+            zone = await client.call_tool(tool, {"query": "invoices", "time_zone": "Mars/Olympus"})
+            assert zone.is_error and "invalid argument 'time_zone'" in text(zone), tool
         rated = await client.call_tool("feedback", {"kind": "rated"})
         assert rated.is_error and "rating" in text(rated)
         with pytest.raises(MCPError, match="not found"):

@@ -26,7 +26,6 @@ from pydantic import BaseModel, Field, ValidationError
 
 from engram.adapters.failures import failure_kind
 from engram.bootstrap import Services, get_services, recall_service
-from engram.domain.dates import names_past_span
 from engram.domain.deliveries import reason
 from engram.domain.errors import Conflict, Forbidden, NotFound, RecallUnavailable, Unauthorized, Unprocessable
 from engram.domain.injection import MAX_TAGS
@@ -164,13 +163,27 @@ def _storable(**arguments: Any) -> None:
         raise ToolError(f"invalid argument '{found[0]}': {found[1]}")
 
 
-async def _zone(services: Any, principal: Principal, name: str | None) -> tzinfo:
-    """The user's time zone: `name`, else the one they named last, else the deployment's."""
+@contextlib.contextmanager
+def _time_zone_argument() -> Iterator[None]:
+    """An unknown zone name (`zones.time_zone`'s ValueError) as the tool error naming the argument."""
     try:
-        zone: tzinfo = await services.memory.zone_of(principal, name)
-        return zone
+        yield
     except ValueError as exc:
         raise ToolError(f"invalid argument 'time_zone': {exc}") from exc
+
+
+async def _zone(services: Any, principal: Principal, name: str | None) -> tzinfo:
+    """The user's time zone: `name`, else the one they named last, else the deployment's."""
+    with _time_zone_argument():
+        zone: tzinfo = await services.memory.zone_of(principal, name)
+    return zone
+
+
+async def _search_zone(services: Any, principal: Principal, name: str | None, query: str) -> tzinfo | None:
+    """The zone a search of `query` reads days in (`MemoryService.search_zone`)."""
+    with _time_zone_argument():
+        zone: tzinfo | None = await services.memory.search_zone(principal, name, query)
+    return zone
 
 
 def _id_lines(observations: Sequence[Observation]) -> str:
@@ -376,8 +389,7 @@ class Tools:
             text = validate_query_text(query, "query")
             require_sensitive(principal, sensitive, "sensitive recall")
             services = await self.services()
-            # the zone is read only for a query that names days before now, the one it changes
-            zone = await _zone(services, principal, time_zone) if names_past_span(text) else None
+            zone = await _search_zone(services, principal, time_zone, text)
             wanted = RecallQuery(
                 text=text, limit=limit, types=tuple(types), want_sensitive=sensitive, mode=mode, as_of=as_of, zone=zone
             )

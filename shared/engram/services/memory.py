@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from engram.domain.authorization import WriteRequest, authorize_write
+from engram.domain.dates import names_past_span
 from engram.domain.errors import Forbidden, NotFound, Unprocessable
 from engram.domain.events import OBSERVATION_MARKED, ObservationMarked, change_events, new_event
 from engram.domain.injection import MAX_TAGS
@@ -194,6 +195,12 @@ class MemoryService:
         async with self.uow.tenant(principal.tenant_id) as tx:
             stored = await tx.chats.user_time_zone(principal.user_id)
         return user_zone(None, self.zone, stored)
+
+    async def search_zone(self, principal: Principal, name: str | None, text: str) -> tzinfo | None:
+        """The zone a search of `text` reads days in: the one named (checked as `zone_of` checks
+        it); without one, for a query that names days before now ("yesterday", the only kind it
+        changes), the user's (`zone_of`); else None, and nothing is read."""
+        return await self.zone_of(principal, name) if name or names_past_span(text) else None
 
     async def profile(self, principal: Principal, zone: tzinfo | None = None) -> Sequence[Observation]:
         """The caller's profile (`services.profile`): what an assistant should know of them unasked,
