@@ -59,6 +59,14 @@ MESSAGES = (
     "Tell me about the order history of customer {n}.",
     "Should we move customer {n} to quarterly billing?",
 )
+# `--messages all` adds these: two things in one message (each part searched in every stream,
+# `recall_plan.with_parts`) and questions to the assistant (the `answers` stream of passages)
+MORE_MESSAGES = (
+    "Compare the billing model of customer {n} and the order history of customer {m}.",
+    "Was hast du zu Kunde {n} gesagt, und wann hat Kunde {m} bestellt?",
+    "What did you suggest for the invoice of customer {n}?",
+    "Was hast du mir zur Rechnung von Kunde {n} empfohlen?",
+)
 TYPES = (
     "fact",
     "decision",
@@ -203,7 +211,7 @@ class Sample:
     total_ms: float
     llm_ms: float
     stages: dict[str, float]
-    message: int = 0  # index into MESSAGES
+    message: int = 0  # index into the run's messages (MESSAGES, then MORE_MESSAGES with --messages all)
     started: float = 0.0  # time.monotonic(), for the CPU probe
     ended: float = 0.0
     slowdown: float | None = None  # the machine's CPU slowdown beside this turn (bench.cpu_probe)
@@ -214,7 +222,12 @@ class Sample:
 
 
 async def run_level(
-    client: Any, tokens: list[str], concurrency: int, turns: int, spread_s: float = 0.0
+    client: Any,
+    tokens: list[str],
+    concurrency: int,
+    turns: int,
+    spread_s: float = 0.0,
+    messages: tuple[str, ...] = MESSAGES,
 ) -> list[Sample]:
     """`turns` turns by `concurrency` workers; with `spread_s`, the workers start evenly spread
     over that time (independent users), not all at once."""
@@ -226,8 +239,8 @@ async def run_level(
         chat_id = uuid.uuid4()
         headers = {"Authorization": f"Bearer {tokens[w % len(tokens)]}"}
         for n in counter:
-            template = n % len(MESSAGES)
-            message = MESSAGES[template].format(n=(n * 7 + w) % 500)
+            template = n % len(messages)
+            message = messages[template].format(n=(n * 7 + w) % 500, m=(n * 11 + w + 250) % 500)
             started = time.monotonic()
             r = await client.post(f"/api/ai/chats/{chat_id}/turns", json={"message": message}, headers=headers)
             ended = time.monotonic()
@@ -267,10 +280,10 @@ def turn_slowdown(sample: Sample, runs: ProbeRuns) -> float | None:
     return max(found) if found else None
 
 
-def by_message(samples: list[Sample], intents: list[str]) -> dict[str, dict[str, Any]]:
+def by_message(samples: list[Sample], intents: list[str], messages: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """Added time per message template, with the strategy its keywords pick: where the tail is."""
     out: dict[str, dict[str, Any]] = {}
-    for index, template in enumerate(MESSAGES):
+    for index, template in enumerate(messages):
         mine = [s for s in samples if s.message == index]
         if mine:
             added = [s.added_ms for s in mine]
@@ -354,11 +367,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             services.recall = FixedRecall(by_type)
 
         multistream = services.chat.multistream if services.chat is not None else None
+        messages = MESSAGES + (MORE_MESSAGES if args.messages == "all" else ())
         intents = [
-            (intent.name if (intent := multistream.keyword_intent(m.format(n=1))) else "model-routed")
+            (intent.name if (intent := multistream.keyword_intent(m.format(n=1, m=2))) else "model-routed")
             if multistream is not None
             else "-"
-            for m in MESSAGES
+            for m in messages
         ]
         secret = os.environ["ENGRAM_JWT_SECRET"]
         perms = ["read:AiObservation", "create:AiObservation"]
@@ -374,7 +388,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             httpx.AsyncClient(transport=chat_transport, base_url="http://chat", timeout=60) as chat,
             httpx.AsyncClient(transport=memory_transport, base_url="http://memory", timeout=60) as memory,
         ):
-            await run_level(chat, tokens, 2, args.warmup)
+            await run_level(chat, tokens, 2, args.warmup, messages=messages)
             await baseline(memory, tokens[0], 20)
             settle_heap()  # what the apps' lifespan does after start-up (ASGITransport runs no lifespan)
             base = await baseline(memory, tokens[0], args.turns)
@@ -389,13 +403,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             with CpuProbe() as probe:
                 for concurrency in args.concurrency:
                     cpu, wall = time.process_time(), time.perf_counter()
-                    samples = await run_level(chat, tokens, concurrency, args.turns, args.llm_delay_ms / 1000)
+                    samples = await run_level(chat, tokens, concurrency, args.turns, args.llm_delay_ms / 1000, messages)
                     measured[f"c{concurrency}"] = (samples, time.process_time() - cpu, time.perf_counter() - wall)
             for name, (samples, cpu_s, wall_s) in measured.items():
                 for s in samples:
                     s.slowdown = turn_slowdown(s, probe.runs)
                 levels[name] = summarize(samples)
-                levels[name]["by_message"] = by_message(samples, intents)
+                levels[name]["by_message"] = by_message(samples, intents, messages)
                 levels[name]["cpu_ms_per_turn"] = round(cpu_s * 1000 / len(samples), 2)
                 levels[name]["turns_per_second"] = round(len(samples) / wall_s, 1)
             if profiler is not None:
@@ -406,6 +420,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "bench": "chat_turn",
             "recall": args.recall,
             "observations": args.observations,
+            "messages": args.messages,
             "baseline": "GET /api/ai/memory?size=10",
             "baseline_p50_ms": round(percentile(base, 0.5), 2),
             "baseline_p95_ms": round(base_p95, 2),
@@ -447,6 +462,13 @@ def main() -> int:
         "with a real model's latency the turns' CPU phases seldom coincide, as in production",
     )
     parser.add_argument("--profile", metavar="PATH", help="write a cProfile of the measured turns to PATH")
+    parser.add_argument(
+        "--messages",
+        choices=("plain", "all"),
+        default="plain",
+        help="plain: the six one-thing messages (comparable with earlier runs); all: also two-thing "
+        "messages (their parts searched in every stream) and questions to the assistant (the answers stream)",
+    )
     parser.add_argument(
         "--state",
         metavar="DIR",
