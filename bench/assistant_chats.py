@@ -55,7 +55,17 @@ from rich.console import Console
 
 from bench import locomo
 from bench._common import repeatable_ids
-from bench.chatgen import ANSWERED, ASKED, CATEGORIES, CORRECTED, ON_TOPIC, REQUEST_CATEGORIES, SESSIONS, generate
+from bench.chatgen import (
+    ANSWERED,
+    ASKED,
+    CATEGORIES,
+    CORRECTED,
+    ON_TOPIC,
+    REFERRED,
+    REQUEST_CATEGORIES,
+    SESSIONS,
+    generate,
+)
 from bench.pasted import CATEGORIES as PASTED_CATEGORIES
 from bench.pasted import with_pastes
 from bench.xquad import DEFAULT_DATA
@@ -82,7 +92,12 @@ def stale_first(samples: list[dict[str, Any]], ranked_rows: list[dict[str, Any]]
 
 
 # qa flag: (true, false)
-FORMS = {"asked": ("asked", "stated"), "on_topic": ("on_topic", "aside"), "answered": ("answered", "volunteered")}
+FORMS = {
+    "asked": ("asked", "stated"),
+    "on_topic": ("on_topic", "aside"),
+    "answered": ("answered", "volunteered"),
+    "referred": ("referred", "named"),
+}
 
 
 def by_form(samples: list[dict[str, Any]], ranked_rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -142,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         help="about the share of changes told as a short answer to the assistant's check of the old value",
     )
     parser.add_argument(
+        "--referred",
+        type=float,
+        default=REFERRED,
+        help="about the share of first fact statements (a relative's city, a pet, a car) said of a pronoun "
+        "for whom the sentence before names",
+    )
+    parser.add_argument(
         "--requests",
         action="store_true",
         help="also ask, per fact, a request that needs it without naming it (categories 11 and 12)",
@@ -185,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             requests=args.requests,
             answered=args.answered,
             corrected=args.corrected,
+            referred=args.referred,
         )
     except ValueError as exc:  # too few sessions
         parser.error(f"--sessions: {exc}")
@@ -212,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["on_topic"] = args.on_topic
     figures["answered"] = args.answered
     figures["corrected"] = args.corrected
+    figures["referred"] = args.referred
     figures["pastes"] = args.pastes
     figures["requests"] = args.requests
     for mode, share in stale_first(args.samples, rows).items():
@@ -231,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         "aside": "as an aside",
         "answered": "answering the assistant's question",
         "volunteered": "unasked",
+        "referred": "of a pronoun for whom the sentence before names",
+        "named": "naming whom it is about",
     }
     for form, how in said.items():
         Console().print(

@@ -75,6 +75,10 @@ class FactKind:
     reply: Sequence[str] = ()  # the user's short answer to that: the value, hardly a word of the topic
     check: Sequence[str] = ()  # the assistant asks whether a remembered value still holds (the old value)
     correct: Sequence[str] = ()  # the user's short answer to that: the new value
+    # the fact in the second of two sentences, said of whom (or what) the first one names by a
+    # pronoun that opens it ("I called my sister Lena. She just moved to Porto."); {Pron} is
+    # {pron} capitalised
+    referred: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ class _Fact:
     asked: set[str] = field(default_factory=set)  # dia_ids that state it inside a question
     on_topic: set[str] = field(default_factory=set)  # dia_ids in a session on a topic it belongs to
     answered: set[str] = field(default_factory=set)  # dia_ids that answer the assistant's question for it
+    referred: set[str] = field(default_factory=set)  # dia_ids that say it of a pronoun (`FactKind.referred`)
 
 
 @dataclass
@@ -122,6 +127,7 @@ class _Turn:
     asked: bool = False  # it states the fact inside a question
     on_topic: bool = False  # the session is on a topic the fact belongs to
     answered: bool = False  # it answers the assistant's question for the fact (`FactKind.reply`)
+    referred: bool = False  # it says the fact of a pronoun that refers to the sentence before
 
 
 def rows(spec: str, *slots: str) -> list[dict[str, str]]:
@@ -154,6 +160,7 @@ ASKED = 1 / 3  # the share of statements of a fact made inside a question
 ON_TOPIC = 0.0  # about the share of statements of a fact made in a session on a topic it belongs to
 ANSWERED = 0.0  # about the share of first statements made as a short answer to the assistant's question
 CORRECTED = 0.0  # about the share of changes told as a short answer to the assistant's check of the old value
+REFERRED = 0.0  # about the share of first statements (of facts with such forms) said of a pronoun
 
 
 def generate(
@@ -167,6 +174,7 @@ def generate(
     requests: bool = False,
     answered: float = ANSWERED,
     corrected: float = CORRECTED,
+    referred: float = REFERRED,
 ) -> list[dict[str, Any]]:
     """`conversations` samples per language, all drawn from one `random.Random(seed)`, of
     `sessions` sessions each (about eight turns per session). More sessions make a longer
@@ -190,7 +198,10 @@ def generate(
     not the session's first (an answer comes before it); a stream of its own: `answered=0`
     changes nothing. About a share `corrected` of the changes are told the same way, to the
     assistant checking the value it remembers ("Is your sister still living in Porto?" - "No,
-    she moved to Leeds a while ago."); a stream of its own too.
+    she moved to Leeds a while ago."); a stream of its own too. About a share `referred` of the
+    first statements of the facts that have such forms (a relative's city, a pet, a car) are
+    said of a pronoun for whom the sentence before names ("I called my sister Lena yesterday.
+    She just moved to Porto."), as people talk; a stream of its own (`referred=0` changes nothing).
 
     With `requests`, each fact also gets a request whose good answer needs it but that does not
     name it ("Can you suggest a dinner I could cook tonight?" for an allergy, "Which houseplants
@@ -213,6 +224,8 @@ def generate(
                 answered,
                 random.Random(f"{seed}:{sample_id}:corrected"),
                 corrected,
+                random.Random(f"{seed}:{sample_id}:referred"),
+                referred,
             )
             asks = random.Random(f"{seed}:{sample_id}:requests") if requests else None
             sample = _conversation(rng, pack(language), sample_id, sessions, forms, asks)
@@ -263,6 +276,8 @@ class _Forms:
     answered_share: float
     correct_rng: random.Random
     corrected_share: float
+    refer_rng: random.Random = field(default_factory=lambda: random.Random(0))
+    referred_share: float = 0.0
 
     def topic(self, p: Pack, events: list[tuple[_Fact, str]]) -> tuple[Topic, tuple[_Fact, str]] | None:
         """A topic that the first fact statement drawn for it (in session order) belongs to, and
@@ -279,6 +294,14 @@ class _Forms:
         if not templates or self.rng.random() >= self.share:
             return None
         return fill(self.rng.choice(templates), fact.slots)
+
+    def referred(self, fact: _Fact, what: str) -> str | None:
+        """A first statement of the fact said of a pronoun (`FactKind.referred`), or None."""
+        if what != "say" or not fact.kind.referred or self.refer_rng.random() >= self.referred_share:
+            return None
+        return fill(
+            self.refer_rng.choice(fact.kind.referred), {**fact.slots, "Pron": fact.slots.get("pron", "").title()}
+        )
 
     def answered(self, fact: _Fact, what: str, before: dict[str, str]) -> tuple[str, str] | None:
         """The assistant's question and the user's short answer: for a fact's first statement a
@@ -333,6 +356,8 @@ def _conversation(
                     turn.fact.on_topic.add(turn.dia_id)
                 if turn.answered:
                     turn.fact.answered.add(turn.dia_id)
+                if turn.referred:
+                    turn.fact.referred.add(turn.dia_id)
         conversation[f"session_{s}"] = [{"speaker": t.speaker, "dia_id": t.dia_id, "text": t.text} for t in turns]
         conversation[f"session_{s}_date_time"] = locomo_date(when)
         said[f"D{s}"] = when.date()
@@ -361,6 +386,8 @@ def _session(rng: random.Random, p: Pack, events: list[tuple[_Fact, str]], forms
             sentence = _statement(rng, p, fact, what, lead=not user.on_topic)
             if (question := forms.asked(fact, what)) is not None:
                 sentence, user.asked = question, True
+            elif (told := forms.referred(fact, what)) is not None:
+                sentence, user.referred = told, True
             user.text = " ".join([sentence, request] if rng.random() < 0.5 else [request, sentence])
             if e > 0 and (pair := forms.answered(fact, what, before)) is not None:
                 clarify, reply = pair  # the previous answer ends with the question instead of its outro
@@ -412,6 +439,7 @@ def _questions(rng: random.Random, p: Pack, facts: list[_Fact]) -> list[dict[str
         item["asked"] = fact.turns[-1] in fact.asked  # the evidence states it inside a question
         item["on_topic"] = fact.turns[-1] in fact.on_topic  # ... in a session on a topic it belongs to
         item["answered"] = fact.turns[-1] in fact.answered  # ... as a short answer to the assistant's question
+        item["referred"] = fact.turns[-1] in fact.referred  # ... of a pronoun for whom the sentence before names
         qa.append(item)
     pairs = [(a, b) for i, a in enumerate(facts) for b in facts[i + 1 :]]
     for a, b in rng.sample(pairs, 3):

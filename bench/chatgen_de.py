@@ -45,6 +45,10 @@ FACTS = [
             "{name}, {my} {rel}, wohnt seit dem Frühjahr in {city}.",
             "{my} {rel} {name} hat endlich eine Wohnung in {city} gefunden.",
         ],
+        referred=[
+            "{my} {rel} {name} hat mir Fotos der neuen Wohnung geschickt. {Pron} wohnt seit dem Frühjahr in {city}.",
+            "{name} hat gestern angerufen, {my} {rel} hat Neuigkeiten. {Pron} ist gerade nach {city} gezogen.",
+        ],
         update=[
             "{my} {rel} {name} ist schon wieder umgezogen, {pron} wohnt jetzt in {city}.",
             "{name} hat die Koffer gepackt, {my} {rel} lebt inzwischen in {city}.",
@@ -128,6 +132,10 @@ FACTS = [
             "wir haben {animal} aus dem Tierheim geholt und {pet} genannt.",
             "{pet}, unser neues Haustier, hält mich nachts wach.",
         ],
+        referred=[
+            "seit letztem Monat haben wir ein Haustier aus dem Tierheim. Es heißt {pet} und hält mich nachts wach.",
+            "bei uns ist im Frühjahr ein Tier eingezogen. Es hört auf den Namen {pet}.",
+        ],
         ask=["Wie heißt das Tier, das bei uns eingezogen ist?", "Welchen Namen hat unser neuer Mitbewohner mit Fell?"],
         about="der Name unseres Haustiers",
         answer="{pet}",
@@ -190,6 +198,10 @@ FACTS = [
             "car",
         ),
         say=["ich fahre {car}.", "ich habe {car}, endlich abbezahlt."],
+        referred=[
+            "ich habe mir letztes Jahr endlich ein eigenes Auto gekauft. Es war ein Schnäppchen, ich fahre {car}.",
+            "mein Auto stammt vom Nachbarn. Er hat mir {car} günstig überlassen.",
+        ],
         update=[
             "ich habe mein altes Auto verkauft und mir {car} gekauft.",
             "ich fahre jetzt {car}, der alte Wagen ist weg.",

@@ -45,6 +45,10 @@ FACTS = [
             "{name}, my {rel}, has been living in {city} since the spring.",
             "my {rel} {name} finally found a flat in {city}.",
         ],
+        referred=[
+            "I had a long phone call with my {rel} {name} yesterday. {Pron} just moved to {city} for a new start.",
+            "my {rel} {name} sent me photos of the new flat. {Pron} has been living in {city} since the spring.",
+        ],
         update=[
             "my {rel} {name} moved again, {pron} lives in {city} now.",
             "{name} packed up and left, so my {rel} is in {city} these days.",
@@ -125,6 +129,10 @@ FACTS = [
             {"animal": "parrot", "pet": "Kiwi"},
         ],
         say=["we adopted a {animal} called {pet} from the shelter.", "our new {animal}, {pet}, keeps me up at night."],
+        referred=[
+            "we took in a {animal} from the shelter last month. It's called {pet} and it keeps me up at night.",
+            "there's a new {animal} in our home since the spring. We named it {pet}, after a cartoon.",
+        ],
         ask=["What's the name of the animal we took in?", "What did we call our new companion at home?"],
         about="the name of our pet",
         answer="{pet}",
@@ -186,6 +194,10 @@ FACTS = [
             ]
         ],
         say=["I drive a {color} {car}.", "my {color} {car} is finally paid off."],
+        referred=[
+            "I finally bought a car of my own last year. It's a {color} {car}, and it's paid off now.",
+            "my car was a bargain from a neighbour. It's a {color} {car} with hardly any miles on it.",
+        ],
         update=["I sold my old car and bought a {color} {car}.", "I traded in my car; I have a {color} {car} now."],
         changes=["color", "car"],
         ask=["What vehicle is parked in my driveway?", "Which model do I get around in?"],
