@@ -104,7 +104,7 @@ def by_form(samples: list[dict[str, Any]], ranked_rows: list[dict[str, Any]]) ->
     """Per mode and form ("asked" or "stated"; "on_topic" or "aside"; "answered" or
     "volunteered"): mean recall@1/5/10 of the single-fact questions."""
     forms = {
-        f"{s['sample_id']}:{i}": [names[not qa[flag]] for flag, names in FORMS.items()]
+        f"{s['sample_id']}:{i}": [names[not qa[flag]] for flag, names in FORMS.items() if flag in qa]
         for s in samples
         for i, qa in enumerate(s["qa"])
         if "asked" in qa

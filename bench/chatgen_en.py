@@ -131,7 +131,7 @@ FACTS = [
         say=["we adopted a {animal} called {pet} from the shelter.", "our new {animal}, {pet}, keeps me up at night."],
         referred=[
             "we took in a {animal} from the shelter last month. It's called {pet} and it keeps me up at night.",
-            "there's a new {animal} in our home since the spring. We named it {pet}, after a cartoon.",
+            "there's a new {animal} in our home since the spring. Its name is {pet}, after a cartoon.",
         ],
         ask=["What's the name of the animal we took in?", "What did we call our new companion at home?"],
         about="the name of our pet",

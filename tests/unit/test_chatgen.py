@@ -15,6 +15,8 @@ from bench.locomo import AskedAt, asked_at, gold_ids, sessions_of
 from engram.domain.chat_extraction import sentences
 from engram.domain.language import language_of
 
+PRONOUNS = {"She", "He", "It", "It's", "Its", "Sie", "Er", "Es"}
+
 
 @pytest.fixture(scope="module")
 def samples() -> list[dict[str, Any]]:
@@ -116,6 +118,9 @@ def test_every_template_fills_with_every_value() -> None:
                     *kind.correct,
                 ]:
                     template.format(**slots)
+                for template in kind.referred:  # two sentences, the second opens with a pronoun
+                    said = sentences(template.format(**slots, Pron=slots.get("pron", "").title()))
+                    assert len(said) == 2 and said[1].split()[0] in PRONOUNS, said
                 for template in kind.clarify:  # the assistant's question names no value of the fact
                     question = template.format(**slots, your="your")
                     value = {w.casefold() for w in re.findall(r"\w{3,}", kind.answer.format(**slots))}
@@ -279,6 +284,30 @@ def test_a_share_of_the_facts_is_the_users_short_answer_to_the_assistants_questi
         # an answered statement of a fact that changed later is a stale one
         assert {qa["evidence"][0] for qa in with_answers["qa"] if qa.get("answered")} <= users <= stated
         assert len(differ) == 2 * len(users)
+
+
+def test_a_share_of_the_facts_is_said_of_a_pronoun_for_whom_the_sentence_before_names(
+    samples: list[dict[str, Any]],
+) -> None:
+    referred = generate(seed=7, conversations=3, referred=1.0)
+    assert json.dumps(generate(seed=7, conversations=3, referred=0.0)) == json.dumps(samples)
+    told = [(s, qa) for s in referred for qa in s["qa"] if qa.get("referred")]
+    assert told and not any(qa.get("referred") for s in samples for qa in s["qa"])
+    for sample, qa in told:
+        [gold] = qa["evidence"]
+        text = turns_of(sample)[gold]["text"]
+        opening = [s.split()[0] for s in sentences(text)]
+        assert any(word in PRONOUNS for word in opening[1:]), text  # a sentence after the first
+        assert qa["answer"].split()[-1].casefold() in text.casefold()
+    # the same conversations but for the user turns that say a fact that way
+    changed = 0
+    for plain, with_pronouns in zip(samples, referred, strict=True):
+        assert [q["question"] for q in plain["qa"]] == [q["question"] for q in with_pronouns["qa"]]
+        a, b = turns_of(plain), turns_of(with_pronouns)
+        differ = {t for t in a if a[t]["text"] != b[t]["text"]}
+        assert all(b[t]["speaker"] == plain["conversation"]["speaker_a"] for t in differ)
+        changed += len(differ)
+    assert changed >= len(told)
 
 
 def test_questions_are_asked_days_after_the_last_session_or_now(samples: list[dict[str, Any]]) -> None:
