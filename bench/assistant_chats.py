@@ -102,7 +102,8 @@ FORMS = {
 
 def by_form(samples: list[dict[str, Any]], ranked_rows: list[dict[str, Any]]) -> dict[str, float]:
     """Per mode and form ("asked" or "stated"; "on_topic" or "aside"; "answered" or
-    "volunteered"): mean recall@1/5/10 of the single-fact questions."""
+    "volunteered"; "referred" or "named", where a question carries it): mean recall@1/5/10 of
+    the single-fact questions."""
     forms = {
         f"{s['sample_id']}:{i}": [names[not qa[flag]] for flag, names in FORMS.items() if flag in qa]
         for s in samples

@@ -147,6 +147,12 @@ def locomo_date(when: datetime) -> str:
     return f"{hour}:{when.minute:02d} {'am' if when.hour < 12 else 'pm'} on {when.day} {when:%B}, {when.year}"
 
 
+def referring(slots: dict[str, str]) -> dict[str, str]:
+    """`slots` with `{Pron}`, the pronoun capitalised, for a sentence that opens with it
+    (`FactKind.referred`)."""
+    return {**slots, "Pron": slots.get("pron", "").title()}
+
+
 def fill(template: str, slots: dict[str, str]) -> str:
     text = template.format(**slots)
     return text[:1].upper() + text[1:]
@@ -276,8 +282,8 @@ class _Forms:
     answered_share: float
     correct_rng: random.Random
     corrected_share: float
-    refer_rng: random.Random = field(default_factory=lambda: random.Random(0))
-    referred_share: float = 0.0
+    refer_rng: random.Random
+    referred_share: float
 
     def topic(self, p: Pack, events: list[tuple[_Fact, str]]) -> tuple[Topic, tuple[_Fact, str]] | None:
         """A topic that the first fact statement drawn for it (in session order) belongs to, and
@@ -299,9 +305,7 @@ class _Forms:
         """A first statement of the fact said of a pronoun (`FactKind.referred`), or None."""
         if what != "say" or not fact.kind.referred or self.refer_rng.random() >= self.referred_share:
             return None
-        return fill(
-            self.refer_rng.choice(fact.kind.referred), {**fact.slots, "Pron": fact.slots.get("pron", "").title()}
-        )
+        return fill(self.refer_rng.choice(fact.kind.referred), referring(fact.slots))
 
     def answered(self, fact: _Fact, what: str, before: dict[str, str]) -> tuple[str, str] | None:
         """The assistant's question and the user's short answer: for a fact's first statement a

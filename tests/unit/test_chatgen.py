@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench.assistant_chats import by_form, stale_first
-from bench.chatgen import CATEGORIES, LANGUAGES, REQUEST_CATEGORIES, generate, pack
+from bench.chatgen import CATEGORIES, LANGUAGES, REQUEST_CATEGORIES, generate, pack, referring
 from bench.locomo import AskedAt, asked_at, gold_ids, sessions_of
 from engram.domain.chat_extraction import sentences
 from engram.domain.language import language_of
@@ -119,7 +119,7 @@ def test_every_template_fills_with_every_value() -> None:
                 ]:
                     template.format(**slots)
                 for template in kind.referred:  # two sentences, the second opens with a pronoun
-                    said = sentences(template.format(**slots, Pron=slots.get("pron", "").title()))
+                    said = sentences(template.format(**referring(slots)))
                     assert len(said) == 2 and said[1].split()[0] in PRONOUNS, said
                 for template in kind.clarify:  # the assistant's question names no value of the fact
                     question = template.format(**slots, your="your")
