@@ -227,10 +227,11 @@ async def run_level(
     concurrency: int,
     turns: int,
     spread_s: float = 0.0,
-    messages: tuple[str, ...] = MESSAGES,
+    *,
+    messages: tuple[str, ...],
 ) -> list[Sample]:
-    """`turns` turns by `concurrency` workers; with `spread_s`, the workers start evenly spread
-    over that time (independent users), not all at once."""
+    """`turns` turns by `concurrency` workers, each sending `messages` in turn; with `spread_s`,
+    the workers start evenly spread over that time (independent users), not all at once."""
     samples: list[Sample] = []
     counter = iter(range(turns))
 
@@ -403,7 +404,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             with CpuProbe() as probe:
                 for concurrency in args.concurrency:
                     cpu, wall = time.process_time(), time.perf_counter()
-                    samples = await run_level(chat, tokens, concurrency, args.turns, args.llm_delay_ms / 1000, messages)
+                    samples = await run_level(
+                        chat, tokens, concurrency, args.turns, args.llm_delay_ms / 1000, messages=messages
+                    )
                     measured[f"c{concurrency}"] = (samples, time.process_time() - cpu, time.perf_counter() - wall)
             for name, (samples, cpu_s, wall_s) in measured.items():
                 for s in samples:
