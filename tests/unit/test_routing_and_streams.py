@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engram.bootstrap import load_llm_config
 from engram.domain.observation import Observation, Priority, Scope
@@ -10,17 +14,23 @@ from engram.domain.recall import SearchHit
 from engram.domain.routing import RoutingRules, route
 from engram.domain.scopes import Permission, Principal
 from engram.domain.streams import (
+    MIN_STREAM_CHARS,
     DecisionEngine,
+    Intent,
     StreamResult,
     dedupe_across_streams,
+    fair_shares,
     keyword_intent,
     memory_context,
     parse_intent,
     render_observations,
     standard_context_filter,
 )
+from engram.services.gateway import TelemetryBuffer
+from engram.services.multistream import MultiStreamRecall
 from engram.settings import CONFIG_DIR, Settings
 from tests.fakes import observation
+from tests.fakes.recall import FakeRecall
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +170,51 @@ def test_memory_context_has_a_section_per_stream() -> None:
     block = memory_context([facts, empty], "FACT_WHAT")
     assert block is not None and "stream: facts" in block and "stream: risk" not in block
     assert memory_context([empty], "FACT_WHAT") is None
+
+
+@pytest.mark.parametrize(
+    ("needs", "shares"),
+    [
+        ([0, 0, 3000, 9000], [0, 0, 3000, 5000]),  # two empty streams leave their shares
+        ([2000] * 4, [2000] * 4),
+        ([9000] * 4, [2000] * 4),
+        ([100, 9000, 9000], [100, 3950, 3950]),
+        ([9000] * 30, [MIN_STREAM_CHARS] * 30),  # never below the floor, whatever the budget
+        ([], []),
+    ],
+)
+def test_the_memory_budget_is_split_by_need(needs: list[int], shares: list[int]) -> None:
+    assert fair_shares(needs, 8000) == shares
+
+
+@given(needs=st.lists(st.integers(0, 20_000), max_size=8), budget=st.integers(500, 20_000))
+def test_fair_shares_give_no_stream_less_than_a_bigger_one_unless_it_needs_less(needs: list[int], budget: int) -> None:
+    shares = fair_shares(needs, budget)
+    total = max(budget, MIN_STREAM_CHARS * len(needs))
+    assert sum(shares) <= total and all(0 <= share <= need for share, need in zip(shares, needs, strict=True))
+    cut = [share for share, need in zip(shares, needs, strict=True) if share < need]
+    if cut:  # the budget is used up (but for rounding), and a cut stream is never below another's share
+        assert total - sum(shares) < len(needs)
+        assert max(shares) <= min(cut) + 1
+
+
+async def test_a_stream_that_finds_nothing_leaves_its_share_of_the_block_to_the_others(
+    engine: DecisionEngine,
+) -> None:
+    answers = [
+        observation(
+            "t", f"Suggestion {n} for the invoice: " + "send a friendly reminder after a week. " * 7, type="passage"
+        )
+        for n in range(8)
+    ]
+    recall = FakeRecall(answers)
+    streams = MultiStreamRecall(engine, SimpleNamespace(available=False))  # type: ignore[arg-type]
+    principal = Principal("t", "alice", permissions=frozenset({Permission.read_observation}))
+    message = "What did you suggest for the invoice?"
+    result = await streams.recall(principal, recall, message, TelemetryBuffer(), intent=Intent("FACT_WHAT", "keyword"))
+    by_name = {r.name: r for r in result.streams}
+    assert set(by_name) == {"facts", "tech", "biography", "answers"}
+    assert not any(by_name[n].hits for n in ("facts", "tech", "biography"))  # no passages there
+    # an equal quarter of the block would hold five of the eight answers; the empty streams' shares hold all
+    assert len(by_name["answers"].shown) == 8
+    assert engine.memory_budget_chars // 4 < len(by_name["answers"].text) <= engine.memory_budget_chars

@@ -238,6 +238,21 @@ STREAM_TITLES = {
 }
 
 
+MIN_STREAM_CHARS = 400  # a stream's share is never smaller, whatever the number of streams
+
+
+def fair_shares(needs: Sequence[int], budget: int) -> list[int]:
+    """The memory block's characters split among the streams, max-min fair: a stream that needs
+    less than an equal share gets what it needs, and what it leaves is split among the others
+    (an empty stream takes nothing). `budget` is raised to `MIN_STREAM_CHARS` per stream."""
+    shares = [0] * len(needs)
+    left = max(budget, MIN_STREAM_CHARS * len(needs))
+    for done, i in enumerate(sorted(range(len(needs)), key=lambda i: needs[i])):
+        shares[i] = min(max(needs[i], 0), left // (len(needs) - done))
+        left -= shares[i]
+    return shares
+
+
 def memory_context(results: Sequence[StreamResult], intent: str) -> str | None:
     """The per-turn memory block, one section per stream that found something."""
     sections = [

@@ -36,6 +36,7 @@ from engram.domain.streams import (
     Intent,
     StreamResult,
     dedupe_across_streams,
+    fair_shares,
     keyword_intent,
     live_only,
     memory_context,
@@ -263,16 +264,17 @@ class MultiStreamRecall:
                 log.warning("recall.stream_failed", stream=r.name, error=r.error)
                 telemetry.emit(ChatError(stage=f"recall:{r.name}", error_type="stream_failed", message=r.error))
         dedupe_across_streams(results)
-        per_stream = max(400, self.engine.memory_budget_chars // max(1, len(results)))
+        budget = self.engine.memory_budget_chars
         for r in results:
             spec = self.engine.streams[r.name]
-            r.text, r.shown = render_stream(r, max(per_stream, spec.compression_threshold * 4), zone)
+            r.text, r.shown = render_stream(r, max(budget, spec.compression_threshold * 4), zone)
         await asyncio.gather(*(self._compress(r, text, telemetry) for r in results))
-        for r in results:
-            if len(r.text) > per_stream and r.compressed:
-                r.text = r.text[:per_stream]
-            elif len(r.text) > per_stream:
-                r.text, r.shown = render_stream(r, per_stream, zone)
+        # the block's budget split by need: a stream that found little leaves its share to the others
+        for r, share in zip(results, fair_shares([len(r.text) for r in results], budget), strict=True):
+            if len(r.text) > share and r.compressed:
+                r.text = r.text[:share]
+            elif len(r.text) > share:
+                r.text, r.shown = render_stream(r, share, zone)
         return MultiStreamResult(
             intent=intent,
             streams=results,
