@@ -248,7 +248,7 @@ def fair_shares(needs: Sequence[int], budget: int) -> list[int]:
     shares = [0] * len(needs)
     left = max(budget, MIN_STREAM_CHARS * len(needs))
     for done, i in enumerate(sorted(range(len(needs)), key=needs.__getitem__)):  # the smallest need first
-        shares[i] = min(max(needs[i], 0), left // (len(needs) - done))
+        shares[i] = min(needs[i], left // (len(needs) - done))
         left -= shares[i]
     return shares
 
