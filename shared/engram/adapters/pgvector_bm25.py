@@ -84,21 +84,29 @@ def lexical_statement(
         GROUP BY p.observation_id"""
 
     # document frequencies come from `search_term_stats` (kept exact by triggers on the
-    # postings), not from counting each query term's postings
+    # postings), not from counting each query term's postings. One probe per query term: (tenant,
+    # term) is its key, so LIMIT 1 changes no result, but it keeps the planner from turning the
+    # lookup into a join. With statistics older than a tenant's growth (a tenant estimated at one
+    # row) it merge-joined the query's terms with all of the tenant's vocabulary: 5,525 rows read
+    # for 3 terms, 2.2 ms against 0.15 ms, and growing with the vocabulary (bench/RESULTS.md).
     sql = f"""
         WITH q AS (SELECT DISTINCT lexeme AS term FROM ({configs}) x),
         n AS (SELECT {docs} AS docs),
         qi AS MATERIALIZED (
           SELECT q.term, {BM25_IDF_SQL.format(df="ts.doc_freq")} AS idf
-          FROM q JOIN search_term_stats ts ON ts.tenant_id = $1 AND ts.term = q.term
-          WHERE ts.doc_freq > 0
+          FROM q CROSS JOIN LATERAL (
+            SELECT ts.doc_freq FROM search_term_stats ts WHERE ts.tenant_id = $1 AND ts.term = q.term
+              AND ts.doc_freq > 0
+            LIMIT 1
+          ) ts
         ),
-        -- the query's weight (`ranking.lexical_weight`): its words' idf, at df 0 if no memory has them
+        -- the query's weight (`ranking.lexical_weight`): its words' idf, at df 0 if no memory has them;
+        -- OFFSET 0 reads each word's df once (pulled up, the idf's two mentions of df read it twice)
         qw AS (SELECT {stems} AS stems FROM unnest({words}::text[]) w WHERE NOT ({stop})),
         qm AS MATERIALIZED (
           SELECT coalesce(sum({BM25_IDF_SQL.format(df="df")}), 0)::float8 AS mass FROM (
             SELECT coalesce((SELECT min(ts.doc_freq) FROM search_term_stats ts WHERE ts.tenant_id = $1
-              AND ts.term = ANY(qw.stems) AND ts.doc_freq > 0), 0) AS df FROM qw) x
+              AND ts.term = ANY(qw.stems) AND ts.doc_freq > 0), 0) AS df FROM qw OFFSET 0) x
         ){scored}
         ORDER BY score DESC, id
         LIMIT {k}
