@@ -354,6 +354,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             console.print(f"seeded in {time.perf_counter() - started:.1f}s")
             if args.recall == "services":
                 await wait_for_index(services, args.index_timeout)
+        # the planner's statistics as autovacuum keeps them in production: the embedded server
+        # runs only during a run, so its analyze may never see the seeded tenant, whose estimate then
+        # stays at one row (the profile read scanned all of its observations, BM25 all of its terms)
+        await services.db.system_statement("ANALYZE")
         if args.recall == "fixed":
             from engram.adapters.observation_rows import to_observation
 
