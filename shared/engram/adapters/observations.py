@@ -206,7 +206,7 @@ class PgObservationStore:
         self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
     ) -> list[Observation]:
         order = f"{_PRIORITY_RANK} DESC, coalesce(said_at, created_at) DESC, id DESC"
-        return await self._owned(visibility, types, now, limit, order)
+        return await self._owned(visibility, types, now, limit, order, per_type=True)
 
     async def plans(
         self, visibility: Visibility, *, types: Sequence[str], now: datetime, limit: int
@@ -217,10 +217,23 @@ class PgObservationStore:
         return await self._owned(visibility, types, now, limit, "coalesce(said_at, created_at) DESC, id DESC", flagged)
 
     async def _owned(
-        self, visibility: Visibility, types: Sequence[str], now: datetime, limit: int, order: str, *also: str
+        self,
+        visibility: Visibility,
+        types: Sequence[str],
+        now: datetime,
+        limit: int,
+        order: str,
+        *also: str,
+        per_type: bool = False,
     ) -> list[Observation]:
         """The caller's own live observations of `types` (and `also`): never sensitive, never one
-        they rejected, in `order`, at most `limit`."""
+        they rejected, in `order`, at most `limit`.
+
+        `per_type`: each type's best `limit` read on its own, by equality on all of
+        (tenant_id, user_id, type), `observations_owner_type`'s key, then merged. As one
+        `type = ANY(...)` statement, statistics taken before the tenant grew (a tenant estimated
+        at one row) let the planner walk the tenant's whole (tenant_id, created_at) index instead:
+        14.8-23.9 ms on a 20,000-row tenant against 0.7-1.8 ms, growing with the tenant."""
         params: list[Any] = [visibility.tenant_id, visibility.user_id]
         where = [
             "tenant_id = $1",
@@ -232,13 +245,16 @@ class PgObservationStore:
             *also,
         ]
         params.append(list(types))
-        where.append(f"type = ANY(${len(params)}::text[])")
+        kinds = f"${len(params)}::text[]"
+        where.append("type = t.type" if per_type else f"type = ANY({kinds})")
         params.append(now)
         where.append(live_sql(f"${len(params)}"))
         params.append(limit)
-        rows = await self.conn.fetch(
-            f"SELECT * FROM observations WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ${len(params)}", *params
-        )
+        sql = f"SELECT * FROM observations WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ${len(params)}"
+        if per_type:  # `order` names only the observation's columns: it holds outside the lateral too
+            lateral = f"unnest({kinds}) AS t(type) CROSS JOIN LATERAL ({sql}) o"
+            sql = f"SELECT o.* FROM {lateral} ORDER BY {order} LIMIT ${len(params)}"
+        rows = await self.conn.fetch(sql, *params)
         return [to_observation(r) for r in rows]
 
     async def flag(self, ids: Sequence[uuid.UUID], flag: str) -> int:
