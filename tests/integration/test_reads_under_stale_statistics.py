@@ -1,16 +1,22 @@
 """The profile read of every chat turn (`PgObservationStore.profile`) reads the caller's own rows
 of the asked types, whatever the planner's statistics say about the tenant.
 
-With statistics taken before the tenant grew (it is then estimated at one row), the read as one
-`type = ANY(...)` statement walked the tenant's whole (tenant_id, created_at) index: a 20,000-row
-tenant took 14.8-23.9 ms where the caller's rows take 0.7-1.8 (bench/RESULTS.md), and it grows
-with the tenant. Here the statistics are taken, inside the test's transaction, of a database
-holding another tenant's 20,000 rows and none of this one's; the transaction is rolled back, so
-they never leave it. The statement as one `type = ANY(...)` read all of the tenant's 4,030 rows."""
+Statistics taken before a tenant grew estimate it at one row when every other tenant is in the
+statistics' most-common-values list and this one is not (a database of fewer than about 100
+tenants: a development or small deployment, or a bench); autovacuum takes them again once a
+tenth of the table has changed. Then any index that starts with tenant_id looks as cheap as any
+other, and the profile read as one `type = ANY(...)` statement walked the whole tenant: 19.0-23.9
+ms against 1.8 on a 20,000-row tenant (bench/RESULTS.md).
+
+Here the statistics are taken, inside the test's transaction, of a database that holds another
+tenant's 20,000 rows and none of this one's; then the tenant gets its rows. The transaction is
+rolled back, so the stale statistics never leave it."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,10 +65,10 @@ async def insert(conn: Any, tenant: str, user: str, kind: str, count: int) -> No
     )
 
 
-async def test_the_profile_reads_the_callers_rows_of_its_types(db: Any, tenant: str) -> None:
-    visibility = Visibility(tenant_id=tenant, user_id="alice", teams=frozenset(), include_sensitive=False)
-    found: list[Any] = []
-    explaining: Explaining | None = None
+@asynccontextmanager
+async def stale_statistics(db: Any, tenant: str) -> AsyncIterator[Any]:
+    """A tenant transaction on `tenant`'s 4,030 rows, planned with statistics taken before it had
+    any; rolled back at the end."""
     try:
         async with db.system() as conn:
             await insert(conn, f"{tenant}-before", "bob", "note", 20_000)  # the database the statistics saw
@@ -74,15 +80,26 @@ async def test_the_profile_reads_the_callers_rows_of_its_types(db: Any, tenant: 
             await conn.execute(
                 "SELECT set_config('role', 'engram_app', true), set_config('engram.tenant_id', $1, true)", tenant
             )
-            types = ["preference", "identity"]
-            found = await PgObservationStore(conn).profile(visibility, types=types, now=NOW, limit=20)
-            explaining = Explaining(conn)
-            await PgObservationStore(explaining).profile(visibility, types=types, now=NOW, limit=20)
+            yield conn
             raise Rollback
     except Rollback:
         pass
+
+
+def alice(tenant: str) -> Visibility:
+    return Visibility(tenant_id=tenant, user_id="alice", teams=frozenset(), include_sensitive=False)
+
+
+async def test_the_profile_reads_the_callers_rows_of_its_types(db: Any, tenant: str) -> None:
+    visibility = alice(tenant)
+    types = ["preference", "identity"]
+    explaining: Explaining | None = None
+    async with stale_statistics(db, tenant) as conn:
+        found = await PgObservationStore(conn).profile(visibility, types=types, now=NOW, limit=20)
+        explaining = Explaining(conn)
+        await PgObservationStore(explaining).profile(visibility, types=types, now=NOW, limit=20)
     assert len(found) == 20 and {o.type for o in found} == {"preference", "identity"}
     assert [o.id for o in found] == sorted((o.id for o in found), reverse=True)  # said at once: newest id first
-    assert explaining is not None
-    # the caller's rows of the two types, not the tenant's 4,030
-    assert rows_read(explaining.plan["Plan"], "observations") <= MINE
+    # the caller's rows of the two types, not the tenant's 4,030 (the statement as one
+    # `type = ANY(...)` read all of them)
+    assert explaining is not None and rows_read(explaining.plan["Plan"], "observations") <= MINE
