@@ -8,7 +8,6 @@ in for such statistics here: it makes a join of the vocabulary the plan the plan
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ import numpy as np
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.domain.scopes import Visibility
 from engram.domain.search import SearchFilter
+from tests.integration.plans import Explaining, rows_read
 from tests.integration.search_rows import insert_notes, note_document
 
 DIMS = 64
@@ -27,25 +27,6 @@ VOCABULARY = [f"word{i:04d}" for i in range(1500)]
 QUERY = "word0001 word0002 word0003"
 # a join of the vocabulary becomes the cheapest plan, as with statistics older than the tenant
 JOIN_PREFERRED = "SELECT set_config('enable_nestloop', 'off', true), set_config('enable_hashjoin', 'off', true)"
-
-
-class Explaining:
-    """Stands in for the connection in `lexical_in`: runs its statement under EXPLAIN ANALYZE."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.plan: dict[str, Any] = {}
-
-    async def fetch(self, sql: str, *args: Any) -> list[Any]:
-        found = await self.conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, *args)
-        self.plan = (json.loads(found) if isinstance(found, str) else found)[0]
-        return []
-
-
-def rows_read(node: dict[str, Any], relation: str) -> float:
-    """Rows the plan's scans of `relation` returned, over all their loops."""
-    own = node["Actual Rows"] * node["Actual Loops"] if node.get("Relation Name") == relation else 0.0
-    return own + sum(rows_read(child, relation) for child in node.get("Plans", []))
 
 
 async def test_each_query_term_is_one_probe(db: Any, tenant: str) -> None:

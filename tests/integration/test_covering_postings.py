@@ -4,7 +4,6 @@ for callers of every scope, with type and validity filters, exact and capped per
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ from engram.adapters.migrations import MIGRATIONS_DIR
 from engram.adapters.pgvector_index import PgVectorIndex
 from engram.domain.scopes import Visibility
 from engram.domain.search import IndexDocument, SearchFilter
+from tests.integration.plans import Explaining, scans
 from tests.integration.search_rows import insert_notes
 
 DIMS = 64
@@ -34,24 +34,6 @@ NOW = datetime(2026, 12, 2, tzinfo=UTC)
 
 class Rollback(Exception):
     pass
-
-
-class Explaining:
-    """Stands in for the connection in `lexical_in`: runs its statement under EXPLAIN ANALYZE."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.plan: dict[str, Any] = {}
-
-    async def fetch(self, sql: str, *args: Any) -> list[Any]:
-        found = await self.conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
-        self.plan = (json.loads(found) if isinstance(found, str) else found)[0]
-        return []
-
-
-def scans(node: dict[str, Any]) -> list[dict[str, Any]]:
-    own = [node] if node.get("Relation Name") == "search_terms" else []
-    return own + [s for child in node.get("Plans", []) for s in scans(child)]
 
 
 def documents(tenant: str, ids: list[uuid.UUID]) -> list[IndexDocument]:
@@ -119,8 +101,8 @@ async def index_used(conn: Any, tenant: str) -> set[str]:
     explaining = Explaining(conn)
     visibility = Visibility(tenant_id=tenant, user_id="alice", teams=frozenset(), include_sensitive=False)
     index = PgVectorIndex(None, DIMS, exact_below=50, postings_per_term=15)  # type: ignore[arg-type]
-    await index.lexical_in(explaining, visibility, QUERIES[0], SearchFilter(now=NOW), 10)  # type: ignore[arg-type]
-    return {s["Index Name"] for s in scans(explaining.plan["Plan"])}
+    await index.lexical_in(explaining, visibility, QUERIES[0], SearchFilter(now=NOW), 10)
+    return {s["Index Name"] for s in scans(explaining.plan["Plan"], "search_terms")}
 
 
 @pytest.fixture
@@ -170,8 +152,8 @@ async def test_postings_come_from_the_index_alone(db: Any, tenant: str, postings
         plan = await index.prepare(conn, tenant, 10)
         await conn.execute(PLAN_SETTINGS)
         explaining = Explaining(conn)
-        await index.lexical_in(explaining, visibility, "billing invoice", SearchFilter(now=NOW), 10, plan)  # type: ignore[arg-type]
-    found = scans(explaining.plan["Plan"])
+        await index.lexical_in(explaining, visibility, "billing invoice", SearchFilter(now=NOW), 10, plan)
+    found = scans(explaining.plan["Plan"], "search_terms")
     assert found and all(s["Node Type"] == "Index Only Scan" for s in found), found
     assert {s["Index Name"] for s in found} == {"search_terms_impact_covering"}
     assert sum(s["Heap Fetches"] for s in found) == 0

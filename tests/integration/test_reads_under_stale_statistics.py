@@ -14,7 +14,6 @@ rolled back, so the stale statistics never leave it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ from typing import Any
 
 from engram.adapters.observations import PgObservationStore
 from engram.domain.scopes import Visibility
+from tests.integration.plans import Explaining, rows_read
 
 NOW = datetime(2026, 12, 7, tzinfo=UTC)
 OTHERS = 4_000  # other users' rows, and the caller's of other types
@@ -30,27 +30,6 @@ MINE = 30
 
 class Rollback(Exception):
     pass
-
-
-class Explaining:
-    """Stands in for the store's connection: runs its statement under EXPLAIN ANALYZE."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.plan: dict[str, Any] = {}
-
-    async def fetch(self, sql: str, *args: Any) -> list[Any]:
-        found = await self.conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, *args)
-        self.plan = (json.loads(found) if isinstance(found, str) else found)[0]
-        return []
-
-
-def rows_read(node: dict[str, Any], relation: str) -> float:
-    """Rows the plan's scans of `relation` returned (after their index conditions), over all loops."""
-    own = 0.0
-    if node.get("Relation Name") == relation:
-        own = (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
-    return own + sum(rows_read(child, relation) for child in node.get("Plans", []))
 
 
 async def insert(conn: Any, tenant: str, user: str, kind: str, count: int) -> None:
