@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from engram.adapters.failures import failure_kind
 from engram.bootstrap import Services, get_services, recall_service
@@ -33,11 +33,12 @@ from engram.domain.models import FeedbackKind
 from engram.domain.observation import Key, Observation, Priority, Scope, Tag, TeamId, TypeName
 from engram.domain.periods import parse_within
 from engram.domain.recall import RecallQuery
-from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, needs_mark, render_recall_text
+from engram.domain.recall_text import DEFAULT_TOKEN_BUDGET, render_recall_text
 from engram.domain.scopes import Principal, require_sensitive
 from engram.domain.text import find_unstorable
 from engram.runtime import mcp_guide as guide
 from engram.runtime.guards import RETRY_AFTER_SECONDS
+from engram.runtime.mcp_results import Accepted, Expiring, Forgotten, Found, Hit, MemoryView, Remembered
 from engram.services.feedback import FeedbackRequest
 from engram.services.memory import MarkRequest, RememberRequest
 from engram.services.profile import stable_block
@@ -49,71 +50,6 @@ Credentials = Callable[[Context], Awaitable[Principal]]
 OBSERVATION_URI = "engram://observations/{observation_id}"
 HISTORY_URI = "engram://observations/{observation_id}/history"
 JSON = "application/json"
-
-
-class MemoryView(BaseModel):
-    """An observation as a tool shows it: what a model needs to use it and to judge how far to trust it."""
-
-    id: uuid.UUID
-    type: str
-    title: str
-    narrative: str
-    facts: list[str]
-    tags: list[str]
-    scope: Scope
-    team_ids: list[str]
-    user_id: str | None = Field(description="its owner; null: tenant-wide")
-    source: str = Field(description="user (a person stored it), agent, or system (a business system)")
-    verified: bool
-    unverified: bool = Field(description="shown as '(unverified)': inferred by an agent, not confirmed by a person")
-    confidence: float
-    priority: Priority
-    key: str | None
-    valid_from: datetime | None
-    expires_at: datetime | None
-    said_at: datetime | None = Field(description="when it was said, if not when it was stored (created_at)")
-    created_at: datetime
-
-    @classmethod
-    def of(cls, obs: Observation) -> MemoryView:
-        return cls(
-            **obs.model_dump(include=set(cls.model_fields) - {"unverified", "source"}),
-            source=obs.source.value,
-            unverified=needs_mark(obs),
-        )
-
-
-class Remembered(BaseModel):
-    outcome: Literal["created", "updated", "deduplicated"]
-    observation: MemoryView
-
-
-class Accepted(BaseModel):
-    id: str = Field(description="the event's id")
-    status: Literal["accepted"] = "accepted"
-
-
-class Hit(BaseModel):
-    observation: MemoryView
-    score: float
-    lexical_rank: int | None = Field(description="rank in the keyword list (1 = best), null if not there")
-    vector_rank: int | None = Field(description="rank in the meaning list (1 = best), null if not there")
-
-
-class Found(BaseModel):
-    query_id: uuid.UUID
-    hits: list[Hit]
-
-
-class Forgotten(BaseModel):
-    id: uuid.UUID
-    title: str
-    status: Literal["deleted"] = "deleted"
-
-
-class Expiring(BaseModel):
-    within: str
-    items: list[MemoryView]
 
 
 def _message(exc: BaseException) -> str | None:

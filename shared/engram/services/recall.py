@@ -65,13 +65,14 @@ from engram.services.recall_plan import (
     MAX_LIMIT,
     Plan,
     groups,
+    instant,
     merge_parts,
     shared_limit,
     shared_list,
     validate_query_text,
     with_parts,
 )
-from engram.services.recall_scoring import is_statement, scored_hits
+from engram.services.recall_scoring import scored_hits, statement_vectors
 from engram.services.recall_versions import conflict_partners, hydrate_as_of, with_partners
 
 log = structlog.get_logger(__name__)
@@ -216,7 +217,7 @@ class RecallService:
             vector_text=vector_text,
             visibility=Visibility.for_principal(principal, want_sensitive=query.want_sensitive),
             where=SearchFilter(
-                now=_instant(query, now),
+                now=instant(query, now),
                 types=tuple(query.types),
                 # an assistant's passages only for a question that asks the assistant; a query
                 # that names its types gets what it names
@@ -405,17 +406,6 @@ class RecallService:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
 
 
-def _instant(query: RecallQuery, now: datetime) -> datetime:
-    """When the recall looks at memory: now, or the `as_of` time. Memory is known up to now, so a
-    later `as_of` answers as now (documented on the field; refusing it was a constraint no
-    OpenAPI document can state, and the fuzzer's valid cases were refused)."""
-    if query.as_of is None:
-        return now
-    if query.as_of.tzinfo is None:
-        raise Unprocessable("as_of", "as_of needs a time zone (e.g. 2026-03-01T12:00:00Z)")
-    return min(query.as_of, now)
-
-
 def _everyones(exc: Exception) -> bool:
     """A failure that would fail each query alone as well (no connection, a timeout): searching
     them one by one would only add load where there is too much already."""
@@ -431,19 +421,3 @@ async def _hide_rejected(tx: TenantTx, principal: Principal, plans: Sequence[Pla
     if hidden:
         for plan in plans:
             plan.visibility = dataclasses.replace(plan.visibility, hidden_ids=plan.visibility.hidden_ids | hidden)
-
-
-async def statement_vectors(search: TenantSearch, plans: Sequence[Plan], found: Mapping[str, Observation]) -> None:
-    """The stored vectors of the statement units among the hybrid plans' candidates, in one read
-    (`recall_scoring.later_statements_first` compares them); only where a plan has two."""
-    wanted = {
-        plan_index: ids
-        for plan_index, plan in enumerate(plans)
-        if plan.query.mode == "hybrid"
-        and len(ids := [f.id for f in plan.fused if (o := found.get(f.id)) is not None and is_statement(o)]) >= 2
-    }
-    if not wanted:
-        return
-    vectors = await search.embeddings(list(dict.fromkeys(i for ids in wanted.values() for i in ids)))
-    for plan_index, ids in wanted.items():
-        plans[plan_index].vectors = {i: vectors[i] for i in ids if i in vectors}

@@ -198,3 +198,14 @@ def as_turns(hits: Sequence[SearchHit]) -> list[SearchHit]:
         unit = {"unit": round(best / hit.score, 6)} if best != hit.score else {}
         turns.append(dataclasses.replace(hit, score=score, boosts={**hit.boosts, **unit, **added}))
     return turns
+
+
+def instant(query: RecallQuery, now: datetime) -> datetime:
+    """When the recall looks at memory: now, or the `as_of` time. Memory is known up to now, so a
+    later `as_of` answers as now (documented on the field; refusing it was a constraint no
+    OpenAPI document can state, and the fuzzer's valid cases were refused)."""
+    if query.as_of is None:
+        return now
+    if query.as_of.tzinfo is None:
+        raise Unprocessable("as_of", "as_of needs a time zone (e.g. 2026-03-01T12:00:00Z)")
+    return min(query.as_of, now)

@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import datetime
 
 from engram.domain import life_topics
@@ -40,6 +40,7 @@ from engram.domain.ranking import (
 from engram.domain.recall import SearchHit
 from engram.domain.recency import RESTATED_DEPTH, Said, newer_first
 from engram.domain.specificity import specificity_support
+from engram.ports import TenantSearch
 from engram.services.recall_plan import Plan, as_turns
 
 
@@ -294,3 +295,19 @@ def later_statements_first(
             hit = dataclasses.replace(hit, score=score, boosts={**hit.boosts, "newer": round(score / hit.score, 6)})
         out.append(hit)
     return out
+
+
+async def statement_vectors(search: TenantSearch, plans: Sequence[Plan], found: Mapping[str, Observation]) -> None:
+    """The stored vectors of the statement units among the hybrid plans' candidates, in one read
+    (`later_statements_first` compares them); only where a plan has two."""
+    wanted = {
+        plan_index: ids
+        for plan_index, plan in enumerate(plans)
+        if plan.query.mode == "hybrid"
+        and len(ids := [f.id for f in plan.fused if (o := found.get(f.id)) is not None and is_statement(o)]) >= 2
+    }
+    if not wanted:
+        return
+    vectors = await search.embeddings(list(dict.fromkeys(i for ids in wanted.values() for i in ids)))
+    for plan_index, ids in wanted.items():
+        plans[plan_index].vectors = {i: vectors[i] for i in ids if i in vectors}
