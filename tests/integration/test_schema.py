@@ -170,3 +170,20 @@ async def test_pool_skips_the_reset_only_after_a_committed_tenant_transaction(
         assert any("RESET ALL" in q for q in queries), "a failed statement is reset in full"
     finally:
         await db.close()
+
+
+async def test_statistics_follow_a_growing_tenant(db: Any) -> None:
+    """Migration 0022: autovacuum analyzes the tables recall reads after 1 % of them changed, so a
+    new tenant is known to the planner sooner (tests/integration/test_reads_under_stale_statistics.py
+    shows what a tenant the statistics do not know costs)."""
+    async with db.system() as conn:
+        rows = await conn.fetch(
+            "SELECT relname, reloptions FROM pg_class WHERE relname = ANY($1::text[]) AND relkind = 'r'",
+            ["observations", "search_documents", "search_terms", "search_term_stats"],
+        )
+    assert {r["relname"]: "autovacuum_analyze_scale_factor=0.01" in (r["reloptions"] or []) for r in rows} == {
+        "observations": True,
+        "search_documents": True,
+        "search_terms": True,
+        "search_term_stats": True,
+    }
