@@ -51,9 +51,6 @@ def lexical_statement(
     else:
         params.append(plan.bm25_docs)
         docs = f"${len(params)}::float8"
-    configs = " UNION ".join(f"SELECT lexeme FROM unnest(to_tsvector('{c}', $2::text))" for c in SEARCH_CONFIGS)
-    stems = " || ".join(f"tsvector_to_array(to_tsvector('{c}', w))" for c in SEARCH_CONFIGS)
-    stop = " OR ".join(f"to_tsvector('{c}', w) = ''::tsvector" for c in SEARCH_CONFIGS)
     params.extend([exact_below, postings_per_term])
     exact, m = f"${len(params) - 1}", f"${len(params)}"
     dated, undated = "", ""
@@ -83,14 +80,28 @@ def lexical_statement(
         ) p
         GROUP BY p.observation_id"""
 
+    sql = f"""
+        WITH {_query_terms_sql(docs, words)}{scored}
+        ORDER BY score DESC, id
+        LIMIT {k}
+        """
+    return sql, params
+
+
+def _query_terms_sql(docs: str, words: str) -> str:
+    """The BM25 statement's common table expressions of the query (the text is $2, the tenant $1):
+    its terms (`q`), the tenant's document count (`n`, from `docs`), each term's idf (`qi`) and the
+    query's weight (`qw`, `qm`, from the words in the parameter `words`)."""
+    configs = " UNION ".join(f"SELECT lexeme FROM unnest(to_tsvector('{c}', $2::text))" for c in SEARCH_CONFIGS)
+    stems = " || ".join(f"tsvector_to_array(to_tsvector('{c}', w))" for c in SEARCH_CONFIGS)
+    stop = " OR ".join(f"to_tsvector('{c}', w) = ''::tsvector" for c in SEARCH_CONFIGS)
     # document frequencies come from `search_term_stats` (kept exact by triggers on the
     # postings), not from counting each query term's postings. One probe per query term: (tenant,
     # term) is its key, so LIMIT 1 changes no result, but it keeps the planner from turning the
     # lookup into a join. With statistics older than a tenant's growth (a tenant estimated at one
     # row) it merge-joined the query's terms with all of the tenant's vocabulary: 5,525 rows read
     # for 3 terms, 2.2 ms against 0.15 ms, and growing with the vocabulary (bench/RESULTS.md).
-    sql = f"""
-        WITH q AS (SELECT DISTINCT lexeme AS term FROM ({configs}) x),
+    return f"""q AS (SELECT DISTINCT lexeme AS term FROM ({configs}) x),
         n AS (SELECT {docs} AS docs),
         qi AS MATERIALIZED (
           SELECT q.term, {BM25_IDF_SQL.format(df="ts.doc_freq")} AS idf
@@ -107,8 +118,4 @@ def lexical_statement(
           SELECT coalesce(sum({BM25_IDF_SQL.format(df="df")}), 0)::float8 AS mass FROM (
             SELECT coalesce((SELECT min(ts.doc_freq) FROM search_term_stats ts WHERE ts.tenant_id = $1
               AND ts.term = ANY(qw.stems) AND ts.doc_freq > 0), 0) AS df FROM qw OFFSET 0) x
-        ){scored}
-        ORDER BY score DESC, id
-        LIMIT {k}
-        """
-    return sql, params
+        )"""
