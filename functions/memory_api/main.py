@@ -14,10 +14,11 @@ from cloudevents.exceptions import GenericException as CloudEventError
 from cloudevents.http import from_http
 from fastapi import Query, Request, Response, status
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from engram.domain.errors import ArchiveError
 from engram.domain.observation import Observation, Scope, Source
+from engram.domain.paging import MARK_PATTERN, TOTAL_CAP
 from engram.domain.scopes import Permission
 from engram.runtime.http import CurrentPrincipal, ServicesDep, document, function_app, warm_embedder
 from engram.runtime.problems import problem
@@ -50,7 +51,11 @@ class ObservationPage(BaseModel):
     items: list[Observation]
     page: int
     size: int
-    total: int
+    total: int = Field(description=f"matching memories: exact up to {TOTAL_CAP:,}, beyond that a lower bound")
+    total_exact: bool = Field(description=f"false when more than {TOTAL_CAP:,} match and `total` stops there")
+    next: str | None = Field(
+        description="pass as `after` for the page that follows (a range read, however deep); null on the last page"
+    )
 
 
 class Accepted(BaseModel):
@@ -84,8 +89,12 @@ async def list_memory(
     verified: bool | None = None,
     include_expired: bool = False,
     sensitive: bool = False,
-    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    page: Annotated[int, Query(ge=1, le=100_000, description="counted from `after` when it is given")] = 1,
     size: Annotated[int, Query(ge=1, le=200)] = 50,
+    after: Annotated[
+        str | None,
+        Query(pattern=MARK_PATTERN, description="the `next` of a page: list the memories after its last one"),
+    ] = None,
 ) -> ObservationPage:
     result = await services.memory.list(
         principal,
@@ -98,8 +107,16 @@ async def list_memory(
         include_sensitive=sensitive,
         page=page,
         size=size,
+        after=after,
     )
-    return ObservationPage(items=result.items, page=result.page, size=result.size, total=result.total)
+    return ObservationPage(
+        items=result.items,
+        page=result.page,
+        size=result.size,
+        total=result.total,
+        total_exact=result.total_exact,
+        next=result.next,
+    )
 
 
 @app.delete("/api/ai/memory", response_model=Erasure, tags=["personal data"])

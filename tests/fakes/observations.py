@@ -25,6 +25,7 @@ from engram.domain.observation import (
     Written,
     is_unit_key,
 )
+from engram.domain.paging import TOTAL_CAP, PageMark
 from engram.domain.plan_topics import PLAN_FLAG
 from engram.domain.scopes import Visibility
 from tests.fakes.data import TxState, observations_deleted, real
@@ -152,7 +153,9 @@ class InMemoryObservationStore:
         include_expired: bool = False,
         now: datetime,
         limit: int,
-        offset: int,
+        offset: int = 0,
+        after: PageMark | None = None,
+        count_up_to: int = TOTAL_CAP + 1,
     ) -> tuple[list[Observation], int]:
         wanted_tags = {t.casefold() for t in tags}
         found = [
@@ -167,7 +170,14 @@ class InMemoryObservationStore:
             and (include_expired or o.is_live(now))  # without expired ones, superseded ones go too
         ]
         _newest_first(found)
-        return found[offset : offset + limit], len(found)
+        total = min(len(found), count_up_to)
+        if after is not None:
+            found = [
+                o
+                for o in found
+                if o.created_at < after.created_at or (o.created_at == after.created_at and o.id.int > after.id.int)
+            ]
+        return found[offset : offset + limit], total
 
     async def expiring(
         self, visibility: Visibility, *, now: datetime, until: datetime, limit: int

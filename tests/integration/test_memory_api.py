@@ -82,6 +82,32 @@ async def test_list_filters_pages_and_visibility(api: Any, auth: Any, tenant: st
     assert [o["title"] for o in bob_in_sales["items"]] == ["sales team note"]
 
 
+async def test_list_goes_on_after_a_page_and_counts_up_to_a_cap(
+    api: Any, auth: Any, tenant: str, services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(7):
+        await api.post("/api/ai/memory", headers=auth(tenant), json={"title": f"entry {i}"})
+    numbered = [(await api.get(f"/api/ai/memory?size=3&page={n}", headers=auth(tenant))).json() for n in (1, 2, 3)]
+    assert [p["total"] for p in numbered] == [7, 7, 7] and all(p["total_exact"] for p in numbered)
+    assert [len(p["items"]) for p in numbered] == [3, 3, 1] and numbered[2]["next"] is None
+    walked, after = [], None
+    while True:
+        query = "size=3" + (f"&after={after}" if after else "")
+        body = (await api.get(f"/api/ai/memory?{query}", headers=auth(tenant))).json()
+        walked += [o["id"] for o in body["items"]]
+        after = body["next"]
+        if after is None:
+            break
+    assert walked == [o["id"] for p in numbered for o in p["items"]]  # the same list, however it is paged
+    second = (await api.get(f"/api/ai/memory?size=2&page=2&after={numbered[0]['next']}", headers=auth(tenant))).json()
+    assert [o["id"] for o in second["items"]] == walked[5:7]  # pages count from the mark
+
+    monkeypatch.setattr(services.memory, "total_cap", 5)
+    capped = (await api.get("/api/ai/memory?size=2", headers=auth(tenant))).json()
+    assert capped["total"] == 5 and capped["total_exact"] is False and len(capped["items"]) == 2
+    assert assert_problem(await api.get("/api/ai/memory?after=not-a-mark", headers=auth(tenant)), 422, "query.after")
+
+
 async def test_domain_event_over_http_becomes_one_visible_observation(
     api: Any, auth: Any, tenant: str, other_tenant: str, workers: Any
 ) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from engram.domain.models import FeedbackCounts, FeedbackKind, FeedbackRow
 from engram.domain.observation import ObservationDraft, Priority, Provenance, Scope, WriteOutcome
+from engram.domain.paging import PageMark
 from engram.domain.plan_topics import PLAN_FLAG
 from engram.domain.scopes import Visibility
 from tests.fakes import FakeBus, InMemoryUnitOfWork
@@ -143,6 +144,49 @@ async def test_visible_reads(uow: Any, tenant: str) -> None:
         assert [o.title for o in soon] == ["expiring"]
         page, total = await obs.list_visible(seeing(tenant), now=now, limit=2, offset=1, include_expired=True)
         assert total == 5 and len(page) == 2
+
+
+async def test_list_pages_after_a_mark_and_a_count_that_stops(uow: Any, tenant: str) -> None:
+    await write(uow, tenant, *(draft(tenant, f"first batch {i}") for i in range(7)))
+    await write(uow, tenant, *(draft(tenant, f"second batch {i}") for i in range(5)))
+    await write(uow, tenant, draft(tenant, "bob's", user_id="bob"))  # not alice's to see
+    now = datetime.now(UTC)
+    async with uow.tenant(tenant) as tx:
+        obs = tx.observations
+        whole, total = await obs.list_visible(seeing(tenant), now=now, limit=50)
+        assert total == 12 and [o.title.split()[0] for o in whole] == ["second"] * 5 + ["first"] * 7
+        assert len({o.created_at for o in whole[5:]}) == 1  # one transaction, one time: the id orders them
+
+        walked: list[Any] = []
+        mark = None
+        while True:
+            page, counted = await obs.list_visible(seeing(tenant), now=now, limit=5, after=mark)
+            assert counted == 12  # the whole list's, wherever the page starts
+            walked += page
+            if len(page) < 5:
+                break
+            mark = PageMark(page[-1].created_at, page[-1].id)
+        assert [o.id for o in walked] == [o.id for o in whole]
+
+        # an offset counts from the mark; a mark after the last row, or before the first, is an end or the top
+        at = whole[6]
+        page, _ = await obs.list_visible(
+            seeing(tenant), now=now, limit=3, offset=2, after=PageMark(at.created_at, at.id)
+        )
+        assert [o.id for o in page] == [o.id for o in whole[9:12]]
+        last = whole[-1]
+        assert (await obs.list_visible(seeing(tenant), now=now, limit=5, after=PageMark(last.created_at, last.id)))[
+            0
+        ] == []
+        top = PageMark(now + timedelta(days=1), uuid.UUID(int=0))
+        assert [o.id for o in (await obs.list_visible(seeing(tenant), now=now, limit=50, after=top))[0]] == [
+            o.id for o in whole
+        ]
+
+        page, counted = await obs.list_visible(seeing(tenant), now=now, limit=2, count_up_to=5)
+        assert counted == 5 and len(page) == 2
+        _, counted = await obs.list_visible(seeing(tenant), now=now, limit=2, types=["note"], count_up_to=12)
+        assert counted == 12
 
 
 async def test_profile_and_known(uow: Any, tenant: str) -> None:

@@ -25,6 +25,7 @@ from engram.domain.observation import (
     WriteOutcome,
     Written,
 )
+from engram.domain.paging import TOTAL_CAP, PageMark
 from engram.domain.plan_topics import PLAN_FLAG
 from engram.domain.scopes import Visibility
 
@@ -160,7 +161,9 @@ class PgObservationStore:
         include_expired: bool = False,
         now: datetime,
         limit: int,
-        offset: int,
+        offset: int = 0,
+        after: PageMark | None = None,
+        count_up_to: int = TOTAL_CAP + 1,
     ) -> tuple[list[Observation], int]:
         params: list[Any] = [visibility.tenant_id]
         where = ["tenant_id = $1", visibility_sql(visibility, params)]
@@ -178,13 +181,31 @@ class PgObservationStore:
             params.append(now)
             where.append(live_sql(f"${len(params)}"))
         clause = " AND ".join(where)
-        total = await self.conn.fetchval(f"SELECT count(*) FROM observations WHERE {clause}", *params)
-        params.extend([limit, offset])
-        rows = await self.conn.fetch(
-            f"SELECT * FROM observations WHERE {clause} ORDER BY created_at DESC, id"
-            f" LIMIT ${len(params) - 1} OFFSET ${len(params)}",
+        # the count stops at `count_up_to` rows (of the list's index, newest first), not at the tenant's last
+        total = await self.conn.fetchval(
+            f"SELECT count(*) FROM (SELECT 1 FROM observations WHERE {clause}"
+            f" ORDER BY created_at DESC, id LIMIT ${len(params) + 1}) AS counted",
             *params,
+            count_up_to,
         )
+        order = "ORDER BY created_at DESC, id"
+        params.extend([limit, offset])
+        lim, off = f"${len(params) - 1}", f"${len(params)}"
+        if after is None:
+            sql = f"SELECT * FROM observations WHERE {clause} {order} LIMIT {lim} OFFSET {off}"
+        else:
+            # two ranges of `observations_tenant_created` after the mark: the rest of its instant (a
+            # batch written in one transaction shares it) by id, then what is older; each an index
+            # range from its start, not an offset from the top, nor a filter over the mark's instant
+            params.extend([after.created_at, after.id])
+            c, i = f"${len(params) - 1}", f"${len(params)}"
+            head = f"{order} LIMIT {lim}::bigint + {off}::bigint"
+            sql = (
+                f"SELECT * FROM ((SELECT * FROM observations WHERE {clause} AND created_at = {c} AND id > {i} {head})"
+                f" UNION ALL (SELECT * FROM observations WHERE {clause} AND created_at < {c} {head})) AS after_mark"
+                f" {order} LIMIT {lim} OFFSET {off}"
+            )
+        rows = await self.conn.fetch(sql, *params)
         return [to_observation(r) for r in rows], int(total)
 
     async def expiring(

@@ -22,6 +22,7 @@ from cloudevents.http import CloudEvent
 
 from engram.domain.models import AgentKey, FeedbackCounts, FeedbackRow, FeedbackTarget
 from engram.domain.observation import Change, KnownObservation, Observation, ObservationDraft, Written
+from engram.domain.paging import TOTAL_CAP, PageMark
 from engram.domain.periods import Granularity, Window
 from engram.domain.scopes import Visibility
 from engram.domain.search import Vector
@@ -60,8 +61,15 @@ class ObservationStore(Protocol):
         include_expired: bool = False,
         now: datetime,
         limit: int,
-        offset: int,
-    ) -> tuple[list[Observation], int]: ...
+        offset: int = 0,
+        after: PageMark | None = None,
+        count_up_to: int = TOTAL_CAP + 1,
+    ) -> tuple[list[Observation], int]:
+        """A page of the visible observations, newest first (`created_at DESC, id`): `limit` of
+        them from `offset` on, counted from `after` (the rows after that place) or from the
+        first; and how many match in all, counted up to `count_up_to` (a count that reaches it
+        stops there: `paging.counted_total`)."""
+        ...
 
     async def expiring(
         self, visibility: Visibility, *, now: datetime, until: datetime, limit: int

@@ -30,6 +30,7 @@ from engram.domain.observation import (
     Written,
     default_confidence,
 )
+from engram.domain.paging import TOTAL_CAP, PageMark, counted_total
 from engram.domain.scopes import Permission, Principal, Visibility, require, require_sensitive
 from engram.domain.zones import user_zone
 from engram.ports import EventBus, UnitOfWork
@@ -82,13 +83,21 @@ class MarkRequest(BaseModel):
 
 @dataclass(frozen=True)
 class Page:
+    """A page of the memory list: `total` matching memories, exact when `total_exact`, else at
+    least that many (`paging.TOTAL_CAP`); `next` continues after the page's last one (None:
+    nothing follows)."""
+
     items: list[Observation]
     total: int
     page: int
     size: int
+    total_exact: bool = True
+    next: str | None = None
 
 
 class MemoryService:
+    total_cap = TOTAL_CAP  # the memory list counts its matches up to here
+
     def __init__(self, uow: UnitOfWork, bus: EventBus, observation_types: frozenset[str], zone: tzinfo = UTC) -> None:
         self.uow = uow
         self.bus = bus
@@ -158,12 +167,15 @@ class MemoryService:
         include_sensitive: bool = False,
         page: int = 1,
         size: int = 50,
+        after: str | None = None,
     ) -> Page:
+        """Pages count from the first memory, or from after `after` (the `next` of a page)."""
         require(principal, Permission.read_observation)
         require_sensitive(principal, include_sensitive, "listing sensitive observations")
         visibility = Visibility.for_principal(principal, want_sensitive=include_sensitive)
+        mark = PageMark.decode(after) if after is not None else None
         async with self.uow.tenant(principal.tenant_id) as tx:
-            items, total = await tx.observations.list_visible(
+            items, counted = await tx.observations.list_visible(
                 visibility,
                 types=types,
                 tags=tags,
@@ -172,10 +184,17 @@ class MemoryService:
                 verified=verified,
                 include_expired=include_expired,
                 now=datetime.now(UTC),
-                limit=size,
+                limit=size + 1,  # one more tells whether a page follows
                 offset=(page - 1) * size,
+                after=mark,
+                count_up_to=self.total_cap + 1,
             )
-        return Page(items=items, total=total, page=page, size=size)
+        total, exact = counted_total(counted, self.total_cap)
+        following = None
+        if len(items) > size:
+            items = items[:size]
+            following = PageMark(items[-1].created_at, items[-1].id).encode()
+        return Page(items=items, total=total, page=page, size=size, total_exact=exact, next=following)
 
     async def get(self, principal: Principal, observation_id: uuid.UUID, *, want_sensitive: bool = True) -> Observation:
         """One observation the caller may see; anything else is 404 (existence is not leaked)."""
