@@ -1,0 +1,84 @@
+"""The memory list's two statements read what a page needs, however long the list is
+(`PgObservationStore.list_visible`, `domain.paging`): the total stops counting at its cap, and a
+page after a mark starts at the mark instead of reading the rows before it.
+
+The tenant's 3,000 rows are written by one statement, so they share their `created_at` (as a
+batch written in one transaction does): a mark in the middle of them is the case where a filter
+over the mark's instant read every row of it before the mark."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from engram.adapters.observations import PgObservationStore
+from engram.domain.paging import PageMark
+from engram.domain.scopes import Visibility
+from tests.integration.plans import rows_read
+
+NOW = datetime(2026, 12, 7, tzinfo=UTC)
+ROWS = 3_000
+PAGE = 50
+
+
+class Rollback(Exception):
+    pass
+
+
+class ExplainingBoth:
+    """The store's connection, running its count (`fetchval`) and its page (`fetch`) under
+    EXPLAIN ANALYZE; the plans in order."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.plans: list[dict[str, Any]] = []
+
+    async def _explain(self, sql: str, *args: Any) -> None:
+        found = await self.conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
+        self.plans.append((json.loads(found) if isinstance(found, str) else found)[0]["Plan"])
+
+    async def fetchval(self, sql: str, *args: Any) -> int:
+        await self._explain(sql, *args)
+        return 0
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        await self._explain(sql, *args)
+        return []
+
+
+async def test_a_page_after_a_mark_and_the_capped_total_read_only_their_rows(db: Any, tenant: str) -> None:
+    alice = Visibility(tenant_id=tenant, user_id="alice", teams=frozenset(), include_sensitive=False)
+    try:
+        async with db.system() as conn:
+            await conn.execute(
+                "INSERT INTO observations"
+                " (id, tenant_id, user_id, type, title, content_hash, source, scope, trigger_source)"
+                " SELECT gen_random_uuid(), $1, 'alice', 'note', 'note ' || g, md5($1 || g), 'user', 'private',"
+                " 'manual' FROM generate_series(1, $2) g",
+                tenant,
+                ROWS,
+            )
+            await conn.execute("ANALYZE observations")
+            await conn.execute(
+                "SELECT set_config('role', 'engram_app', true), set_config('engram.tenant_id', $1, true)", tenant
+            )
+            store = PgObservationStore(conn)
+            whole, counted = await store.list_visible(alice, now=NOW, limit=ROWS, count_up_to=ROWS + 1)
+            assert counted == ROWS and len({o.created_at for o in whole}) == 1
+            middle = whole[ROWS * 2 // 3]
+            mark = PageMark(middle.created_at, middle.id)
+            page, capped = await store.list_visible(alice, now=NOW, limit=PAGE, after=mark, count_up_to=1_001)
+            assert capped == 1_001
+            assert [o.id for o in page] == [o.id for o in whole[ROWS * 2 // 3 + 1 :][:PAGE]]
+
+            explaining = ExplainingBoth(conn)
+            await PgObservationStore(explaining).list_visible(alice, now=NOW, limit=PAGE, after=mark, count_up_to=1_001)
+            raise Rollback
+    except Rollback:
+        pass
+    count, page_plan = explaining.plans
+    assert rows_read(count, "observations") <= 1_001  # not the 3,000 of the list
+    # the page's rows and the one look each range takes past its end, not the 2,000 rows of the
+    # mark's instant before it
+    assert rows_read(page_plan, "observations") <= 2 * PAGE + 2
