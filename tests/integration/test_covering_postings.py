@@ -4,6 +4,7 @@ for callers of every scope, with type and validity filters, exact and capped per
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -140,20 +141,26 @@ async def test_rankings_equal_through_the_old_index(db: Any, tenant: str, postin
 
 
 async def test_postings_come_from_the_index_alone(db: Any, tenant: str, postings: frozenset[str]) -> None:
-    # the session database commits asynchronously (synchronous_commit=off): VACUUM marks a page
-    # all-visible only once the commits of its rows are on disk
-    await db.system_statement("CHECKPOINT")
-    await db.system_statement("VACUUM search_terms")
     index = PgVectorIndex(db, DIMS, exact_below=50, postings_per_term=15)
     visibility = Visibility(
         tenant_id=tenant, user_id="alice", teams=frozenset({"red"}), include_sensitive=False, hidden_ids=postings
     )
-    async with db.tenant(tenant) as conn:
-        plan = await index.prepare(conn, tenant, 10)
-        await conn.execute(PLAN_SETTINGS)
-        explaining = Explaining(conn)
-        await index.lexical_in(explaining, visibility, "billing invoice", SearchFilter(now=NOW), 10, plan)
-    found = scans(explaining.plan["Plan"], "search_terms")
-    assert found and all(s["Node Type"] == "Index Only Scan" for s in found), found
-    assert {s["Index Name"] for s in found} == {"search_terms_impact_covering"}
+    for attempt in range(5):
+        # the session database commits asynchronously (synchronous_commit=off): VACUUM marks a page
+        # all-visible only once the commits of its rows are on disk, and only when no transaction
+        # older than them is open (a background task of an earlier test may still hold one: in
+        # one run of the suite 81 postings were fetched from the heap after the first VACUUM)
+        await db.system_statement("CHECKPOINT")
+        await db.system_statement("VACUUM search_terms")
+        async with db.tenant(tenant) as conn:
+            plan = await index.prepare(conn, tenant, 10)
+            await conn.execute(PLAN_SETTINGS)
+            explaining = Explaining(conn)
+            await index.lexical_in(explaining, visibility, "billing invoice", SearchFilter(now=NOW), 10, plan)
+        found = scans(explaining.plan["Plan"], "search_terms")
+        assert found and all(s["Node Type"] == "Index Only Scan" for s in found), found
+        assert {s["Index Name"] for s in found} == {"search_terms_impact_covering"}
+        if sum(s["Heap Fetches"] for s in found) == 0 or attempt == 4:
+            break
+        await asyncio.sleep(0.5)
     assert sum(s["Heap Fetches"] for s in found) == 0
