@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ from engram.adapters.observations import PgObservationStore
 from engram.adapters.postgres import Connection, Database
 from engram.adapters.proposal_store import PgProposalStore
 from engram.adapters.tenant_stores import PgAgentKeyStore
+from engram.development.embedded import free_ports
 from engram.domain.consolidation_history import ConsolidationRecord
 from engram.domain.hashing import secret_hash
 from engram.domain.observation import ObservationDraft
@@ -291,26 +291,6 @@ def operation_config(
     return ["--config-file", str(config)], check
 
 
-def distinct_ports(count: int) -> list[int]:
-    """`count` free ports, all different: each is held while the next is chosen. `free_port` one
-    at a time gave memory-api and telemetry-query the same port in a CI run (the first process
-    had not bound it yet when the second port was chosen), so memory-api exited on "address
-    already in use" and its three fuzz groups ran against telemetry-query's five operations."""
-    with contextlib.ExitStack() as held:
-        ports = []
-        for _ in range(count):
-            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            ports.append(int(sock.getsockname()[1]))
-    return ports
-
-
-def test_the_functions_ports_are_all_different() -> None:
-    for _ in range(20):
-        ports = distinct_ports(len(FUNCTIONS) + 5)
-        assert len(set(ports)) == len(ports)
-
-
 @pytest.fixture(scope="module")
 def functions(stack: dict[str, str], tmp_path_factory: Any) -> Iterator[dict[str, str]]:
     logs = tmp_path_factory.mktemp("fuzz")
@@ -325,7 +305,7 @@ def functions(stack: dict[str, str], tmp_path_factory: Any) -> Iterator[dict[str
     procs: list[subprocess.Popen[bytes]] = []
     urls: dict[str, str] = {}
     try:
-        for module, port in zip(FUNCTIONS, distinct_ports(len(FUNCTIONS)), strict=True):
+        for module, port in zip(FUNCTIONS, free_ports(len(FUNCTIONS)), strict=True):
             with open(logs / f"{module}.log", "wb") as out:
                 procs.append(
                     subprocess.Popen(

@@ -34,6 +34,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` free ports, all different: each socket is held while the next is chosen. One
+    `free_port` after another can return the same port twice while nothing has bound the first
+    (a CI run gave two functions of the fuzz test one port; the second exited on "address
+    already in use")."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind(("127.0.0.1", 0))
+            ports.append(int(s.getsockname()[1]))
+    return ports
+
+
 def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -260,6 +274,10 @@ class EmbeddedNats:
     auth: bool = True
     stream: str = "ENGRAM"
     seeds: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.monitor_port == self.port:  # both chosen before the server binds either (`free_ports`)
+            self.monitor_port = next(p for p in free_ports(2) if p != self.port)
 
     @property
     def pid_file(self) -> Path:
