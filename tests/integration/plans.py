@@ -8,17 +8,27 @@ from typing import Any
 
 class Explaining:
     """Stands in for the connection an adapter's statement runs on (`PgVectorIndex.lexical_in`, a
-    store): runs what it fetches under EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) and keeps the plan;
-    what it executes (the statement's settings) runs as it is."""
+    store): runs what it fetches (`fetch`, `fetchval`) under EXPLAIN (ANALYZE, BUFFERS, FORMAT
+    JSON) and keeps the plans in order (`plan`: the last); what it executes (the statement's
+    settings) runs as it is."""
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.plan: dict[str, Any] = {}
+        self.plans: list[dict[str, Any]] = []
 
-    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+    async def _explain(self, sql: str, *args: Any) -> None:
         found = await self.conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
         self.plan = (json.loads(found) if isinstance(found, str) else found)[0]  # a pool may decode json
+        self.plans.append(self.plan)
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        await self._explain(sql, *args)
         return []
+
+    async def fetchval(self, sql: str, *args: Any) -> int:
+        await self._explain(sql, *args)
+        return 0
 
     async def execute(self, sql: str, *args: Any) -> str:
         result: str = await self.conn.execute(sql, *args)
@@ -36,3 +46,9 @@ def rows_read(node: dict[str, Any], relation: str) -> float:
     conditions), over all their loops."""
     found = scans(node, relation)
     return float(sum((s["Actual Rows"] + s.get("Rows Removed by Filter", 0)) * s["Actual Loops"] for s in found))
+
+
+def outline(node: dict[str, Any], depth: int = 0) -> str:
+    """A plan as one line per node: its type, index and rows (for a failing assertion)."""
+    line = f"{'  ' * depth}{node['Node Type']} {node.get('Index Name', '')} rows={node.get('Actual Rows')}"
+    return "\n".join([line, *(outline(child, depth + 1) for child in node.get("Plans", []))])

@@ -1,5 +1,5 @@
-"""Rows the search-index tests store: observations for the documents to point at, and a note's
-index document (public, alice's, english)."""
+"""Rows the search-index and plan tests store: observations for the documents to point at, a
+user's private rows in bulk, and a note's index document (public, alice's, english)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,20 @@ async def insert_notes(db: Any, tenant: str, ids: Sequence[uuid.UUID]) -> None:
             tenant,
             list(ids),
         )
+
+
+async def insert_private(conn: Any, tenant: str, user: str, kind: str, count: int) -> None:
+    """`count` private rows of `user` of the type `kind`, written by one statement (so they share
+    their `created_at`, as a batch written in one transaction does)."""
+    await conn.execute(
+        "INSERT INTO observations (id, tenant_id, user_id, type, title, content_hash, source, scope, trigger_source)"
+        " SELECT gen_random_uuid(), $1, $2, $3, 'note ' || g, md5($1 || $2 || $3 || g), 'user', 'private', 'manual'"
+        " FROM generate_series(1, $4) g",
+        tenant,
+        user,
+        kind,
+        count,
+    )
 
 
 def note_document(

@@ -13,14 +13,14 @@ at the cap is the cheaper plan by far."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 from engram.adapters.observations import PgObservationStore
 from engram.domain.paging import PageMark
 from engram.domain.scopes import Visibility
-from tests.integration.plans import rows_read
+from tests.integration.plans import Explaining, outline, rows_read
+from tests.integration.search_rows import insert_private
 
 NOW = datetime(2026, 12, 7, tzinfo=UTC)
 ROWS = 20_000
@@ -28,50 +28,16 @@ OTHERS = 30_000  # another tenant's: the list is a part of the table, as in prod
 PAGE = 50
 
 
-def outline(node: dict[str, Any], depth: int = 0) -> str:
-    """A plan as one line per node: its type, index and rows (for a failing assertion)."""
-    line = f"{'  ' * depth}{node['Node Type']} {node.get('Index Name', '')} rows={node.get('Actual Rows')}"
-    return "\n".join([line, *(outline(child, depth + 1) for child in node.get("Plans", []))])
-
-
 class Rollback(Exception):
     pass
-
-
-class ExplainingBoth:
-    """The store's connection, running its count (`fetchval`) and its page (`fetch`) under
-    EXPLAIN ANALYZE; the plans in order."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.plans: list[dict[str, Any]] = []
-
-    async def _explain(self, sql: str, *args: Any) -> None:
-        found = await self.conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, *args)
-        self.plans.append((json.loads(found) if isinstance(found, str) else found)[0]["Plan"])
-
-    async def fetchval(self, sql: str, *args: Any) -> int:
-        await self._explain(sql, *args)
-        return 0
-
-    async def fetch(self, sql: str, *args: Any) -> list[Any]:
-        await self._explain(sql, *args)
-        return []
 
 
 async def test_a_page_after_a_mark_and_the_capped_total_read_only_their_rows(db: Any, tenant: str) -> None:
     alice = Visibility(tenant_id=tenant, user_id="alice", teams=frozenset(), include_sensitive=False)
     try:
         async with db.system() as conn:
-            for owner, rows in ((f"{tenant}-other", OTHERS), (tenant, ROWS)):
-                await conn.execute(
-                    "INSERT INTO observations"
-                    " (id, tenant_id, user_id, type, title, content_hash, source, scope, trigger_source)"
-                    " SELECT gen_random_uuid(), $1, 'alice', 'note', 'note ' || g, md5($1 || g), 'user', 'private',"
-                    " 'manual' FROM generate_series(1, $2) g",
-                    owner,
-                    rows,
-                )
+            await insert_private(conn, f"{tenant}-other", "alice", "note", OTHERS)
+            await insert_private(conn, tenant, "alice", "note", ROWS)
             await conn.execute("ANALYZE observations")
             await conn.execute(
                 "SELECT set_config('role', 'engram_app', true), set_config('engram.tenant_id', $1, true)", tenant
@@ -85,12 +51,12 @@ async def test_a_page_after_a_mark_and_the_capped_total_read_only_their_rows(db:
             assert capped == 1_001
             assert [o.id for o in page] == [o.id for o in whole[ROWS * 2 // 3 + 1 :][:PAGE]]
 
-            explaining = ExplainingBoth(conn)
+            explaining = Explaining(conn)
             await PgObservationStore(explaining).list_visible(alice, now=NOW, limit=PAGE, after=mark, count_up_to=1_001)
             raise Rollback
     except Rollback:
         pass
-    count, page_plan = explaining.plans
+    count, page_plan = (plan["Plan"] for plan in explaining.plans)
     assert rows_read(count, "observations") <= 1_001, outline(count)  # not the 20,000 of the list
     # the page's rows and the one look each range takes past its end, not the 13,333 rows of the
     # mark's instant before it

@@ -22,6 +22,7 @@ from typing import Any
 from engram.adapters.observations import PgObservationStore
 from engram.domain.scopes import Visibility
 from tests.integration.plans import Explaining, rows_read
+from tests.integration.search_rows import insert_private
 
 NOW = datetime(2026, 12, 7, tzinfo=UTC)
 OTHERS = 4_000  # other users' rows, and the caller's of other types
@@ -32,30 +33,18 @@ class Rollback(Exception):
     pass
 
 
-async def insert(conn: Any, tenant: str, user: str, kind: str, count: int) -> None:
-    await conn.execute(
-        "INSERT INTO observations (id, tenant_id, user_id, type, title, content_hash, source, scope, trigger_source)"
-        " SELECT gen_random_uuid(), $1, $2, $3, 'note ' || g, md5($1 || $2 || $3 || g), 'user', 'private', 'manual'"
-        " FROM generate_series(1, $4) g",
-        tenant,
-        user,
-        kind,
-        count,
-    )
-
-
 @asynccontextmanager
 async def stale_statistics(db: Any, tenant: str) -> AsyncIterator[Any]:
     """A tenant transaction on `tenant`'s 4,030 rows, planned with statistics taken before it had
     any; rolled back at the end."""
     try:
         async with db.system() as conn:
-            await insert(conn, f"{tenant}-before", "bob", "note", 20_000)  # the database the statistics saw
+            await insert_private(conn, f"{tenant}-before", "bob", "note", 20_000)  # the database the statistics saw
             await conn.execute("ANALYZE observations")  # before the tenant had rows
-            await insert(conn, tenant, "bob", "note", OTHERS // 2)
-            await insert(conn, tenant, "alice", "note", OTHERS // 2)
-            await insert(conn, tenant, "alice", "preference", MINE // 2)
-            await insert(conn, tenant, "alice", "identity", MINE // 2)
+            await insert_private(conn, tenant, "bob", "note", OTHERS // 2)
+            await insert_private(conn, tenant, "alice", "note", OTHERS // 2)
+            await insert_private(conn, tenant, "alice", "preference", MINE // 2)
+            await insert_private(conn, tenant, "alice", "identity", MINE // 2)
             await conn.execute(
                 "SELECT set_config('role', 'engram_app', true), set_config('engram.tenant_id', $1, true)", tenant
             )

@@ -181,14 +181,14 @@ class PgObservationStore:
             params.append(now)
             where.append(live_sql(f"${len(params)}"))
         clause = " AND ".join(where)
+        order = "ORDER BY created_at DESC, id"
         # the count stops at `count_up_to` rows (of the list's index, newest first), not at the tenant's last
         total = await self.conn.fetchval(
-            f"SELECT count(*) FROM (SELECT 1 FROM observations WHERE {clause}"
-            f" ORDER BY created_at DESC, id LIMIT ${len(params) + 1}) AS counted",
+            f"SELECT count(*) FROM (SELECT 1 FROM observations WHERE {clause} {order} LIMIT ${len(params) + 1})"
+            " AS counted",
             *params,
             count_up_to,
         )
-        order = "ORDER BY created_at DESC, id"
         params.extend([limit, offset])
         lim, off = f"${len(params) - 1}", f"${len(params)}"
         if after is None:
